@@ -1,0 +1,8 @@
+# Warnings every tern target gets; applied through tern_target_defaults().
+function(tern_target_defaults target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow -Wno-unused-parameter
+                                           -Wnon-virtual-dtor -Wformat=2 -Wno-stringop-overflow)
+  if(TERN_NATIVE)
+    target_compile_options(${target} PRIVATE -march=native)
+  endif()
+endfunction()
