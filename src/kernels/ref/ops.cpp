@@ -1,0 +1,92 @@
+#include "kernels/ref/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace tern::kernels {
+
+void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
+  const auto vec_dot = w.traits->vec_dot;
+  pool.parallel_for(static_cast<size_t>(w.n_rows), [&](size_t begin, size_t end, int) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const float* xt = x + t * w.n_cols;
+      float* yt = y + t * w.n_rows;
+      for (size_t r = begin; r < end; ++r) yt[r] = vec_dot(w.row(static_cast<int64_t>(r)), xt, w.n_cols);
+    }
+  });
+}
+
+void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  float ss = 0.0f;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * weight[i];
+}
+
+void softmax(float* x, int64_t n) {
+  if (n <= 0) return;
+  const float max = *std::max_element(x, x + n);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+namespace {
+
+// YaRN: the dimension index at which a rotation completes n_rot turns over the original context.
+float yarn_corr_dim(int n_dims, int orig_ctx, float n_rot, float base) {
+  return n_dims * std::log(orig_ctx / (n_rot * 2.0f * static_cast<float>(M_PI))) / (2.0f * std::log(base));
+}
+
+// Angle and magnitude scale for rotation pair i (0-based pair index).
+void rope_angle(const RopeParams& p, int pair, int32_t pos, float& theta, float& mscale) {
+  const float theta_extrap = pos * std::pow(p.freq_base, -2.0f * pair / p.n_rot);
+  const float theta_interp = p.freq_scale * theta_extrap;
+  theta = theta_interp;
+  mscale = 1.0f;
+  if (p.yarn_orig_ctx > 0 && p.yarn_ext_factor != 0.0f) {
+    const float low = std::max(0.0f, std::floor(yarn_corr_dim(p.n_rot, p.yarn_orig_ctx, p.yarn_beta_fast, p.freq_base)));
+    const float high = std::min(static_cast<float>(p.n_rot - 1),
+                                std::ceil(yarn_corr_dim(p.n_rot, p.yarn_orig_ctx, p.yarn_beta_slow, p.freq_base)));
+    const float y = (pair - low) / std::max(0.001f, high - low);
+    const float ramp = 1.0f - std::clamp(y, 0.0f, 1.0f);
+    const float mix = ramp * p.yarn_ext_factor;
+    theta = theta_interp * (1.0f - mix) + theta_extrap * mix;
+    mscale = p.yarn_attn_factor * (1.0f + 0.1f * std::log(1.0f / p.freq_scale));
+  } else {
+    mscale = p.yarn_attn_factor;
+  }
+}
+
+}  // namespace
+
+void rope(float* x, int n_heads, int head_dim, int32_t pos, const RopeParams& p) {
+  const int half = p.n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    float theta = 0.0f, mscale = 1.0f;
+    rope_angle(p, i, pos, theta, mscale);
+    const float c = std::cos(theta) * mscale;
+    const float s = std::sin(theta) * mscale;
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + h * head_dim;
+      const int a = p.layout == RopeLayout::Normal ? 2 * i : i;
+      const int b = p.layout == RopeLayout::Normal ? 2 * i + 1 : i + half;
+      const float x0 = v[a], x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+}  // namespace tern::kernels

@@ -1,0 +1,63 @@
+// kernels/ref/ops.h — scalar reference operators.
+//
+// These are the oracle every optimised kernel is tested against, and the
+// path used where no fast kernel exists yet. All activations are f32,
+// row-major; weights are rows of any type with quant traits. Functions
+// never allocate except matmul's per-thread row scratch.
+#pragma once
+
+#include <cstdint>
+
+#include "core/thread_pool.h"
+#include "quant/quant.h"
+
+namespace tern::kernels {
+
+// A weight matrix viewed in place (usually inside the mmapped file).
+// [n_rows][n_cols] in `type` blocks, row-major; row r starts at data + r * row_stride_bytes.
+struct WeightView {
+  const quant::TypeTraits* traits = nullptr;
+  const void* data = nullptr;
+  int64_t n_rows = 0;
+  int64_t n_cols = 0;
+  size_t row_stride_bytes = 0;
+  const void* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_stride_bytes; }
+};
+
+// y[t][r] = dot(w.row(r), x[t]) for t < n_tokens, r < w.n_rows.
+// x: [n_tokens][w.n_cols], y: [n_tokens][w.n_rows]. Parallel over rows.
+void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool);
+
+// y = x / sqrt(mean(x^2) + eps) * weight, per row of n. x may alias y.
+void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps);
+
+// In-place softmax over n values.
+void softmax(float* x, int64_t n);
+
+// gate[i] = silu(gate[i]) * up[i]
+void swiglu(float* gate, const float* up, int64_t n);
+
+enum class RopeLayout {
+  Normal,  // rotate adjacent pairs (2i, 2i+1): llama, llama2.c, mistral GGUFs
+  NeoX,    // rotate (i, i + n_rot/2): qwen2, gpt-neox
+};
+
+struct RopeParams {
+  RopeLayout layout = RopeLayout::Normal;
+  int n_rot = 0;            // rotated dims per head (<= head_dim); the rest pass through
+  float freq_base = 10000.0f;
+  float freq_scale = 1.0f;  // 1 / linear scaling factor
+  // YaRN (active when yarn_orig_ctx > 0): ramp between interpolation and
+  // extrapolation over dims set by beta_fast/beta_slow, attention scaled by mscale.
+  int yarn_orig_ctx = 0;
+  float yarn_ext_factor = 0.0f;
+  float yarn_attn_factor = 1.0f;
+  float yarn_beta_fast = 32.0f;
+  float yarn_beta_slow = 1.0f;
+};
+
+// Rotates n_heads heads of head_dim values at position pos in place.
+// x: [n_heads][head_dim].
+void rope(float* x, int n_heads, int head_dim, int32_t pos, const RopeParams& p);
+
+}  // namespace tern::kernels

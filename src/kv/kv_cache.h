@@ -1,0 +1,65 @@
+// kv/kv_cache.h — the key/value cache seen by the model's attention.
+//
+// Contract: a cache stores, per layer and per sequence, one key row and one
+// value row ([n_kv_head * head_dim] f32 each) per position 0..n-1 of that
+// sequence. The model calls reserve() for the positions a batch will write
+// before it runs, writes rows through key_row()/value_row(), and attention
+// reads the rows of positions [begin, end) of one sequence. Positions of a
+// sequence are dense and start at 0. The paged cache of the serving engine
+// implements this same interface over a block table.
+// Not thread-safe for concurrent reserve/remove; row pointers may be written
+// and read from many threads once reserve() has returned.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/ids.h"
+#include "core/status.h"
+
+namespace tern {
+
+struct KvShape {
+  int n_layer = 0;
+  int n_kv_head = 0;
+  int head_dim = 0;
+  int row_elems() const { return n_kv_head * head_dim; }
+};
+
+class KvCache {
+ public:
+  virtual ~KvCache() = default;
+
+  const KvShape& shape() const { return shape_; }
+
+  // Makes room for positions [0, n_positions) of `seq`, keeping what is stored.
+  // OutOfRange when the cache cannot hold that many (names the limit).
+  virtual Status reserve(SeqId seq, int32_t n_positions) = 0;
+  // Positions of `seq` written so far (the next position to write); 0 for a
+  // sequence the cache has never seen, including ids it cannot hold.
+  virtual int32_t n_positions(SeqId seq) const = 0;
+  // Marks positions [0, n) as valid after the model wrote them.
+  virtual void set_n_positions(SeqId seq, int32_t n) = 0;
+  // Drops positions >= n of `seq` (n = 0 frees the sequence).
+  virtual void truncate(SeqId seq, int32_t n) = 0;
+
+  // [n_kv_head][head_dim] rows; pos must be < the reserved size.
+  virtual float* key_row(int layer, SeqId seq, int32_t pos) = 0;
+  virtual float* value_row(int layer, SeqId seq, int32_t pos) = 0;
+
+  // A human picture of the cache state (for debugging and `dump` commands).
+  virtual std::string dump() const = 0;
+
+ protected:
+  explicit KvCache(KvShape shape) : shape_(shape) {}
+  KvShape shape_;
+};
+
+// One contiguous buffer per sequence slot, sized for max_positions:
+//   keys:   [n_layer][max_positions][n_kv_head][head_dim]
+//   values: [n_layer][max_positions][n_kv_head][head_dim]
+// Sequence ids must be < n_seq_max.
+std::unique_ptr<KvCache> make_contiguous_kv_cache(KvShape shape, int n_seq_max, int32_t max_positions);
+
+}  // namespace tern

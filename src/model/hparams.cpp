@@ -1,0 +1,122 @@
+#include "model/hparams.h"
+
+#include <cstdio>
+
+#include "model/arch.h"
+
+namespace tern {
+namespace {
+
+// Reads an optional positive integer key into `out`, bounded to keep every
+// derived size far from overflow.
+Status read_int(const gguf::GgufFile& f, const std::string& key, int& out, bool required) {
+  if (!f.find(key)) {
+    if (required) return error(ErrorKind::InvalidFile, "required metadata key '" + key + "' is missing");
+    return Status::ok();
+  }
+  auto v = f.get_u64(key);
+  if (!v) return v.status();
+  if (*v > (1u << 24)) return error(ErrorKind::InvalidFile, "metadata key '" + key + "' = " + std::to_string(*v) + " is implausibly large");
+  out = static_cast<int>(*v);
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) {
+  auto arch_name = f.get_string("general.architecture");
+  if (!arch_name) return arch_name.status();
+  const ArchInfo* arch = find_arch(*arch_name);
+  if (!arch)
+    return error(ErrorKind::Unsupported, "unknown architecture '" + *arch_name + "' (supported: " +
+                                             std::string(supported_arch_names()) + ")");
+  HParams hp;
+  hp.arch = *arch_name;
+  const std::string p = hp.arch + ".";
+  TERN_RETURN_IF_ERROR(read_int(f, p + "embedding_length", hp.n_embd, true));
+  TERN_RETURN_IF_ERROR(read_int(f, p + "block_count", hp.n_layer, true));
+  TERN_RETURN_IF_ERROR(read_int(f, p + "feed_forward_length", hp.n_ff, true));
+  TERN_RETURN_IF_ERROR(read_int(f, p + "attention.head_count", hp.n_head, true));
+  hp.n_head_kv = hp.n_head;
+  TERN_RETURN_IF_ERROR(read_int(f, p + "attention.head_count_kv", hp.n_head_kv, false));
+  hp.n_ctx_train = 2048;
+  TERN_RETURN_IF_ERROR(read_int(f, p + "context_length", hp.n_ctx_train, false));
+  hp.n_vocab = n_vocab_from_tensors;
+  TERN_RETURN_IF_ERROR(read_int(f, p + "vocab_size", hp.n_vocab, false));
+  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_ff <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_vocab <= 0)
+    return error(ErrorKind::InvalidFile, "model sizes must be positive: " + hp.summary());
+  if (hp.n_head % hp.n_head_kv != 0)
+    return error(ErrorKind::InvalidFile, "head_count " + std::to_string(hp.n_head) +
+                                             " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
+  if (hp.n_embd % hp.n_head != 0 && !f.find(p + "attention.key_length"))
+    return error(ErrorKind::InvalidFile, "embedding_length is not a multiple of head_count and no key_length is given");
+  hp.head_dim = hp.n_embd / hp.n_head;
+  TERN_RETURN_IF_ERROR(read_int(f, p + "attention.key_length", hp.head_dim, false));
+  int value_dim = hp.head_dim;
+  TERN_RETURN_IF_ERROR(read_int(f, p + "attention.value_length", value_dim, false));
+  if (value_dim != hp.head_dim || hp.head_dim <= 0)
+    return error(ErrorKind::Unsupported, "key_length " + std::to_string(hp.head_dim) + " != value_length " +
+                                             std::to_string(value_dim) + " is not supported");
+
+  auto eps = f.get_f64_or(p + "attention.layer_norm_rms_epsilon", 1e-5);
+  if (!eps) return eps.status();
+  hp.rms_eps = static_cast<float>(*eps);
+  if (arch->reads_sliding_window) TERN_RETURN_IF_ERROR(read_int(f, p + "attention.sliding_window", hp.sliding_window, false));
+
+  auto& r = hp.rope;
+  r.layout = arch->rope_layout;
+  r.n_rot = hp.head_dim;
+  TERN_RETURN_IF_ERROR(read_int(f, p + "rope.dimension_count", r.n_rot, false));
+  if (r.n_rot <= 0 || r.n_rot > hp.head_dim || r.n_rot % 2 != 0)
+    return error(ErrorKind::InvalidFile, "rope.dimension_count " + std::to_string(r.n_rot) +
+                                             " must be even and at most the head size " + std::to_string(hp.head_dim));
+  auto base = f.get_f64_or(p + "rope.freq_base", 10000.0);
+  if (!base) return base.status();
+  r.freq_base = static_cast<float>(*base);
+
+  std::string scaling = "none";
+  if (f.find(p + "rope.scaling.type")) {
+    auto s = f.get_string(p + "rope.scaling.type");
+    if (!s) return s.status();
+    scaling = *s;
+  }
+  double factor = 1.0;
+  if (f.find(p + "rope.scaling.factor")) {
+    auto v = f.get_f64(p + "rope.scaling.factor");
+    if (!v) return v.status();
+    factor = *v;
+  } else if (f.find(p + "rope.scale_linear")) {  // older files
+    auto v = f.get_f64(p + "rope.scale_linear");
+    if (!v) return v.status();
+    factor = *v;
+    if (scaling == "none") scaling = "linear";
+  }
+  if (scaling != "none" && !(factor > 0.0))
+    return error(ErrorKind::InvalidFile, "rope.scaling.factor must be positive");
+  if (scaling == "linear") {
+    r.freq_scale = static_cast<float>(1.0 / factor);
+  } else if (scaling == "yarn") {
+    r.freq_scale = static_cast<float>(1.0 / factor);
+    r.yarn_orig_ctx = hp.n_ctx_train;
+    TERN_RETURN_IF_ERROR(read_int(f, p + "rope.scaling.original_context_length", r.yarn_orig_ctx, false));
+    r.yarn_ext_factor = 1.0f;
+    auto attn = f.get_f64_or(p + "rope.scaling.attn_factor", 1.0);
+    if (!attn) return attn.status();
+    r.yarn_attn_factor = static_cast<float>(*attn);
+  } else if (scaling != "none") {
+    return error(ErrorKind::Unsupported, "rope.scaling.type '" + scaling + "' is not supported (none, linear, yarn)");
+  }
+  return hp;
+}
+
+std::string HParams::summary() const {
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "arch=%s n_vocab=%d n_ctx_train=%d n_embd=%d n_layer=%d n_ff=%d n_head=%d n_head_kv=%d "
+                "head_dim=%d n_rot=%d rope_base=%g rms_eps=%g sliding_window=%d",
+                arch.c_str(), n_vocab, n_ctx_train, n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, rope.n_rot,
+                rope.freq_base, rms_eps, sliding_window);
+  return buf;
+}
+
+}  // namespace tern

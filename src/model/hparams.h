@@ -1,0 +1,37 @@
+// model/hparams.h — the hyper-parameters of a decoder-only Transformer,
+// read from GGUF `<arch>.*` metadata with defaults where the format has them.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+#include "gguf/reader.h"
+#include "kernels/ref/ops.h"
+
+namespace tern {
+
+struct HParams {
+  std::string arch;
+  int n_vocab = 0;
+  int n_ctx_train = 0;
+  int n_embd = 0;
+  int n_layer = 0;
+  int n_ff = 0;
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;          // attention.key_length (== value_length), default n_embd / n_head
+  float rms_eps = 1e-5f;
+  int sliding_window = 0;    // 0 = full attention; else a token attends to the last `sliding_window` positions
+  kernels::RopeParams rope;  // layout from the arch table, n_rot, base, scaling
+
+  int q_dim() const { return n_head * head_dim; }
+  int kv_dim() const { return n_head_kv * head_dim; }
+  std::string summary() const;
+};
+
+// Reads and validates hyper-parameters (positive sizes, heads dividing evenly,
+// n_rot even and <= head_dim). n_vocab is taken from the token embedding when
+// the vocab_size key is absent, so callers pass it in.
+Result<HParams> read_hparams(const gguf::GgufFile& file, int n_vocab_from_tensors);
+
+}  // namespace tern

@@ -1,0 +1,159 @@
+#include "quant/quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "quant/blocks.h"
+
+namespace tern::quant {
+namespace {
+
+// ---- F32 / F16 / BF16 -------------------------------------------------------
+
+void f32_to_float(const void* src, float* dst, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+void f32_from_float(const float* src, void* dst, int64_t n) { std::memcpy(dst, src, n * sizeof(float)); }
+float f32_vec_dot(const void* row, const float* x, int64_t n) {
+  const auto* w = static_cast<const float*>(row);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += w[i] * x[i];
+  return sum;
+}
+
+void f16_to_float(const void* src, float* dst, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_float(h[i]);
+}
+void f16_from_float(const float* src, void* dst, int64_t n) {
+  auto* h = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) h[i] = float_to_fp16(src[i]);
+}
+float f16_vec_dot(const void* row, const float* x, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(row);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += fp16_to_float(h[i]) * x[i];
+  return sum;
+}
+
+void bf16_row_to_float(const void* src, float* dst, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = tern::bf16_to_float(h[i]);
+}
+void bf16_row_from_float(const float* src, void* dst, int64_t n) {
+  auto* h = static_cast<uint16_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) h[i] = tern::float_to_bf16(src[i]);
+}
+float bf16_vec_dot(const void* row, const float* x, int64_t n) {
+  const auto* h = static_cast<const uint16_t*>(row);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += tern::bf16_to_float(h[i]) * x[i];
+  return sum;
+}
+
+// ---- Q8_0 ---------------------------------------------------------------------
+
+void q8_0_to_float(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockQ8_0*>(src);
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    const float d = fp16_to_float(b[i].d);
+    for (int j = 0; j < kQK8_0; ++j) dst[i * kQK8_0 + j] = d * b[i].qs[j];
+  }
+}
+
+// Same rule as ggml's reference: d = max|x| / 127, q = round(x / d).
+void q8_0_from_float(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    const float* x = src + i * kQK8_0;
+    float amax = 0.0f;
+    for (int j = 0; j < kQK8_0; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b[i].d = float_to_fp16(d);
+    for (int j = 0; j < kQK8_0; ++j) b[i].qs[j] = static_cast<int8_t>(std::lround(x[j] * id));
+  }
+}
+
+float q8_0_vec_dot(const void* row, const float* x, int64_t n) {
+  const auto* b = static_cast<const BlockQ8_0*>(row);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK8_0; ++i) {
+    float block = 0.0f;
+    const float* xb = x + i * kQK8_0;
+    for (int j = 0; j < kQK8_0; ++j) block += b[i].qs[j] * xb[j];
+    sum += block * fp16_to_float(b[i].d);
+  }
+  return sum;
+}
+
+// ---- Q4_0 ---------------------------------------------------------------------
+
+void q4_0_to_float(const void* src, float* dst, int64_t n) {
+  const auto* b = static_cast<const BlockQ4_0*>(src);
+  for (int64_t i = 0; i < n / kQK4_0; ++i) {
+    const float d = fp16_to_float(b[i].d);
+    float* y = dst + i * kQK4_0;
+    for (int j = 0; j < kQK4_0 / 2; ++j) {
+      y[j] = d * (static_cast<int>(b[i].qs[j] & 0x0f) - 8);
+      y[j + kQK4_0 / 2] = d * (static_cast<int>(b[i].qs[j] >> 4) - 8);
+    }
+  }
+}
+
+// Same rule as ggml's reference: the signed value of largest magnitude maps
+// to -8, d = max / -8, q = clamp(trunc(x / d + 8.5), 0, 15).
+void q4_0_from_float(const float* src, void* dst, int64_t n) {
+  auto* b = static_cast<BlockQ4_0*>(dst);
+  for (int64_t i = 0; i < n / kQK4_0; ++i) {
+    const float* x = src + i * kQK4_0;
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < kQK4_0; ++j) {
+      if (std::fabs(x[j]) > amax) {
+        amax = std::fabs(x[j]);
+        max = x[j];
+      }
+    }
+    const float d = max / -8.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    b[i].d = float_to_fp16(d);
+    for (int j = 0; j < kQK4_0 / 2; ++j) {
+      const int q0 = std::min(15, static_cast<int>(x[j] * id + 8.5f));
+      const int q1 = std::min(15, static_cast<int>(x[j + kQK4_0 / 2] * id + 8.5f));
+      b[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+float q4_0_vec_dot(const void* row, const float* x, int64_t n) {
+  const auto* b = static_cast<const BlockQ4_0*>(row);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n / kQK4_0; ++i) {
+    const float* xb = x + i * kQK4_0;
+    float block = 0.0f;
+    for (int j = 0; j < kQK4_0 / 2; ++j) {
+      block += (static_cast<int>(b[i].qs[j] & 0x0f) - 8) * xb[j];
+      block += (static_cast<int>(b[i].qs[j] >> 4) - 8) * xb[j + kQK4_0 / 2];
+    }
+    sum += block * fp16_to_float(b[i].d);
+  }
+  return sum;
+}
+
+const TypeTraits kTraits[] = {
+    {GgmlType::F32, "F32", 1, 4, f32_to_float, f32_from_float, f32_vec_dot},
+    {GgmlType::F16, "F16", 1, 2, f16_to_float, f16_from_float, f16_vec_dot},
+    {GgmlType::BF16, "BF16", 1, 2, bf16_row_to_float, bf16_row_from_float, bf16_vec_dot},
+    {GgmlType::Q8_0, "Q8_0", 32, 34, q8_0_to_float, q8_0_from_float, q8_0_vec_dot},
+    {GgmlType::Q4_0, "Q4_0", 32, 18, q4_0_to_float, q4_0_from_float, q4_0_vec_dot},
+};
+
+}  // namespace
+
+const TypeTraits* traits(GgmlType type) {
+  for (const auto& t : kTraits)
+    if (t.type == type) return &t;
+  return nullptr;
+}
+
+}  // namespace tern::quant
