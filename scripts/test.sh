@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, then build and run every test
+# twice — an optimised build, and an ASan+UBSan build — and fail on any failure.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/deps.sh"
+jobs=${TERN_JOBS:-$(nproc)}
+
+run_suite() {  # run_suite BUILD_DIR CMAKE_ARGS...
+  local dir=$1
+  shift
+  cmake -S "$root" -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$jobs"
+  ctest --test-dir "$dir" -j "$jobs" --output-on-failure --timeout 900
+}
+
+echo "== release build =="
+run_suite "$root/build" -DCMAKE_BUILD_TYPE=Release
+echo "== ASan + UBSan build =="
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+run_suite "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DTERN_SANITIZE=address;undefined"

@@ -1,0 +1,159 @@
+// End-to-end tests of the `tern` binary: real subprocesses, real files.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "../model/model_fixture.h"
+
+namespace tern {
+namespace {
+
+struct Output {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+std::string tern_bin() { return std::string(TERN_BINARY_DIR) + "/tools/tern/tern"; }
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+Output run_tern(const std::string& args) {
+  const std::string err_path = std::string(TERN_BINARY_DIR) + "/cli_stderr." + std::to_string(::getpid()) + ".txt";
+  const std::string cmd = tern_bin() + " " + args + " 2>" + err_path + " </dev/null";
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  const int status = pclose(p);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  o.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  std::remove(err_path.c_str());
+  return o;
+}
+
+TEST(Cli, GreedyRunPrintsGoldenText) {
+  TERN_REQUIRE_STORIES();
+  auto o = run_tern("run -m " + quote(test::stories_gguf()) + " -p '' -n 200 --temp 0 -t 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(o.out, test::golden_text());
+  EXPECT_NE(o.err.find("tok/s"), std::string::npos) << "timings belong on stderr";
+}
+
+TEST(Cli, GreedyIsDeterministicAndSeedReproducible) {
+  TERN_REQUIRE_STORIES();
+  const std::string m = quote(test::stories_gguf());
+  auto a = run_tern("run -m " + m + " -p 'Once upon a time' -n 40 --temp 0 -t 1");
+  auto b = run_tern("run -m " + m + " -p 'Once upon a time' -n 40 --temp 0 -t 2");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_FALSE(a.out.empty());
+  auto s1 = run_tern("run -m " + m + " -p 'Once upon a time' -n 60 --temp 1 --seed 42");
+  auto s2 = run_tern("run -m " + m + " -p 'Once upon a time' -n 60 --temp 1 --seed 42");
+  auto s3 = run_tern("run -m " + m + " -p 'Once upon a time' -n 60 --temp 1 --seed 43");
+  ASSERT_EQ(s1.exit_code, 0) << s1.err;
+  EXPECT_EQ(s1.out, s2.out);
+  EXPECT_NE(s1.out, s3.out);
+}
+
+TEST(Cli, EchoPrintsPromptThenContinuation) {
+  TERN_REQUIRE_STORIES();
+  const std::string m = quote(test::stories_gguf());
+  auto plain = run_tern("run -m " + m + " -p 'Lily went' -n 10 --temp 0");
+  auto echo = run_tern("run -m " + m + " -p 'Lily went' -n 10 --temp 0 --echo");
+  ASSERT_EQ(echo.exit_code, 0) << echo.err;
+  EXPECT_EQ(echo.out, "Lily went" + plain.out);
+}
+
+TEST(Cli, TokenizeMatchesGoldenIds) {
+  TERN_REQUIRE_STORIES();
+  // The golden text's own tokenization (BOS + ids) is what the model generated.
+  const std::string text_path = test::stories_dir() + "/expected_greedy_200steps.txt";
+  auto o = run_tern("tokenize -m " + quote(test::stories_gguf()) + " -f " + quote(text_path));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  std::string want;
+  for (int id : test::golden_ids()) want += (want.empty() ? "" : " ") + std::to_string(id);
+  EXPECT_EQ(o.out, want + "\n");
+  auto ns = run_tern("tokenize -m " + quote(test::stories_gguf()) + " -p 'Once upon' --no-special");
+  EXPECT_EQ(ns.out, "403 407\n");
+}
+
+TEST(Cli, PerplexityJson) {
+  TERN_REQUIRE_STORIES();
+  const std::string text = std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt";
+  auto o = run_tern("perplexity -m " + quote(test::stories_gguf()) + " -f " + quote(text) + " -c 128 --chunks 4 --json");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  double ppl = 0;
+  long long tokens = 0;
+  int windows = 0;
+  ASSERT_EQ(std::sscanf(o.out.c_str(), "{\"perplexity\": %lf, \"tokens\": %lld, \"windows\": %d}", &ppl, &tokens, &windows), 3)
+      << o.out;
+  EXPECT_EQ(windows, 4);
+  EXPECT_EQ(tokens, 4 * (128 - 1 - 64));
+  // A 260K-parameter model on its own domain: far better than uniform (512), far from perfect.
+  EXPECT_GT(ppl, 1.5);
+  EXPECT_LT(ppl, 30.0);
+}
+
+TEST(Cli, InfoListsMetadataAndTensors) {
+  TERN_REQUIRE_STORIES();
+  auto o = run_tern("info " + quote(test::stories_gguf()));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("general.architecture"), std::string::npos);
+  EXPECT_NE(o.out.find("\"llama\""), std::string::npos);
+  EXPECT_NE(o.out.find("blk.4.ffn_down.weight"), std::string::npos);
+  EXPECT_NE(o.out.find("[172, 64]"), std::string::npos);
+}
+
+TEST(Cli, ErrorsAreOneClearLineAndNonZero) {
+  struct Case {
+    std::string args;
+    std::string needle;
+  };
+  const std::string m = test::stories_gguf().empty() ? "/nonexistent" : quote(test::stories_gguf());
+  const Case cases[] = {
+      {"", "usage"},
+      {"frobnicate", "unknown command"},
+      {"run -m /nonexistent/model.gguf -p hi", "cannot open"},
+      {"run -p hi", "-m MODEL is required"},
+      {"run -m " + m + " -p hi --bogus", "unknown option '--bogus'"},
+      {"run -m " + m + " -p hi -n abc", "-n expects an integer"},
+      {"run -m " + m + " -p hi --temp -1", "temperature"},
+      {"run -m " + m + " -p hi -n", "needs a value"},
+      {"info " + quote(std::string(TERN_SHARED_DIR) + "/data/text/wiki.test.raw"), "bad magic"},
+      {"convert --from gguf", "unknown --from format"},
+      {"tokenize -m " + m, "exactly one of"},
+      {"perplexity -m " + m + " -f /nonexistent.txt", "cannot open"},
+  };
+  for (const auto& c : cases) {
+    auto o = run_tern(c.args);
+    EXPECT_NE(o.exit_code, 0) << c.args;
+    EXPECT_NE(o.err.find(c.needle), std::string::npos) << c.args << " -> " << o.err;
+    EXPECT_TRUE(o.out.empty()) << c.args;
+  }
+}
+
+TEST(Cli, UnknownArchitectureIsRefused) {
+  // A vocabulary-only GGUF has no model: `run` must say so, `tokenize` must work.
+  const std::string vocab = std::string(TERN_SHARED_DIR) + "/testdata/tokenizers/ggml-vocab-gpt-2.gguf";
+  if (!std::ifstream(vocab)) GTEST_SKIP() << "tokenizer test vectors absent";
+  auto o = run_tern("run -m " + quote(vocab) + " -p hi");
+  EXPECT_NE(o.exit_code, 0);
+  EXPECT_FALSE(o.err.empty());
+  auto t = run_tern("tokenize -m " + quote(vocab) + " -p 'Hello world' --no-special");
+  EXPECT_EQ(t.exit_code, 0) << t.err;
+  EXPECT_EQ(t.out, "15496 995\n");
+}
+
+}  // namespace
+}  // namespace tern
