@@ -4,6 +4,15 @@
 
 namespace tern {
 
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+constexpr int kSpinIterations = 1 << 14;
+}  // namespace
+
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -12,7 +21,6 @@ ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;
-    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
@@ -23,47 +31,72 @@ int ThreadPool::default_threads() {
   return hc == 0 ? 1 : static_cast<int>(hc);
 }
 
-void ThreadPool::run_share(int index) {
-  const size_t chunk = (n_ + n_threads_ - 1) / n_threads_;
-  const size_t begin = std::min(n_, chunk * index);
-  const size_t end = std::min(n_, begin + chunk);
-  if (begin < end) (*fn_)(begin, end, index);
+void ThreadPool::run_chunks(uint32_t gen, int thread_index) {
+  uint64_t word = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    if (static_cast<uint32_t>(word >> 32) != gen) return;
+    const uint32_t i = static_cast<uint32_t>(word);
+    // Fields read before the claim belong to job `gen` if the claim succeeds:
+    // the job cannot finish (and be replaced) while chunk i is unclaimed.
+    const uint32_t n_chunks = n_chunks_.load(std::memory_order_relaxed);
+    if (i >= n_chunks) return;
+    const RangeFn* fn = fn_.load(std::memory_order_relaxed);
+    const size_t n = n_.load(std::memory_order_relaxed), chunk = chunk_.load(std::memory_order_relaxed);
+    if (!claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
+    const size_t begin = static_cast<size_t>(i) * chunk;
+    (*fn)(begin, std::min(n, begin + chunk), thread_index);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    word = claim_.load(std::memory_order_acquire);
+  }
 }
 
-void ThreadPool::parallel_for(size_t n, const RangeFn& fn) {
-  if (n_threads_ == 1 || n <= 1) {
-    if (n > 0) fn(0, n, 0);
+void ThreadPool::parallel_for(size_t n, const RangeFn& fn, size_t min_chunk) {
+  if (n == 0) return;
+  if (n_threads_ == 1 || n <= min_chunk) {
+    fn(0, n, 0);
     return;
   }
+  // A few chunks per thread balance uneven progress without much claim traffic.
+  const size_t target_chunks = static_cast<size_t>(n_threads_) * 4;
+  const size_t chunk = std::max(std::max<size_t>(1, min_chunk), (n + target_chunks - 1) / target_chunks);
+  const auto n_chunks = static_cast<uint32_t>((n + chunk - 1) / chunk);
+
+  const uint32_t gen = static_cast<uint32_t>(claim_.load(std::memory_order_relaxed) >> 32) + 1;
+  fn_.store(&fn, std::memory_order_relaxed);
+  n_.store(n, std::memory_order_relaxed);
+  chunk_.store(chunk, std::memory_order_relaxed);
+  n_chunks_.store(n_chunks, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
+  claim_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);  // publishes the job
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    fn_ = &fn;
-    n_ = n;
-    pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-    generation_.fetch_add(1, std::memory_order_release);
+    if (n_sleeping_ > 0) wake_.notify_all();
   }
-  wake_.notify_all();
-  run_share(0);
-  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  run_chunks(gen, 0);
+  // Only chunks that a running worker already claimed remain; wait for those.
+  while (done_.load(std::memory_order_acquire) != n_chunks) cpu_relax();
 }
 
 void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    // Spin a little: consecutive loops of one forward pass come microseconds apart.
-    for (int spin = 0; spin < 20000 && generation_.load(std::memory_order_acquire) == seen; ++spin) {
-#if defined(__x86_64__)
-      __builtin_ia32_pause();
-#endif
+    uint32_t gen = static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32);
+    for (int spin = 0; gen == seen && spin < kSpinIterations; ++spin) {
+      cpu_relax();
+      gen = static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32);
     }
-    {
+    if (gen == seen) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
-      seen = generation_.load(std::memory_order_acquire);
+      ++n_sleeping_;
+      wake_.wait(lock, [&] {
+        return stop_ || static_cast<uint32_t>(claim_.load(std::memory_order_acquire) >> 32) != seen;
+      });
+      --n_sleeping_;
       if (stop_) return;
+      continue;
     }
-    run_share(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    seen = gen;
+    run_chunks(gen, index);
   }
 }
 
