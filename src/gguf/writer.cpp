@@ -72,7 +72,13 @@ Status GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vecto
   if (dims.empty() || dims.size() > kMaxDims)
     return error(ErrorKind::InvalidArgument, "tensor '" + name + "': 1 to 4 dimensions required");
   uint64_t n = 1;
-  for (uint64_t d : dims) n *= d;
+  for (uint64_t d : dims) {
+    // The reader refuses zero dimensions and element counts that overflow; so must the writer.
+    if (d == 0 || n > UINT64_MAX / d)
+      return error(ErrorKind::InvalidArgument, "tensor '" + name + "': dimension " + std::to_string(d) +
+                                                   " is zero or makes the element count overflow");
+    n *= d;
+  }
   if (dims[0] % size->block_elems != 0)
     return error(ErrorKind::InvalidArgument, "tensor '" + name + "': row length not a multiple of the block size");
   const uint64_t expect = n / size->block_elems * size->block_bytes;
@@ -86,8 +92,13 @@ Status GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vecto
 }
 
 uint32_t GgufWriter::alignment() const {
-  for (const auto& [k, v] : kv_)
-    if (k == "general.alignment" && v.as_u64()) return static_cast<uint32_t>(*v.as_u64());
+  // An invalid general.alignment (0, not a power of two) must not divide by zero
+  // here; the file is laid out with the default and the reader refuses the key.
+  for (const auto& [k, v] : kv_) {
+    if (k != "general.alignment") continue;
+    auto a = v.as_u64();
+    if (a && *a != 0 && (*a & (*a - 1)) == 0 && *a <= (uint64_t{1} << 20)) return static_cast<uint32_t>(*a);
+  }
   return kDefaultAlignment;
 }
 
