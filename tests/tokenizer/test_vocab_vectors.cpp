@@ -1,0 +1,146 @@
+// llama.cpp's tokenizer test vectors: every ../shared/testdata/tokenizers/ggml-vocab-*.gguf
+// is one parameterised test, so a failure names its vocabulary.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tern {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kSeparator = "\n__ggml_vocab_test__\n";
+
+fs::path vectors_dir() { return fs::path(TERN_SHARED_DIR) / "testdata" / "tokenizers"; }
+
+// The vocabularies the shared README lists, plus any other ggml-vocab-*.gguf found there.
+std::vector<std::string> vocab_names() {
+  std::vector<std::string> names = {"llama-spm", "phi-3", "gpt-2", "starcoder", "mpt", "deepseek-llm", "refact",
+                                    "bert-bge"};
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(vectors_dir(), ec)) {
+    const std::string file = entry.path().filename().string();
+    const std::string prefix = "ggml-vocab-", suffix = ".gguf";
+    if (file.size() > prefix.size() + suffix.size() && file.starts_with(prefix) && file.ends_with(suffix)) {
+      const std::string name = file.substr(prefix.size(), file.size() - prefix.size() - suffix.size());
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  return names;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Each test string is followed by the separator; a trailing remainder without
+// one is taken as a last string too.
+std::vector<std::string> split_inputs(const std::string& data) {
+  std::vector<std::string> items;
+  size_t pos = 0;
+  for (size_t hit; (hit = data.find(kSeparator, pos)) != std::string::npos; pos = hit + kSeparator.size())
+    items.push_back(data.substr(pos, hit - pos));
+  if (pos < data.size()) items.push_back(data.substr(pos));
+  return items;
+}
+
+std::vector<std::vector<TokenId>> parse_outputs(const std::string& data) {
+  std::vector<std::vector<TokenId>> rows;
+  std::istringstream lines(data);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<TokenId> ids;
+    std::istringstream fields(line);
+    for (long id; fields >> id;) ids.push_back(static_cast<TokenId>(id));
+    rows.push_back(std::move(ids));
+  }
+  return rows;
+}
+
+std::string printable(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else out += c;
+  }
+  return out;
+}
+
+class VocabVectors : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    base_ = vectors_dir() / ("ggml-vocab-" + GetParam() + ".gguf");
+    for (const fs::path& p : {base_, fs::path(base_.string() + ".inp"), fs::path(base_.string() + ".out")}) {
+      if (!fs::exists(p)) GTEST_SKIP() << "test vector file absent: " << p.string();
+    }
+    auto file = gguf::GgufFile::open(base_.string());
+    ASSERT_TRUE(file.is_ok()) << file.status().message();
+    auto tok = Tokenizer::from_gguf(*file);
+    ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+    tok_ = std::move(tok).value();
+    inputs_ = split_inputs(read_all(base_.string() + ".inp"));
+    expected_ = parse_outputs(read_all(base_.string() + ".out"));
+    ASSERT_EQ(inputs_.size(), expected_.size()) << "the .inp and .out files disagree on the number of tests";
+  }
+
+  fs::path base_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::vector<std::string> inputs_;
+  std::vector<std::vector<TokenId>> expected_;
+};
+
+TEST_P(VocabVectors, EncodeMatchesLlamaCpp) {
+  size_t n_failed = 0;
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const std::vector<TokenId> ids = tok_->encode(inputs_[i], /*add_special=*/false, /*parse_special=*/false);
+    if (ids != expected_[i]) ++n_failed;
+    EXPECT_EQ(ids, expected_[i]) << "test string #" << i << ": \"" << printable(inputs_[i]) << "\"";
+  }
+  EXPECT_EQ(n_failed, 0u) << n_failed << " of " << inputs_.size() << " strings differ";
+}
+
+TEST_P(VocabVectors, DecodeRoundTrips) {
+  if (tok_->kind() == VocabKind::WordPiece) GTEST_SKIP() << "WordPiece lower-cases and drops accents: no round trip";
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const std::vector<TokenId> ids = tok_->encode(inputs_[i], false, false);
+    EXPECT_EQ(tok_->decode(ids), inputs_[i]) << "test string #" << i;
+    // BOS does not count as text: the space rule still applies to the first text token.
+    EXPECT_EQ(tok_->decode(tok_->encode(inputs_[i], true, false)), inputs_[i]) << "test string #" << i;
+  }
+}
+
+TEST_P(VocabVectors, StreamingEqualsWholeDecode) {
+  if (tok_->kind() == VocabKind::WordPiece) GTEST_SKIP() << "WordPiece lower-cases and drops accents: no round trip";
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    StreamDecoder stream(*tok_, /*at_text_start=*/true);
+    std::string text;
+    for (TokenId id : tok_->encode(inputs_[i], true, false)) text += stream.push(id);
+    text += stream.flush();
+    EXPECT_EQ(text, inputs_[i]) << "test string #" << i;
+  }
+}
+
+std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
+  std::string s = info.param;
+  for (char& c : s) {
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  }
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shared, VocabVectors, ::testing::ValuesIn(vocab_names()), test_name);
+
+}  // namespace
+}  // namespace tern
