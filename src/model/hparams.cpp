@@ -57,6 +57,11 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
   if (value_dim != hp.head_dim || hp.head_dim <= 0)
     return error(ErrorKind::Unsupported, "key_length " + std::to_string(hp.head_dim) + " != value_length " +
                                              std::to_string(value_dim) + " is not supported");
+  // Each factor is bounded but their product is not: q_dim() would overflow int
+  // and wrap to a size that tensors can match. (n_head_kv <= n_head bounds kv_dim.)
+  if (static_cast<int64_t>(hp.n_head) * hp.head_dim > (int64_t{1} << 24))
+    return error(ErrorKind::InvalidFile, "head_count " + std::to_string(hp.n_head) + " x key_length " +
+                                             std::to_string(hp.head_dim) + " is implausibly large");
 
   auto eps = f.get_f64_or(p + "attention.layer_norm_rms_epsilon", 1e-5);
   if (!eps) return eps.status();

@@ -1,0 +1,210 @@
+#include "reference_gguf.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "quant/quant.h"
+
+namespace tern::test {
+namespace {
+
+using Vec = std::vector<double>;
+
+// Decodes tensor `name` of exactly n elements; empty when absent (or wrong).
+bool read_tensor(const gguf::GgufFile& f, const std::string& name, uint64_t n, bool required, Vec& out,
+                 std::string* why) {
+  out.clear();
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (!t) {
+    if (required) *why = "reference: tensor " + name + " is missing";
+    return !required;
+  }
+  const quant::TypeTraits* tr = quant::traits(t->type);
+  if (!tr || t->n_elements != n) {
+    *why = "reference: tensor " + name + " has an unexpected type or size";
+    return false;
+  }
+  std::vector<float> tmp(n);
+  tr->to_float(t->data, tmp.data(), static_cast<int64_t>(n));
+  out.assign(tmp.begin(), tmp.end());
+  return true;
+}
+
+// y[r] = sum_c w[r][c] x[c] (+ b[r]); w: [rows][cols]
+Vec matvec(const Vec& w, const Vec& x, int rows, const Vec& b = {}) {
+  const size_t cols = x.size();
+  Vec y(rows);
+  for (int r = 0; r < rows; ++r) {
+    double acc = b.empty() ? 0.0 : b[r];
+    for (size_t c = 0; c < cols; ++c) acc += w[r * cols + c] * x[c];
+    y[r] = acc;
+  }
+  return y;
+}
+
+Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
+  double ss = 0.0;
+  for (double e : x) ss += e * e;
+  const double s = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + eps);
+  Vec y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * w[i];
+  return y;
+}
+
+}  // namespace
+
+bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
+  std::string scratch;
+  if (!why) why = &scratch;
+  auto arch = f.get_string("general.architecture");
+  if (!arch) return *why = arch.status().message(), false;
+  const std::string p = *arch + ".";
+  RefConfig c;
+  auto get_int = [&](const std::string& key, int fallback) {
+    auto v = f.get_u64(p + key);
+    return v ? static_cast<int>(*v) : fallback;
+  };
+  auto get_real = [&](const std::string& key, double fallback) {
+    auto v = f.get_f64(p + key);
+    return v ? *v : fallback;
+  };
+  const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (!embd) return *why = "reference: no token_embd.weight", false;
+  c.n_embd = get_int("embedding_length", 0);
+  c.n_vocab = static_cast<int>(embd->dims[1]);
+  c.n_layer = get_int("block_count", 0);
+  c.n_ff = get_int("feed_forward_length", 0);
+  c.n_head = get_int("attention.head_count", 0);
+  c.n_head_kv = get_int("attention.head_count_kv", c.n_head);
+  if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_ff <= 0 || c.n_head <= 0 || c.n_head_kv <= 0)
+    return *why = "reference: missing or zero size keys", false;
+  c.head_dim = get_int("attention.key_length", c.n_embd / c.n_head);
+  c.n_rot = get_int("rope.dimension_count", c.head_dim);
+  c.rms_eps = get_real("attention.layer_norm_rms_epsilon", 1e-5);
+  c.rope_base = get_real("rope.freq_base", 10000.0);
+  c.neox = *arch == "qwen2";
+  if (auto s = f.get_string(p + "rope.scaling.type")) c.scaling = *s;
+  c.scaling_factor = get_real("rope.scaling.factor", 1.0);
+  c.yarn_orig_ctx = get_int("rope.scaling.original_context_length", get_int("context_length", 0));
+  c.yarn_attn_factor = get_real("rope.scaling.attn_factor", 1.0);
+  c.sliding_window = get_int("attention.sliding_window", 0);
+  config = c;
+
+  const uint64_t E = c.n_embd, F = c.n_ff, V = c.n_vocab;
+  const uint64_t Q = uint64_t(c.n_head) * c.head_dim, K = uint64_t(c.n_head_kv) * c.head_dim;
+  if (!read_tensor(f, "token_embd.weight", V * E, true, embd_, why)) return false;
+  if (!read_tensor(f, "output_norm.weight", E, true, out_norm_, why)) return false;
+  if (!read_tensor(f, "output.weight", V * E, false, out_, why)) return false;
+  if (out_.empty()) out_ = embd_;
+  layers_.assign(c.n_layer, {});
+  for (int il = 0; il < c.n_layer; ++il) {
+    Layer& l = layers_[il];
+    const std::string b = "blk." + std::to_string(il) + ".";
+    if (!read_tensor(f, b + "attn_norm.weight", E, true, l.attn_norm, why) ||
+        !read_tensor(f, b + "attn_q.weight", Q * E, true, l.wq, why) ||
+        !read_tensor(f, b + "attn_k.weight", K * E, true, l.wk, why) ||
+        !read_tensor(f, b + "attn_v.weight", K * E, true, l.wv, why) ||
+        !read_tensor(f, b + "attn_q.bias", Q, false, l.bq, why) ||
+        !read_tensor(f, b + "attn_k.bias", K, false, l.bk, why) ||
+        !read_tensor(f, b + "attn_v.bias", K, false, l.bv, why) ||
+        !read_tensor(f, b + "attn_output.weight", E * Q, true, l.wo, why) ||
+        !read_tensor(f, b + "ffn_norm.weight", E, true, l.ffn_norm, why) ||
+        !read_tensor(f, b + "ffn_gate.weight", F * E, true, l.w_gate, why) ||
+        !read_tensor(f, b + "ffn_up.weight", F * E, true, l.w_up, why) ||
+        !read_tensor(f, b + "ffn_down.weight", E * F, true, l.w_down, why))
+      return false;
+  }
+  return true;
+}
+
+// Frequencies follow llama.cpp: theta_extrap = pos * base^(-2 pair / n_rot).
+// Linear scaling divides every angle by the factor. YaRN (Peng et al. 2023,
+// as llama.cpp's ggml_rope_yarn_corr_dims / rope_yarn): the pair index at
+// which a dimension turns `beta` times over the original context is
+//   d(beta) = n_rot * ln(orig_ctx / (2 pi beta)) / (2 ln base);
+// pairs below floor(d(beta_fast)) keep the extrapolated angle, pairs above
+// ceil(d(beta_slow)) take the interpolated one (angle / factor), with a linear
+// ramp between; both q and k rotations are scaled by 1 + 0.1 ln(factor).
+void ReferenceGguf::rope_angle(int pair, int pos, double& theta, double& mscale) const {
+  const RefConfig& c = config;
+  const double extrap = pos * std::pow(c.rope_base, -2.0 * pair / c.n_rot);
+  theta = extrap;
+  mscale = 1.0;
+  if (c.scaling == "linear") {
+    theta = extrap / c.scaling_factor;
+  } else if (c.scaling == "yarn") {
+    const double interp = extrap / c.scaling_factor;
+    auto corr = [&](double beta) {
+      return c.n_rot * std::log(c.yarn_orig_ctx / (2.0 * std::numbers::pi * beta)) / (2.0 * std::log(c.rope_base));
+    };
+    const double low = std::max(0.0, std::floor(corr(c.yarn_beta_fast)));
+    const double high = std::min(c.n_rot - 1.0, std::ceil(corr(c.yarn_beta_slow)));
+    const double ramp = 1.0 - std::clamp((pair - low) / std::max(0.001, high - low), 0.0, 1.0);
+    theta = interp * (1.0 - ramp) + extrap * ramp;
+    mscale = c.yarn_attn_factor * (1.0 + 0.1 * std::log(c.scaling_factor));
+  }
+}
+
+// x: [n_heads][head_dim]; dims >= n_rot of each head pass through.
+void ReferenceGguf::rope(Vec& x, int n_heads, int pos) const {
+  const int hd = config.head_dim, half = config.n_rot / 2;
+  for (int h = 0; h < n_heads; ++h)
+    for (int i = 0; i < half; ++i) {
+      double theta, mscale;
+      rope_angle(i, pos, theta, mscale);
+      const int a = h * hd + (config.neox ? i : 2 * i);
+      const int b = h * hd + (config.neox ? i + half : 2 * i + 1);
+      const double x0 = x[a], x1 = x[b];
+      x[a] = mscale * (x0 * std::cos(theta) - x1 * std::sin(theta));
+      x[b] = mscale * (x0 * std::sin(theta) + x1 * std::cos(theta));
+    }
+}
+
+std::vector<std::vector<double>> ReferenceGguf::forward_all(const std::vector<int>& tokens) const {
+  const RefConfig& c = config;
+  const int E = c.n_embd, hd = c.head_dim, Q = c.n_head * hd, K = c.n_head_kv * hd;
+  const int group = c.n_head / c.n_head_kv;
+  std::vector<Vec> kcache(c.n_layer), vcache(c.n_layer);  // [layer][pos * K + kvh * hd + i]
+  std::vector<Vec> logits;
+  for (int pos = 0; pos < static_cast<int>(tokens.size()); ++pos) {
+    Vec x(embd_.begin() + size_t(tokens[pos]) * E, embd_.begin() + size_t(tokens[pos] + 1) * E);
+    for (int il = 0; il < c.n_layer; ++il) {
+      const Layer& l = layers_[il];
+      Vec h = rmsnorm(x, l.attn_norm, c.rms_eps);
+      Vec q = matvec(l.wq, h, Q, l.bq), k = matvec(l.wk, h, K, l.bk), v = matvec(l.wv, h, K, l.bv);
+      rope(q, c.n_head, pos);
+      rope(k, c.n_head_kv, pos);
+      kcache[il].insert(kcache[il].end(), k.begin(), k.end());
+      vcache[il].insert(vcache[il].end(), v.begin(), v.end());
+      const int first = c.sliding_window > 0 ? std::max(0, pos - c.sliding_window + 1) : 0;
+      Vec att(Q, 0.0);
+      for (int hq = 0; hq < c.n_head; ++hq) {
+        const int kvh = hq / group;
+        Vec w(pos - first + 1);
+        for (int t = first; t <= pos; ++t) {
+          double d = 0.0;
+          for (int i = 0; i < hd; ++i) d += q[hq * hd + i] * kcache[il][size_t(t) * K + kvh * hd + i];
+          w[t - first] = d / std::sqrt(double(hd));
+        }
+        const double mx = *std::max_element(w.begin(), w.end());
+        double sum = 0.0;
+        for (double& e : w) sum += (e = std::exp(e - mx));
+        for (int t = first; t <= pos; ++t)
+          for (int i = 0; i < hd; ++i) att[hq * hd + i] += w[t - first] / sum * vcache[il][size_t(t) * K + kvh * hd + i];
+      }
+      const Vec o = matvec(l.wo, att, E);
+      for (int i = 0; i < E; ++i) x[i] += o[i];
+      h = rmsnorm(x, l.ffn_norm, c.rms_eps);
+      Vec g = matvec(l.w_gate, h, c.n_ff);
+      const Vec u = matvec(l.w_up, h, c.n_ff);
+      for (int i = 0; i < c.n_ff; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+      const Vec d = matvec(l.w_down, g, E);
+      for (int i = 0; i < E; ++i) x[i] += d[i];
+    }
+    logits.push_back(matvec(out_, rmsnorm(x, out_norm_, c.rms_eps), c.n_vocab));
+  }
+  return logits;
+}
+
+}  // namespace tern::test

@@ -1,0 +1,69 @@
+// A plain double-precision Llama-family forward pass over a GGUF file,
+// written for the tests only. It shares no code with src/model or
+// src/kernels: it reads the metadata keys itself (its own defaults), decodes
+// every weight to double once (quant to_float is the only engine code used,
+// to get at the numbers), and computes one token at a time with a
+// per-sequence cache, llama.cpp semantics:
+//
+//   x = embd[tok]
+//   per layer:  h = rmsnorm(x) * attn_norm
+//               q, k, v = Wq h + bq, Wk h + bk, Wv h + bv
+//               q, k = rope(q, pos), rope(k, pos)         (see RefConfig)
+//               head j of q attends kv head j / (n_head / n_head_kv) over
+//               positions [max(0, pos - window + 1), pos], scale 1/sqrt(head_dim)
+//               x += Wo att
+//               x += Wdown (silu(Wgate g) * Wup g),  g = rmsnorm(x) * ffn_norm
+//   logits = Wout (rmsnorm(x) * output_norm)     (Wout = embd when output.weight is absent)
+//
+// `config` is public so a test can change one aspect (window, layout, base…)
+// and show that the engine's output depends on it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gguf/reader.h"
+
+namespace tern::test {
+
+struct RefConfig {
+  int n_vocab = 0, n_embd = 0, n_layer = 0, n_ff = 0, n_head = 0, n_head_kv = 0;
+  int head_dim = 0;        // attention.key_length, else n_embd / n_head
+  int n_rot = 0;           // rope.dimension_count, else head_dim
+  double rms_eps = 1e-5;
+  double rope_base = 10000.0;
+  bool neox = false;       // pairs (i, i + n_rot/2) instead of (2i, 2i+1); qwen2
+  std::string scaling = "none";  // none | linear | yarn
+  double scaling_factor = 1.0;
+  int yarn_orig_ctx = 0;   // rope.scaling.original_context_length, else context_length
+  double yarn_beta_fast = 32.0, yarn_beta_slow = 1.0;
+  double yarn_attn_factor = 1.0;
+  int sliding_window = 0;  // 0 = full causal attention
+};
+
+class ReferenceGguf {
+ public:
+  // false (with *why) when a key or tensor it needs is absent.
+  bool load(const gguf::GgufFile& file, std::string* why);
+
+  // Logits [n_vocab] of every position of `tokens` fed as one sequence from position 0.
+  std::vector<std::vector<double>> forward_all(const std::vector<int>& tokens) const;
+
+  // RoPE angle scale and magnitude for rotation pair i at `pos` (exposed for the YaRN test).
+  void rope_angle(int pair, int pos, double& theta, double& mscale) const;
+
+  RefConfig config;
+
+ private:
+  struct Layer {
+    std::vector<double> attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, w_gate, w_up, w_down;
+  };
+  void rope(std::vector<double>& x, int n_heads, int pos) const;
+
+  std::vector<double> embd_;    // [n_vocab][n_embd]
+  std::vector<double> out_;     // [n_vocab][n_embd]
+  std::vector<double> out_norm_;
+  std::vector<Layer> layers_;
+};
+
+}  // namespace tern::test

@@ -1,0 +1,76 @@
+// Synthetic Llama-family models for tests: random weights, chosen
+// hyper-parameters, built as an in-memory GGUF image.
+//
+// A SyntheticModel is plain data (metadata in insertion order plus named f32
+// tensors) so a test can break it before encoding: drop a tensor, change a
+// shape, force a tensor type. to_gguf() encodes the matrices in one ggml type
+// (1-D tensors — norms and biases — stay F32, as converters write them) and
+// parses the image back with GgufFile::from_bytes.
+// Weights are deterministic for a given seed on one standard library.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "gguf/reader.h"
+#include "gguf/value.h"
+
+namespace tern::test {
+
+struct SynthSpec {
+  std::string arch = "llama";
+  int n_vocab = 100;
+  int n_embd = 64;
+  int n_layer = 2;
+  int n_ff = 96;
+  int n_head = 8;
+  int n_head_kv = 2;
+  int n_ctx_train = 256;
+  int key_length = 0;             // 0: key omitted (head_dim = n_embd / n_head)
+  int n_rot = 0;                  // 0: rope.dimension_count omitted (= head_dim)
+  double freq_base = 0.0;         // 0: rope.freq_base omitted (10000)
+  std::string scaling_type;       // "": rope.scaling.* omitted
+  double scaling_factor = 0.0;
+  int yarn_orig_ctx = 0;          // 0: rope.scaling.original_context_length omitted
+  int sliding_window = 0;         // 0: attention.sliding_window omitted
+  float rms_eps = 1e-5f;
+  bool qkv_bias = false;          // attn_{q,k,v}.bias present
+  bool tied_output = false;       // no output.weight: the classifier reuses token_embd
+  uint32_t seed = 1;
+  // Large enough that q·k/sqrt(head_dim) spreads over several units, so
+  // attention is far from uniform and positions (RoPE, windows) matter.
+  float weight_std = 0.15f;
+  float bias_std = 0.3f;
+
+  int head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
+};
+
+struct SynthTensor {
+  std::string name;
+  std::vector<uint64_t> dims;             // dims[0] is the contiguous row
+  std::vector<float> data;                // [prod(dims)]
+  std::optional<gguf::GgmlType> type;     // overrides the encoding type (raw zero bytes if no traits)
+};
+
+struct SyntheticModel {
+  std::vector<std::pair<std::string, gguf::Value>> metadata;
+  std::vector<SynthTensor> tensors;
+
+  SynthTensor* find_tensor(const std::string& name);
+  void remove_tensor(const std::string& name);
+  // Adds or replaces a metadata key.
+  void set(const std::string& key, gguf::Value value);
+};
+
+// Random weights: matrices and embeddings ~ N(0, weight_std), norm weights
+// ~ 1 + N(0, 0.1), biases ~ N(0, bias_std).
+SyntheticModel make_synthetic(const SynthSpec& spec);
+
+// The GGUF image of `m` with every 2-D tensor encoded as `matrix_type`.
+Result<gguf::GgufFile> to_gguf(const SyntheticModel& m, gguf::GgmlType matrix_type = gguf::GgmlType::F32);
+
+}  // namespace tern::test

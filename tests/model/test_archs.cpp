@@ -1,0 +1,443 @@
+// Forward-pass variants the stories260K golden test does not reach (GQA with
+// an untied head, qwen2 NeoX RoPE with biases, sliding windows, partial
+// rotary, linear and YaRN RoPE scaling, key_length != n_embd / n_head, quantized
+// weight types) and malformed files, on synthetic random-weight models
+// checked against the independent double-precision ReferenceGguf.
+//
+// Tolerances. Logits of these models are O(1) (|logit| < ~5). The engine
+// accumulates in f32 (dot products of <= 128 terms of O(1) values, 2 layers,
+// softmax over <= 80 positions), so its logits sit 3e-6..1e-5 from the
+// double reference (measured); kTol = 2e-4 leaves >20x margin. Every variant
+// also shows that the reference *without* the feature (full attention, base
+// 1e4, Normal pairing, no scaling …) is > kSensitive = 0.5 away from the
+// engine (measured 2..6), 2500x the tolerance, so a feature the engine
+// silently ignored, or got subtly wrong, fails.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "model/model.h"
+#include "reference_gguf.h"
+#include "synthetic_model.h"
+
+namespace tern {
+namespace {
+
+using gguf::GgmlType;
+using gguf::Value;
+using test::ReferenceGguf;
+using test::SynthSpec;
+using test::SyntheticModel;
+
+constexpr double kTol = 2e-4;
+constexpr double kSensitive = 0.5;
+
+using Rows = std::vector<std::vector<float>>;      // [n_tokens][n_vocab]
+using RefRows = std::vector<std::vector<double>>;  // [n_tokens][n_vocab]
+
+struct Loaded {
+  std::unique_ptr<Model> model;
+  ReferenceGguf ref;
+};
+
+// Loads `sm` (matrices as `type`) into the engine and into the reference.
+Loaded load(const SyntheticModel& sm, GgmlType type = GgmlType::F32) {
+  Loaded out;
+  auto file = test::to_gguf(sm, type);
+  EXPECT_TRUE(file.is_ok()) << file.status().message();
+  if (!file) return out;
+  std::string why;
+  EXPECT_TRUE(out.ref.load(*file, &why)) << why;
+  auto m = Model::from_gguf(std::move(file).value());
+  EXPECT_TRUE(m.is_ok()) << m.status().message();
+  if (m) out.model = std::move(m).value();
+  return out;
+}
+
+// The reference over `sm` encoded as f32 (a variant of a loaded model's file).
+ReferenceGguf reference_of(const SyntheticModel& sm) {
+  ReferenceGguf ref;
+  auto file = test::to_gguf(sm);
+  std::string why = file ? "" : file.status().message();
+  EXPECT_TRUE(file && ref.load(*file, &why)) << why;
+  return ref;
+}
+
+std::vector<int> random_tokens(size_t n, int n_vocab, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(0, n_vocab - 1);
+  std::vector<int> t(n);
+  for (int& x : t) x = d(rng);
+  return t;
+}
+
+// Logits of every position of `tokens` as sequence 0, fed as chunks of the
+// sizes in `first`, then chunks of `then` tokens until the end.
+Rows run(const Model& m, const std::vector<int>& tokens, std::vector<size_t> first, size_t then) {
+  ThreadPool pool(2);
+  auto kv = make_contiguous_kv_cache(m.kv_shape(), 1, static_cast<int32_t>(tokens.size()));
+  const int nv = m.hparams().n_vocab;
+  Rows rows;
+  std::vector<float> logits;
+  size_t i = 0;
+  for (size_t c = 0; i < tokens.size(); ++c) {
+    const size_t len = std::min(tokens.size() - i, c < first.size() ? first[c] : then);
+    Batch b;
+    for (size_t j = i; j < i + len; ++j) b.add(tokens[j], static_cast<int32_t>(j), SeqId(0), true);
+    auto s = m.forward(b, *kv, logits, pool);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    if (!s) return rows;
+    for (size_t r = 0; r < len; ++r) rows.emplace_back(logits.begin() + r * nv, logits.begin() + (r + 1) * nv);
+    i += len;
+  }
+  return rows;
+}
+
+// Largest |got - want| over positions [from, end) and the whole vocabulary.
+template <typename A, typename B>
+double max_diff(const A& got, const B& want, size_t from = 0) {
+  EXPECT_EQ(got.size(), want.size());
+  double d = 0.0;
+  for (size_t t = from; t < std::min(got.size(), want.size()); ++t)
+    for (size_t v = 0; v < got[t].size(); ++v) d = std::max(d, std::fabs(double(got[t][v]) - double(want[t][v])));
+  return d;
+}
+
+// The engine's logits for `tokens` — fed at once, as 5 + 1 + rest and one at
+// a time — match `ref` within `tol`. Returns the all-at-once logits.
+Rows expect_matches(const Model& m, const ReferenceGguf& ref, const std::vector<int>& tokens, double tol = kTol) {
+  const RefRows want = ref.forward_all(tokens);
+  const Rows all = run(m, tokens, {}, tokens.size());
+  EXPECT_LT(max_diff(all, want), tol) << "one batch";
+  EXPECT_LT(max_diff(run(m, tokens, {5, 1}, tokens.size()), want), tol) << "5 + 1 + rest";
+  EXPECT_LT(max_diff(run(m, tokens, {}, 1), want), tol) << "one token per step";
+  return all;
+}
+
+// The engine differs from a reference that lacks the feature under test.
+void expect_sensitive(const Rows& got, const ReferenceGguf& without, const std::vector<int>& tokens,
+                      const char* what) {
+  EXPECT_GT(max_diff(got, without.forward_all(tokens)), kSensitive)
+      << what << " does not change the logits: the test could not catch it being ignored";
+}
+
+TEST(Archs, LlamaGqaUntiedOutput) {
+  SynthSpec s;  // n_embd 64, 8 heads of 8 over 2 kv heads, output.weight present
+  Loaded l = load(test::make_synthetic(s));
+  ASSERT_TRUE(l.model);
+  EXPECT_EQ(l.model->hparams().n_head_kv, 2);
+  EXPECT_EQ(l.model->hparams().head_dim, 8);
+  const auto tokens = random_tokens(20, s.n_vocab, 1);
+  const Rows got = expect_matches(*l.model, l.ref, tokens);
+  auto sm = test::make_synthetic(s);  // the same weights with the classifier taken from token_embd
+  sm.remove_tensor("output.weight");
+  expect_sensitive(got, reference_of(sm), tokens, "output.weight");
+}
+
+TEST(Archs, LlamaGqaTiedOutput) {
+  SynthSpec s;
+  s.tied_output = true;
+  s.seed = 2;
+  Loaded l = load(test::make_synthetic(s));
+  ASSERT_TRUE(l.model);
+  expect_matches(*l.model, l.ref, random_tokens(20, s.n_vocab, 2));
+}
+
+// qwen2: NeoX pairing (i, i + n_rot/2), q/k/v biases, rope.freq_base 1e6.
+TEST(Archs, Qwen2NeoxBiasesFreqBase) {
+  SynthSpec s;
+  s.arch = "qwen2";
+  s.n_head = 4;
+  s.n_head_kv = 2;  // head_dim 16
+  s.qkv_bias = true;
+  s.freq_base = 1e6;
+  s.rms_eps = 1e-6f;
+  s.seed = 3;
+  Loaded l = load(test::make_synthetic(s));
+  ASSERT_TRUE(l.model);
+  const HParams& hp = l.model->hparams();
+  EXPECT_EQ(hp.rope.layout, kernels::RopeLayout::NeoX);
+  EXPECT_EQ(hp.rope.freq_base, 1e6f);
+  const auto tokens = random_tokens(24, s.n_vocab, 3);
+  const Rows got = expect_matches(*l.model, l.ref, tokens);
+  ReferenceGguf normal = l.ref;
+  normal.config.neox = false;
+  expect_sensitive(got, normal, tokens, "NeoX pairing");
+  ReferenceGguf base = l.ref;
+  base.config.rope_base = 10000.0;
+  expect_sensitive(got, base, tokens, "rope.freq_base");
+  auto sm = test::make_synthetic(s);  // the same weights without biases
+  for (const char* b : {"attn_q.bias", "attn_k.bias", "attn_v.bias"})
+    for (int il = 0; il < s.n_layer; ++il) sm.remove_tensor("blk." + std::to_string(il) + "." + b);
+  expect_sensitive(got, reference_of(sm), tokens, "q/k/v biases");
+}
+
+// mistral.attention.sliding_window = 4: position p attends to [p - 3, p].
+TEST(Archs, MistralSlidingWindow) {
+  SynthSpec s;
+  s.arch = "mistral";
+  s.sliding_window = 4;
+  s.seed = 4;
+  Loaded l = load(test::make_synthetic(s));
+  ASSERT_TRUE(l.model);
+  EXPECT_EQ(l.model->hparams().sliding_window, 4);
+  const auto tokens = random_tokens(20, s.n_vocab, 4);
+  const Rows got = expect_matches(*l.model, l.ref, tokens);
+  ReferenceGguf full = l.ref;
+  full.config.sliding_window = 0;
+  const RefRows want_full = full.forward_all(tokens);
+  // The first 4 positions see the same keys either way; later ones must not.
+  EXPECT_LT(max_diff(Rows(got.begin(), got.begin() + 4), RefRows(want_full.begin(), want_full.begin() + 4)), kTol);
+  EXPECT_GT(max_diff(got, want_full, 4), kSensitive) << "the window does not change attention";
+  // Off by one either way is caught too.
+  for (int w : {3, 5}) {
+    ReferenceGguf other = l.ref;
+    other.config.sliding_window = w;
+    expect_sensitive(got, other, tokens, w == 3 ? "window 4 vs 3" : "window 4 vs 5");
+  }
+}
+
+// rope.dimension_count < head_dim: only the first n_rot dims of a head rotate.
+TEST(Archs, PartialRotary) {
+  for (const char* arch : {"llama", "qwen2"}) {
+    SCOPED_TRACE(arch);
+    SynthSpec s;
+    s.arch = arch;
+    s.n_head = 4;
+    s.n_head_kv = 2;  // head_dim 16
+    s.n_rot = 8;
+    s.seed = 5;
+    Loaded l = load(test::make_synthetic(s));
+    ASSERT_TRUE(l.model);
+    EXPECT_EQ(l.model->hparams().rope.n_rot, 8);
+    const auto tokens = random_tokens(24, s.n_vocab, 5);
+    const Rows got = expect_matches(*l.model, l.ref, tokens);
+    ReferenceGguf full = l.ref;
+    full.config.n_rot = 16;
+    expect_sensitive(got, full, tokens, "rope.dimension_count");
+  }
+}
+
+TEST(Archs, RopeLinearScaling) {
+  SynthSpec s;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.scaling_type = "linear";
+  s.scaling_factor = 4.0;
+  s.seed = 6;
+  Loaded l = load(test::make_synthetic(s));
+  ASSERT_TRUE(l.model);
+  const auto tokens = random_tokens(40, s.n_vocab, 6);
+  const Rows got = expect_matches(*l.model, l.ref, tokens);
+  ReferenceGguf unscaled = l.ref;
+  unscaled.config.scaling = "none";
+  expect_sensitive(got, unscaled, tokens, "linear scaling");
+}
+
+// YaRN, factor 4 over an original context of 64, run past position 64.
+TEST(Archs, RopeYarnScaling) {
+  for (const char* arch : {"llama", "qwen2"}) {
+    SCOPED_TRACE(arch);
+    SynthSpec s;
+    s.arch = arch;
+    s.n_head = 4;
+    s.n_head_kv = 2;  // head_dim = n_rot = 16
+    s.scaling_type = "yarn";
+    s.scaling_factor = 4.0;
+    s.yarn_orig_ctx = 64;
+    s.seed = 7;
+    Loaded l = load(test::make_synthetic(s));
+    ASSERT_TRUE(l.model);
+    EXPECT_EQ(l.model->hparams().rope.yarn_orig_ctx, 64);
+
+    // The reference's own ramp: d(32) < 0 and d(1) = 16 ln(64 / 2pi) / (2 ln 1e4) = 2.02,
+    // so pair 0 extrapolates, pairs >= 3 interpolate, pairs 1, 2 mix; mscale 1 + 0.1 ln 4.
+    double theta, mscale;
+    l.ref.rope_angle(0, 10, theta, mscale);
+    EXPECT_NEAR(theta, 10.0, 1e-12);
+    EXPECT_NEAR(mscale, 1.0 + 0.1 * std::log(4.0), 1e-12);
+    l.ref.rope_angle(3, 10, theta, mscale);
+    EXPECT_NEAR(theta, 10.0 * std::pow(1e4, -6.0 / 16) / 4, 1e-12);
+    l.ref.rope_angle(1, 10, theta, mscale);
+    const double extrap = 10.0 * std::pow(1e4, -2.0 / 16);
+    EXPECT_NEAR(theta, extrap * (2.0 / 3) + extrap / 4 * (1.0 / 3), 1e-12);
+
+    const auto tokens = random_tokens(80, s.n_vocab, 7);
+    const Rows got = expect_matches(*l.model, l.ref, tokens);
+    ReferenceGguf linear = l.ref;
+    linear.config.scaling = "linear";
+    expect_sensitive(got, linear, tokens, "YaRN ramp and mscale (vs linear)");
+    ReferenceGguf no_mscale = l.ref;
+    no_mscale.config.yarn_attn_factor = 1.0 / (1.0 + 0.1 * std::log(4.0));
+    expect_sensitive(got, no_mscale, tokens, "YaRN mscale");
+  }
+}
+
+// attention.key_length sets head_dim apart from n_embd / n_head (here 64 / 4 = 16).
+TEST(Archs, KeyLengthDiffersFromEmbdPerHead) {
+  for (int key_length : {24, 8}) {
+    SCOPED_TRACE(key_length);
+    SynthSpec s;
+    s.n_head = 4;
+    s.n_head_kv = 2;
+    s.key_length = key_length;
+    s.seed = 8;
+    Loaded l = load(test::make_synthetic(s));
+    ASSERT_TRUE(l.model);
+    EXPECT_EQ(l.model->hparams().head_dim, key_length);
+    EXPECT_EQ(l.model->hparams().q_dim(), 4 * key_length);
+    expect_matches(*l.model, l.ref, random_tokens(20, s.n_vocab, 8));
+  }
+}
+
+// Every matrix (token_embd and output included) stored as F16, BF16, Q8_0 and
+// Q4_0. Against the reference built from the same file's dequantized weights
+// the engine is as exact as in f32 (it multiplies the very same numbers), so
+// kTol holds for every type. Against the f32 model the logits move by the
+// weight rounding: the relative RMS error of the logits must stay under a
+// budget per type. The weights' own relative RMS rounding error is ~2e-4
+// (f16), ~2e-3 (bf16, 8 significant bits), ~5e-3 (Q8_0, amax/127 steps) and
+// ~8e-2 (Q4_0, amax/8 steps); these sharp-attention random models amplify it
+// ~4.5x (measured 1.0e-3, 9.6e-3, 2.5e-2, 0.33), and the budgets are ~2x
+// that. Unrelated logits would give ~1.4, a wrong dequantization > 1.
+TEST(Archs, WeightTypes) {
+  SynthSpec s;  // every row length (64, 96) is a multiple of 32
+  s.seed = 9;
+  const SyntheticModel sm = test::make_synthetic(s);
+  const auto tokens = random_tokens(20, s.n_vocab, 9);
+  Loaded f32 = load(sm);
+  ASSERT_TRUE(f32.model);
+  const RefRows want_f32 = f32.ref.forward_all(tokens);
+  double rms_f32 = 0.0;
+  for (const auto& r : want_f32)
+    for (double v : r) rms_f32 += v * v;
+  const struct {
+    GgmlType type;
+    double rel_budget;
+  } cases[] = {{GgmlType::F16, 2e-3}, {GgmlType::BF16, 2e-2}, {GgmlType::Q8_0, 5e-2}, {GgmlType::Q4_0, 0.6}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(gguf::type_name(c.type));
+    Loaded l = load(sm, c.type);
+    ASSERT_TRUE(l.model);
+    EXPECT_EQ(l.model->file().find_tensor("blk.0.attn_q.weight")->type, c.type);
+    const Rows got = expect_matches(*l.model, l.ref, tokens);
+    double err = 0.0;
+    for (size_t t = 0; t < got.size(); ++t)
+      for (size_t v = 0; v < got[t].size(); ++v) err += (got[t][v] - want_f32[t][v]) * (got[t][v] - want_f32[t][v]);
+    const double rel = std::sqrt(err / rms_f32);
+    EXPECT_LT(rel, c.rel_budget);
+    EXPECT_GT(rel, 0.0) << "the matrices were not actually stored in this type";
+  }
+}
+
+// ---- Malformed files: a Status with a kind and a message naming the culprit.
+
+Status load_status(const SyntheticModel& sm) {
+  auto file = test::to_gguf(sm);
+  if (!file) return file.status();
+  auto m = Model::from_gguf(std::move(file).value());
+  return m ? Status::ok() : m.status();
+}
+
+void expect_error(const SyntheticModel& sm, ErrorKind kind, const std::vector<std::string>& mentions) {
+  const Status s = load_status(sm);
+  ASSERT_FALSE(s.is_ok()) << "loaded a bad file";
+  EXPECT_EQ(s.kind(), kind) << s.message();
+  for (const auto& m : mentions) EXPECT_NE(s.message().find(m), std::string::npos) << s.message() << " lacks " << m;
+}
+
+TEST(ArchsBadFiles, ControlLoads) { EXPECT_TRUE(load_status(test::make_synthetic(SynthSpec{})).is_ok()); }
+
+TEST(ArchsBadFiles, MissingTensor) {
+  for (const char* name : {"blk.1.ffn_up.weight", "blk.0.attn_norm.weight", "output_norm.weight", "token_embd.weight"}) {
+    auto sm = test::make_synthetic(SynthSpec{});
+    sm.remove_tensor(name);
+    expect_error(sm, ErrorKind::InvalidFile, {name, "missing"});
+  }
+}
+
+TEST(ArchsBadFiles, WrongShape) {
+  auto sm = test::make_synthetic(SynthSpec{});
+  auto* t = sm.find_tensor("blk.0.attn_k.weight");  // [64, 16] expected
+  t->dims = {64, 32};
+  t->data.resize(64 * 32);
+  expect_error(sm, ErrorKind::InvalidFile, {"blk.0.attn_k.weight", "[64, 32]", "[64, 16]"});
+
+  SynthSpec s;
+  s.qkv_bias = true;
+  sm = test::make_synthetic(s);
+  t = sm.find_tensor("blk.1.attn_v.bias");  // [16] expected
+  t->dims = {8};
+  expect_error(sm, ErrorKind::InvalidFile, {"blk.1.attn_v.bias"});
+
+  sm = test::make_synthetic(SynthSpec{});
+  t = sm.find_tensor("blk.0.ffn_down.weight");  // [96, 64] expected; transposed
+  t->dims = {64, 96};
+  expect_error(sm, ErrorKind::InvalidFile, {"blk.0.ffn_down.weight"});
+}
+
+TEST(ArchsBadFiles, HeadCountNotMultipleOfKvHeads) {
+  auto sm = test::make_synthetic(SynthSpec{});
+  sm.set("llama.attention.head_count_kv", Value::of_u32(3));
+  expect_error(sm, ErrorKind::InvalidFile, {"head_count", "head_count_kv"});
+}
+
+TEST(ArchsBadFiles, UnknownArchitecture) {
+  auto sm = test::make_synthetic(SynthSpec{});
+  sm.set("general.architecture", Value::of_string("gpt2"));
+  expect_error(sm, ErrorKind::Unsupported, {"gpt2"});
+}
+
+TEST(ArchsBadFiles, UnsupportedTensorType) {
+  SynthSpec s;
+  s.n_ff = 256;  // Q4_K rows hold 256 values: ffn_down's rows are n_ff long
+  auto sm = test::make_synthetic(s);
+  sm.find_tensor("blk.1.ffn_down.weight")->type = GgmlType::Q4_K;
+  expect_error(sm, ErrorKind::Unsupported, {"blk.1.ffn_down.weight", "Q4_K"});
+}
+
+TEST(ArchsBadFiles, BadHyperParameters) {
+  auto sm = test::make_synthetic(SynthSpec{});
+  std::erase_if(sm.metadata, [](const auto& kv) { return kv.first == "llama.block_count"; });
+  expect_error(sm, ErrorKind::InvalidFile, {"llama.block_count"});
+
+  sm = test::make_synthetic(SynthSpec{});
+  sm.set("llama.rope.dimension_count", Value::of_u32(7));
+  expect_error(sm, ErrorKind::InvalidFile, {"rope.dimension_count"});
+
+  sm = test::make_synthetic(SynthSpec{});
+  sm.set("llama.rope.dimension_count", Value::of_u32(16));  // head_dim is 8
+  expect_error(sm, ErrorKind::InvalidFile, {"rope.dimension_count"});
+
+  sm = test::make_synthetic(SynthSpec{});
+  sm.set("llama.rope.scaling.type", Value::of_string("longrope"));
+  expect_error(sm, ErrorKind::Unsupported, {"longrope"});
+
+  sm = test::make_synthetic(SynthSpec{});
+  sm.set("llama.attention.head_count", Value::of_string("eight"));
+  expect_error(sm, ErrorKind::InvalidFile, {"llama.attention.head_count"});
+}
+
+// head_count * key_length must not overflow int: 4096 heads of 2^20 + 1 dims
+// is 2^32 + 4096 values per token, which wrapped to 4096 and let a file whose
+// q/k/v tensors have 4096 rows load; the forward pass then wrote heads far
+// past its [n][q_dim] buffers.
+TEST(ArchsBadFiles, HeadSizeOverflow) {
+  SynthSpec s;
+  s.n_embd = 32;
+  s.n_layer = 1;
+  s.n_ff = 32;
+  s.n_head = 4096;
+  s.n_head_kv = 4096;
+  s.key_length = 1;  // tensors shaped for q_dim = kv_dim = 4096
+  auto sm = test::make_synthetic(s);
+  sm.set("llama.attention.key_length", Value::of_u32((1u << 20) + 1));
+  sm.set("llama.attention.value_length", Value::of_u32((1u << 20) + 1));
+  sm.set("llama.rope.dimension_count", Value::of_u32(2));
+  expect_error(sm, ErrorKind::InvalidFile, {"key_length"});
+}
+
+}  // namespace
+}  // namespace tern
