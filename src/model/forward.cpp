@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <unordered_map>
 
 #include "model/model.h"
 
@@ -14,7 +15,8 @@ void add_bias(float* x, const std::vector<float>& bias, int64_t n_tokens, int64_
     for (int64_t i = 0; i < n; ++i) x[t * n + i] += bias[i];
 }
 
-Status validate_batch(const Batch& b, const KvCache& kv, int n_vocab, std::vector<int32_t>& next_pos) {
+// next_pos: for each sequence in the batch, the position after its last token.
+Status validate_batch(const Batch& b, const KvCache& kv, int n_vocab, std::unordered_map<int32_t, int32_t>& next_pos) {
   const size_t n = b.tokens.size();
   if (b.positions.size() != n || b.seq_ids.size() != n || b.logits.size() != n)
     return error(ErrorKind::InvalidArgument, "batch vectors have different lengths");
@@ -24,13 +26,13 @@ Status validate_batch(const Batch& b, const KvCache& kv, int n_vocab, std::vecto
                                                    std::to_string(n_vocab));
     const SeqId s = b.seq_ids[i];
     if (s.value < 0) return error(ErrorKind::InvalidArgument, "negative sequence id");
-    if (static_cast<size_t>(s.value) >= next_pos.size()) next_pos.resize(s.value + 1, -1);
-    if (next_pos[s.value] < 0) next_pos[s.value] = kv.n_positions(s);
-    if (b.positions[i] != next_pos[s.value])
+    auto [it, inserted] = next_pos.try_emplace(s.value, 0);
+    if (inserted) it->second = kv.n_positions(s);
+    if (b.positions[i] != it->second)
       return error(ErrorKind::InvalidArgument, "sequence " + std::to_string(s.value) + ": token at position " +
                                                    std::to_string(b.positions[i]) + " but the cache expects position " +
-                                                   std::to_string(next_pos[s.value]));
-    ++next_pos[s.value];
+                                                   std::to_string(it->second));
+    ++it->second;
   }
   return Status::ok();
 }
@@ -69,10 +71,9 @@ void Model::attention(const float* q, float* out, int32_t pos, SeqId seq, int la
 }
 
 Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logits, ThreadPool& pool) const {
-  std::vector<int32_t> next_pos;  // [max seq id + 1], -1 for sequences not in the batch
+  std::unordered_map<int32_t, int32_t> next_pos;  // seq id -> position after its last token in this batch
   TERN_RETURN_IF_ERROR(validate_batch(batch, kv, hp_.n_vocab, next_pos));
-  for (size_t s = 0; s < next_pos.size(); ++s)
-    if (next_pos[s] >= 0) TERN_RETURN_IF_ERROR(kv.reserve(SeqId(static_cast<int32_t>(s)), next_pos[s]));
+  for (const auto& [seq, end] : next_pos) TERN_RETURN_IF_ERROR(kv.reserve(SeqId(seq), end));
 
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t n_embd = hp_.n_embd, q_dim = hp_.q_dim(), kv_dim = hp_.kv_dim(), n_ff = hp_.n_ff;
@@ -135,8 +136,7 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
   logits.resize(n_out * hp_.n_vocab);
   if (n_out > 0) kernels::matmul(output_, out_rows.data(), logits.data(), n_out, pool);
 
-  for (size_t s = 0; s < next_pos.size(); ++s)
-    if (next_pos[s] >= 0) kv.set_n_positions(SeqId(static_cast<int32_t>(s)), next_pos[s]);
+  for (const auto& [seq, end] : next_pos) kv.set_n_positions(SeqId(seq), end);
   return Status::ok();
 }
 

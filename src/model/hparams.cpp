@@ -90,6 +90,7 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
     auto v = f.get_f64(p + "rope.scaling.factor");
     if (!v) return v.status();
     factor = *v;
+    if (scaling == "none" && !f.find(p + "rope.scaling.type") && factor != 1.0) scaling = "linear";  // type absent: linear, as llama.cpp reads it
   } else if (f.find(p + "rope.scale_linear")) {  // older files
     auto v = f.get_f64(p + "rope.scale_linear");
     if (!v) return v.status();

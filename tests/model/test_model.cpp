@@ -155,6 +155,12 @@ TEST(Model, RejectsBadBatches) {
   Batch bad_seq;
   bad_seq.add(1, 0, SeqId(3), true);
   EXPECT_EQ(m->forward(bad_seq, *kv, logits, pool).kind(), ErrorKind::OutOfRange);
+  Batch huge_seq;
+  huge_seq.add(1, 0, SeqId(INT32_MAX), true);
+  EXPECT_EQ(m->forward(huge_seq, *kv, logits, pool).kind(), ErrorKind::OutOfRange);
+  Batch negative_seq;
+  negative_seq.add(1, 0, SeqId(-1), true);
+  EXPECT_EQ(m->forward(negative_seq, *kv, logits, pool).kind(), ErrorKind::InvalidArgument);
 }
 
 }  // namespace
