@@ -1,11 +1,22 @@
-// quant/blocks.h — GGUF quantization block layouts, bit-exact with ggml.
+// quant/blocks.h — GGUF 32-element ("legacy") quantization blocks, bit-exact with ggml.
 //
-// Each block covers a fixed number of consecutive elements of one row.
+// Each block covers 32 consecutive elements of one row. Multi-byte fields are
+// little-endian; `fp16` is an IEEE half stored as its bit pattern. In every
+// 4-bit type element j (0..15) is the LOW nibble of qs[j] and element j+16 the
+// HIGH nibble of qs[j] — halves, not interleaved:
 //
-//   Q4_0 (32 elems, 18 bytes):  | d: fp16 | qs[16]: element j in low nibble of qs[j],
-//                                                   element j+16 in the high nibble |
-//                               x = d * (q - 8)
-//   Q8_0 (32 elems, 34 bytes):  | d: fp16 | qs[32]: int8 |       x = d * q
+//   qs[j] = | q[j+16] (bits 7..4) | q[j] (bits 3..0) |
+//
+//   Q4_0   (18 B): | d fp16 | qs[16] |                        x = d * (q - 8)
+//   Q4_1   (20 B): | d fp16 | m fp16 | qs[16] |               x = d * q + m
+//   Q5_0   (22 B): | d fp16 | qh[4] | qs[16] |                x = d * (q - 16)
+//   Q5_1   (24 B): | d fp16 | m fp16 | qh[4] | qs[16] |       x = d * q + m
+//   Q8_0   (34 B): | d fp16 | qs[32] int8 |                   x = d * q
+//   Q8_1   (36 B): | d fp16 | s fp16 | qs[32] int8 |          x = d * q, s = d * sum(q)
+//   IQ4_NL (18 B): | d fp16 | qs[16] |                        x = d * kIq4nlValues[q]
+//
+// Q5_*: qh read as a little-endian u32 holds the fifth bit of element j at bit
+// j (j = 0..31), so q[j] = nibble | ((qh >> j) & 1) << 4.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +24,16 @@
 namespace tern::quant {
 
 inline constexpr int kQK4_0 = 32;
+inline constexpr int kQK4_1 = 32;
+inline constexpr int kQK5_0 = 32;
+inline constexpr int kQK5_1 = 32;
 inline constexpr int kQK8_0 = 32;
+inline constexpr int kQK8_1 = 32;
+inline constexpr int kQK4_NL = 32;
+
+// IQ4_NL code book: a non-uniform 4-bit grid, denser near zero (ggml's kvalues_iq4nl).
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
 
 struct BlockQ4_0 {
   uint16_t d;                // fp16 scale
@@ -21,10 +41,45 @@ struct BlockQ4_0 {
 };
 static_assert(sizeof(BlockQ4_0) == 18, "Q4_0 block must be 18 bytes");
 
+struct BlockQ4_1 {
+  uint16_t d;                // fp16 scale
+  uint16_t m;                // fp16 minimum (offset)
+  uint8_t qs[kQK4_1 / 2];    // nibbles
+};
+static_assert(sizeof(BlockQ4_1) == 20, "Q4_1 block must be 20 bytes");
+
+struct BlockQ5_0 {
+  uint16_t d;                // fp16 scale
+  uint8_t qh[4];             // fifth bits, little-endian u32, bit j = element j
+  uint8_t qs[kQK5_0 / 2];    // low nibbles
+};
+static_assert(sizeof(BlockQ5_0) == 22, "Q5_0 block must be 22 bytes");
+
+struct BlockQ5_1 {
+  uint16_t d;                // fp16 scale
+  uint16_t m;                // fp16 minimum (offset)
+  uint8_t qh[4];             // fifth bits, little-endian u32, bit j = element j
+  uint8_t qs[kQK5_1 / 2];    // low nibbles
+};
+static_assert(sizeof(BlockQ5_1) == 24, "Q5_1 block must be 24 bytes");
+
 struct BlockQ8_0 {
   uint16_t d;                // fp16 scale
   int8_t qs[kQK8_0];
 };
 static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must be 34 bytes");
+
+struct BlockQ8_1 {
+  uint16_t d;                // fp16 scale
+  uint16_t s;                // fp16 of d * sum(qs): lets dot products fold in a Q4_1/Q5_1 minimum
+  int8_t qs[kQK8_1];
+};
+static_assert(sizeof(BlockQ8_1) == 36, "Q8_1 block must be 36 bytes");
+
+struct BlockIq4Nl {
+  uint16_t d;                // fp16 scale
+  uint8_t qs[kQK4_NL / 2];   // 4-bit indices into kIq4nlValues, nibble order as Q4_0
+};
+static_assert(sizeof(BlockIq4Nl) == 18, "IQ4_NL block must be 18 bytes");
 
 }  // namespace tern::quant

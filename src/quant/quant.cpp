@@ -6,6 +6,7 @@
 
 #include "core/fp16.h"
 #include "quant/blocks.h"
+#include "quant/rows.h"
 
 namespace tern::quant {
 namespace {
@@ -140,12 +141,21 @@ float q4_0_vec_dot(const void* row, const float* x, int64_t n) {
   return sum;
 }
 
+using namespace rows;  // NOLINT: the per-type row functions of rows.h
+
+// One row per type. The last column is the activation type ggml's fast kernels
+// pair with the weight type (our scalar vec_dot takes f32 activations directly).
 const TypeTraits kTraits[] = {
-    {GgmlType::F32, "F32", 1, 4, f32_to_float, f32_from_float, f32_vec_dot},
-    {GgmlType::F16, "F16", 1, 2, f16_to_float, f16_from_float, f16_vec_dot},
-    {GgmlType::BF16, "BF16", 1, 2, bf16_row_to_float, bf16_row_from_float, bf16_vec_dot},
-    {GgmlType::Q8_0, "Q8_0", 32, 34, q8_0_to_float, q8_0_from_float, q8_0_vec_dot},
-    {GgmlType::Q4_0, "Q4_0", 32, 18, q4_0_to_float, q4_0_from_float, q4_0_vec_dot},
+    {GgmlType::F32, "F32", 1, 4, f32_to_float, f32_from_float, f32_vec_dot, GgmlType::F32},
+    {GgmlType::F16, "F16", 1, 2, f16_to_float, f16_from_float, f16_vec_dot, GgmlType::F16},
+    {GgmlType::BF16, "BF16", 1, 2, bf16_row_to_float, bf16_row_from_float, bf16_vec_dot, GgmlType::BF16},
+    {GgmlType::Q8_0, "Q8_0", 32, 34, q8_0_to_float, q8_0_from_float, q8_0_vec_dot, GgmlType::Q8_0},
+    {GgmlType::Q4_0, "Q4_0", 32, 18, q4_0_to_float, q4_0_from_float, q4_0_vec_dot, GgmlType::Q8_0},
+    {GgmlType::Q4_1, "Q4_1", 32, 20, q4_1_to_float, q4_1_from_float, q4_1_vec_dot, GgmlType::Q8_1},
+    {GgmlType::Q5_0, "Q5_0", 32, 22, q5_0_to_float, q5_0_from_float, q5_0_vec_dot, GgmlType::Q8_0},
+    {GgmlType::Q5_1, "Q5_1", 32, 24, q5_1_to_float, q5_1_from_float, q5_1_vec_dot, GgmlType::Q8_1},
+    {GgmlType::Q8_1, "Q8_1", 32, 36, q8_1_to_float, q8_1_from_float, q8_1_vec_dot, GgmlType::Q8_1},
+    {GgmlType::IQ4_NL, "IQ4_NL", 32, 18, iq4_nl_to_float, iq4_nl_from_float, iq4_nl_vec_dot, GgmlType::Q8_0},
 };
 
 }  // namespace

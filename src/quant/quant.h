@@ -1,11 +1,19 @@
 // quant/quant.h — per-type conversion table (scalar reference paths).
 //
+// Types: F32, F16, BF16; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, IQ4_NL (32-element
+// blocks, quant/blocks.h). Other ggml types have no row here: traits() returns nullptr for them.
+//
 // A row of n elements of type T occupies n / block_elems * block_bytes bytes;
-// n must be a multiple of block_elems. to_float decodes a row; from_float
-// encodes one with the same rounding rules as ggml's reference quantizers, so
-// files we write match files other tools write. vec_dot is the reference
-// dot product of a row of T with an f32 vector (accumulated in f32 per block,
-// summed in double-free f32 order: block by block, left to right).
+// n must be a multiple of block_elems.
+//   to_float    decodes a row, bit-exact with ggml's dequantize_row_*.
+//   from_float  encodes one with ggml's reference quantizer rules
+//               (quantize_row_*_ref, i.e. llama-quantize without an importance
+//               matrix; for IQ4_NL its 15-candidate scale search), so files we
+//               write match files other tools write.
+//   vec_dot     the reference dot product of a row of T with an f32 vector:
+//               f32 sums per (sub-)block with the scales factored out, then
+//               added block by block, left to right.
+// All functions are pure and thread-safe; the table is immutable.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +33,10 @@ struct TypeTraits {
   void (*to_float)(const void* src, float* dst, int64_t n);
   void (*from_float)(const float* src, void* dst, int64_t n);
   float (*vec_dot)(const void* row, const float* x, int64_t n);
+  // The activation type ggml's fast kernels quantize x to for this weight type
+  // (Q8_0 or Q8_1; the float types pair with themselves). The scalar
+  // vec_dot above ignores it and takes f32 x.
+  GgmlType vec_dot_type;
 };
 
 // Traits of a type this build can compute with, or nullptr.

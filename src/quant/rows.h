@@ -1,0 +1,35 @@
+// quant/rows.h — scalar reference row functions of each block type (internal).
+//
+// quant.cpp's traits table is the only user; everything else reaches these
+// through quant::traits(). All follow TypeTraits' contract: n is a multiple of
+// the type's block_elems, rows are contiguous blocks, vec_dot takes an f32 x.
+#pragma once
+
+#include <cstdint>
+
+namespace tern::quant::rows {
+
+// legacy_quants.cpp — 32-element blocks.
+void q4_1_to_float(const void* src, float* dst, int64_t n);
+void q4_1_from_float(const float* src, void* dst, int64_t n);
+float q4_1_vec_dot(const void* row, const float* x, int64_t n);
+void q5_0_to_float(const void* src, float* dst, int64_t n);
+void q5_0_from_float(const float* src, void* dst, int64_t n);
+float q5_0_vec_dot(const void* row, const float* x, int64_t n);
+void q5_1_to_float(const void* src, float* dst, int64_t n);
+void q5_1_from_float(const float* src, void* dst, int64_t n);
+float q5_1_vec_dot(const void* row, const float* x, int64_t n);
+void q8_1_to_float(const void* src, float* dst, int64_t n);
+void q8_1_from_float(const float* src, void* dst, int64_t n);
+float q8_1_vec_dot(const void* row, const float* x, int64_t n);
+void iq4_nl_to_float(const void* src, float* dst, int64_t n);
+void iq4_nl_from_float(const float* src, void* dst, int64_t n);
+float iq4_nl_vec_dot(const void* row, const float* x, int64_t n);
+
+
+// IQ4_NL with ggml's two reference settings: n_try = 7 searches 15 candidate
+// scales (what llama-quantize writes; our from_float), n_try = -1 keeps the
+// first fit (ggml's quantize_row_iq4_nl_ref, used for activations).
+void iq4_nl_from_float_ntry(const float* src, void* dst, int64_t n, int n_try);
+
+}  // namespace tern::quant::rows
