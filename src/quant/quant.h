@@ -1,7 +1,9 @@
 // quant/quant.h — per-type conversion table (scalar reference paths).
 //
 // Types: F32, F16, BF16; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, IQ4_NL (32-element
-// blocks, quant/blocks.h). Other ggml types have no row here: traits() returns nullptr for them.
+// blocks, quant/blocks.h); Q2_K..Q6_K and Q8_K (256-element super-blocks,
+// quant/k_blocks.h). Other ggml types (IQ2_*, IQ3_*, IQ1_*, IQ4_XS, TQ*) have
+// no row here: traits() returns nullptr for them.
 //
 // A row of n elements of type T occupies n / block_elems * block_bytes bytes;
 // n must be a multiple of block_elems.
@@ -34,7 +36,7 @@ struct TypeTraits {
   void (*from_float)(const float* src, void* dst, int64_t n);
   float (*vec_dot)(const void* row, const float* x, int64_t n);
   // The activation type ggml's fast kernels quantize x to for this weight type
-  // (Q8_0 or Q8_1; the float types pair with themselves). The scalar
+  // (Q8_0, Q8_1 or Q8_K; the float types pair with themselves). The scalar
   // vec_dot above ignores it and takes f32 x.
   GgmlType vec_dot_type;
 };

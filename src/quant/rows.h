@@ -26,6 +26,25 @@ void iq4_nl_to_float(const void* src, float* dst, int64_t n);
 void iq4_nl_from_float(const float* src, void* dst, int64_t n);
 float iq4_nl_vec_dot(const void* row, const float* x, int64_t n);
 
+// k_quants.cpp (to_float, vec_dot) and k_quantize.cpp (from_float) — 256-element super-blocks.
+void q2_k_to_float(const void* src, float* dst, int64_t n);
+void q2_k_from_float(const float* src, void* dst, int64_t n);
+float q2_k_vec_dot(const void* row, const float* x, int64_t n);
+void q3_k_to_float(const void* src, float* dst, int64_t n);
+void q3_k_from_float(const float* src, void* dst, int64_t n);
+float q3_k_vec_dot(const void* row, const float* x, int64_t n);
+void q4_k_to_float(const void* src, float* dst, int64_t n);
+void q4_k_from_float(const float* src, void* dst, int64_t n);
+float q4_k_vec_dot(const void* row, const float* x, int64_t n);
+void q5_k_to_float(const void* src, float* dst, int64_t n);
+void q5_k_from_float(const float* src, void* dst, int64_t n);
+float q5_k_vec_dot(const void* row, const float* x, int64_t n);
+void q6_k_to_float(const void* src, float* dst, int64_t n);
+void q6_k_from_float(const float* src, void* dst, int64_t n);
+float q6_k_vec_dot(const void* row, const float* x, int64_t n);
+void q8_k_to_float(const void* src, float* dst, int64_t n);
+void q8_k_from_float(const float* src, void* dst, int64_t n);
+float q8_k_vec_dot(const void* row, const float* x, int64_t n);
 
 // IQ4_NL with ggml's two reference settings: n_try = 7 searches 15 candidate
 // scales (what llama-quantize writes; our from_float), n_try = -1 keeps the
