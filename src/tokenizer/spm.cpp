@@ -1,12 +1,17 @@
 #include "tokenizer/spm.h"
 
 #include <queue>
+#include <unordered_map>
 
 #include "tokenizer/utf8.h"
 
 namespace tern {
 
 namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581
+constexpr size_t kMaxCachedWordBytes = 256;
+constexpr size_t kMaxCacheEntries = 1u << 16;
 
 struct Symbol {
   int32_t prev = -1;
@@ -51,14 +56,62 @@ int SpmModel::parse_byte_token(std::string_view text) {
   return value;
 }
 
+namespace {
+
+// True when ▁ occurs in text only within its leading run of ▁.
+bool spaces_only_lead(std::string_view text) {
+  size_t i = 0;
+  while (text.substr(i, kSpace.size()) == kSpace) i += kSpace.size();
+  return text.find(kSpace, i) == std::string_view::npos;
+}
+
+}  // namespace
+
 SpmModel SpmModel::build(const Vocab& vocab) {
   SpmModel m;
   m.byte_ids_.fill(-1);
+  m.split_words_ = true;
   for (TokenId id = 0; id < vocab.n_vocab(); ++id) {
     const int b = parse_byte_token(vocab.texts[id]);
     if (b >= 0 && m.byte_ids_[b] < 0) m.byte_ids_[b] = id;
+    if (is_mergeable_type(vocab.types[id]) && !spaces_only_lead(vocab.texts[id])) m.split_words_ = false;
   }
   return m;
+}
+
+void SpmModel::encode(const Vocab& vocab, std::string_view text, std::vector<TokenId>& out) const {
+  if (!split_words_) {
+    encode_chunk(vocab, text, out);
+    return;
+  }
+  // No piece has ▁ after another character, so no merge crosses the start of
+  // a ▁ run: each word (a ▁ run and what follows up to the next run) is
+  // encoded alone, which keeps the heaps small and lets repeated words hit the cache.
+  std::unordered_map<std::string_view, std::pair<size_t, size_t>> cache;  // word -> [offset, count) in cached
+  std::vector<TokenId> cached;
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = begin;
+    while (text.substr(end, kSpace.size()) == kSpace) end += kSpace.size();
+    end = text.find(kSpace, end);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view word = text.substr(begin, end - begin);
+    begin = end;
+    if (auto it = cache.find(word); it != cache.end()) {
+      out.insert(out.end(), cached.begin() + it->second.first, cached.begin() + it->second.first + it->second.second);
+      continue;
+    }
+    const size_t first = out.size();
+    encode_chunk(vocab, word, out);
+    if (word.size() <= kMaxCachedWordBytes) {
+      if (cache.size() >= kMaxCacheEntries) {
+        cache.clear();
+        cached.clear();
+      }
+      cache.emplace(word, std::make_pair(cached.size(), out.size() - first));
+      cached.insert(cached.end(), out.begin() + first, out.end());
+    }
+  }
 }
 
 // The token a piece may merge into: control, unknown and byte tokens are never
@@ -82,7 +135,7 @@ void SpmModel::append_piece(const Vocab& vocab, std::string_view piece, std::vec
   }
 }
 
-void SpmModel::encode(const Vocab& vocab, std::string_view text, std::vector<TokenId>& out) const {
+void SpmModel::encode_chunk(const Vocab& vocab, std::string_view text, std::vector<TokenId>& out) const {
   if (text.empty()) return;
   // [n_symbols] one per UTF-8 character (an invalid byte is a character of its own).
   std::vector<Symbol> symbols;
