@@ -53,7 +53,8 @@ struct BpeModel::Scratch {
 Result<BpeModel> BpeModel::build(const Vocab& vocab, PreTokenizer pre) {
   BpeModel m;
   m.pre_ = std::move(pre);
-  for (int b = 0; b < 256; ++b) m.byte_ids_[b] = vocab.find(utf8::encode(byte_level::byte_to_codepoint(static_cast<uint8_t>(b))));
+  for (int b = 0; b < 256; ++b)
+    m.byte_ids_[b] = vocab.find(utf8::encode(byte_level::byte_to_codepoint(static_cast<uint8_t>(b))));
   m.merges_.reserve(vocab.merges.size());
   for (size_t rank = 0; rank < vocab.merges.size(); ++rank) {
     const std::string& s = vocab.merges[rank];
@@ -61,8 +62,8 @@ Result<BpeModel> BpeModel::build(const Vocab& vocab, PreTokenizer pre) {
     // still allows a part that is a bare space.
     const size_t sep = s.size() > 1 ? s.find(' ', 1) : std::string::npos;
     if (sep == std::string::npos || sep + 1 >= s.size())
-      return error(ErrorKind::InvalidFile,
-                   "tokenizer.ggml.merges[" + std::to_string(rank) + "] = '" + s + "' is not two tokens separated by a space");
+      return error(ErrorKind::InvalidFile, "tokenizer.ggml.merges[" + std::to_string(rank) + "] = '" + s +
+                                               "' is not two tokens separated by a space");
     const std::string_view left(s.data(), sep);
     const std::string_view right(s.data() + sep + 1, s.size() - sep - 1);
     const TokenId l = vocab.find(left);
@@ -92,7 +93,8 @@ void BpeModel::encode(const Vocab& vocab, std::string_view text, std::vector<Tok
       auto it = scratch.cache.find(word);
       if (it != scratch.cache.end()) {
         const auto [offset, count] = it->second;
-        out.insert(out.end(), scratch.cached_ids.begin() + offset, scratch.cached_ids.begin() + offset + count);
+        out.insert(out.end(), scratch.cached_ids.begin() + offset,
+                   scratch.cached_ids.begin() + offset + count);
         continue;
       }
     }
@@ -124,7 +126,8 @@ void BpeModel::encode_word(const Vocab& vocab, std::string_view word, Scratch& s
   sym.clear();
   for (size_t i = 0; i < word.size(); ++i) {
     const auto idx = static_cast<int32_t>(i);
-    sym.push_back({byte_ids_[static_cast<uint8_t>(word[i])], idx - 1, i + 1 < word.size() ? idx + 1 : -1, true});
+    sym.push_back(
+        {byte_ids_[static_cast<uint8_t>(word[i])], idx - 1, i + 1 < word.size() ? idx + 1 : -1, true});
   }
   std::vector<Candidate>& heap = scratch.heap;
   heap.clear();
@@ -155,8 +158,10 @@ void BpeModel::encode_word(const Vocab& vocab, std::string_view word, Scratch& s
   }
 
   for (int32_t i = 0; i >= 0 && i < static_cast<int32_t>(sym.size()); i = sym[i].next) {
-    if (sym[i].id >= 0) out.push_back(sym[i].id);
-    else if (vocab.unk >= 0) out.push_back(vocab.unk);
+    if (sym[i].id >= 0)
+      out.push_back(sym[i].id);
+    else if (vocab.unk >= 0)
+      out.push_back(vocab.unk);
   }
 }
 

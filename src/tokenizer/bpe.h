@@ -37,7 +37,8 @@ class BpeModel {
     TokenId result = -1;
   };
   struct Scratch;
-  void encode_word(const Vocab& vocab, std::string_view word, Scratch& scratch, std::vector<TokenId>& out) const;
+  void encode_word(const Vocab& vocab, std::string_view word, Scratch& scratch,
+                   std::vector<TokenId>& out) const;
   const Merge* find_merge(TokenId left, TokenId right) const;
 
   PreTokenizer pre_;

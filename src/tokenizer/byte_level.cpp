@@ -49,8 +49,10 @@ std::string decode(std::string_view spelled) {
   for (size_t i = 0; i < spelled.size();) {
     const utf8::Decoded d = utf8::decode(spelled, i);
     const int b = d.valid ? codepoint_to_byte(d.cp) : -1;
-    if (b >= 0) out.push_back(static_cast<char>(b));
-    else out.append(spelled.substr(i, d.n_bytes));
+    if (b >= 0)
+      out.push_back(static_cast<char>(b));
+    else
+      out.append(spelled.substr(i, d.n_bytes));
     i += d.n_bytes;
   }
   return out;

@@ -114,7 +114,8 @@ size_t other_run_with_tail(const Span& s, size_t i, PunctTail tail) {
   size_t e = optional_space_run(s, i, [&](size_t j) { return is_other(s, j); });
   if (e == kNoMatch) return e;
   if (tail == PunctTail::Newlines) e = run_crlf(s, e);
-  if (tail == PunctTail::NewlinesSlash) e = run(s, e, [&](size_t j) { return is_crlf(s.cps[j]) || s.cps[j] == '/'; });
+  if (tail == PunctTail::NewlinesSlash)
+    e = run(s, e, [&](size_t j) { return is_crlf(s.cps[j]) || s.cps[j] == '/'; });
   return e;
 }
 
@@ -131,7 +132,8 @@ size_t at_llama3_like(const Span& s, size_t i) {
   // [^\r\n\p{L}\p{N}]?\p{L}+ : a letter at i starts the run; otherwise one
   // non-newline, non-letter, non-digit character may lead it.
   if (is_letter(s, i)) return run_flag(s, i, kLetter);
-  if (i < s.n && !is_crlf(s.cps[i]) && !is_number(s, i) && is_letter(s, i + 1)) return run_flag(s, i + 1, kLetter);
+  if (i < s.n && !is_crlf(s.cps[i]) && !is_number(s, i) && is_letter(s, i + 1))
+    return run_flag(s, i + 1, kLetter);
   e = digits(s, i, kMaxDigits);
   if (e != kNoMatch) return e;
   e = other_run_with_tail(s, i, kTail);
@@ -183,7 +185,8 @@ size_t at_cased_words(const Span& s, size_t i) {
 }
 
 bool is_ascii_punct(uint32_t c) {
-  return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E);
+  return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+         (c >= 0x7B && c <= 0x7E);
 }
 bool is_ascii_alpha(uint32_t c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 
@@ -208,7 +211,10 @@ size_t at_flag_run(const Span& s, size_t i) {
 }
 
 size_t at_ascii_digit_3(const Span& s, size_t i) {
-  auto d = [&](size_t j) { const uint32_t c = cp_at(s, j); return c >= '0' && c <= '9'; };
+  auto d = [&](size_t j) {
+    const uint32_t c = cp_at(s, j);
+    return c >= '0' && c <= '9';
+  };
   return d(i) && d(i + 1) && d(i + 2) ? i + 3 : kNoMatch;
 }
 
@@ -218,8 +224,8 @@ template <bool kBacktick>
 size_t at_punct(const Span& s, size_t i) {
   auto p = [&](size_t j) {
     const uint32_t c = s.cps[j];
-    return (s.flags[j] & kPunct) != 0 || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' || c == '^' ||
-           c == '~' || c == '|' || (kBacktick && c == '`');
+    return (s.flags[j] & kPunct) != 0 || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
+           c == '^' || c == '~' || c == '|' || (kBacktick && c == '`');
   };
   if (i >= s.n || !p(i)) return kNoMatch;
   return run(s, i, p);
@@ -272,7 +278,8 @@ constexpr Range kDeepseekLatin[] = {
 };
 // [!-/:-~！-／：-～‘-‟　-。]
 constexpr Range kDeepseekPunct[] = {
-    {0x0021, 0x002F}, {0x003A, 0x007E}, {0x2018, 0x201F}, {0x3000, 0x3002}, {0xFF01, 0xFF0F}, {0xFF1A, 0xFF5E},
+    {0x0021, 0x002F}, {0x003A, 0x007E}, {0x2018, 0x201F},
+    {0x3000, 0x3002}, {0xFF01, 0xFF0F}, {0xFF1A, 0xFF5E},
 };
 // [一-龥ࠀ-一가-퟿]
 constexpr Range kDeepseekCjk[] = {{0x0800, 0x9FA5}, {0xAC00, 0xD7FF}};
@@ -291,8 +298,20 @@ size_t at_bloom(const Span& s, size_t i) {
   auto word = [&](size_t j) {
     if (s.flags[j] & kSpace) return false;
     switch (s.cps[j]) {
-      case '(': case '|': case '.': case ',': case '!': case '?': case ')':
-      case 0x2026: case 0x3002: case 0xFF0C: case 0x3001: case 0x0964: case 0x06D4: case 0x060C:
+      case '(':
+      case '|':
+      case '.':
+      case ',':
+      case '!':
+      case '?':
+      case ')':
+      case 0x2026:
+      case 0x3002:
+      case 0xFF0C:
+      case 0x3001:
+      case 0x0964:
+      case 0x06D4:
+      case 0x060C:
         return false;
       default:
         return true;
@@ -313,24 +332,42 @@ bool find_qwen2(const Span& s, size_t f, size_t* b, size_t* e) {
 bool find_seed_coder(const Span& s, size_t f, size_t* b, size_t* e) {
   return scan<at_llama3_like<1, PunctTail::None>>(s, f, b, e);
 }
-bool find_tekken(const Span& s, size_t f, size_t* b, size_t* e) { return scan<at_cased_words<1, false>>(s, f, b, e); }
-bool find_o200k(const Span& s, size_t f, size_t* b, size_t* e) { return scan<at_cased_words<3, true>>(s, f, b, e); }
+bool find_tekken(const Span& s, size_t f, size_t* b, size_t* e) {
+  return scan<at_cased_words<1, false>>(s, f, b, e);
+}
+bool find_o200k(const Span& s, size_t f, size_t* b, size_t* e) {
+  return scan<at_cased_words<3, true>>(s, f, b, e);
+}
 bool find_deepseek3_words(const Span& s, size_t f, size_t* b, size_t* e) {
   return scan<at_deepseek3_words>(s, f, b, e);
 }
-bool find_digit(const Span& s, size_t f, size_t* b, size_t* e) { return scan<at_flag_run<kNumber, 1>>(s, f, b, e); }
+bool find_digit(const Span& s, size_t f, size_t* b, size_t* e) {
+  return scan<at_flag_run<kNumber, 1>>(s, f, b, e);
+}
 bool find_digits_1_3(const Span& s, size_t f, size_t* b, size_t* e) {
   return scan<at_flag_run<kNumber, 3>>(s, f, b, e);
 }
 bool find_digit_run(const Span& s, size_t f, size_t* b, size_t* e) {
   return scan<at_flag_run<kNumber, kNoMatch>>(s, f, b, e);
 }
-bool find_ascii_digit_3(const Span& s, size_t f, size_t* b, size_t* e) { return scan<at_ascii_digit_3>(s, f, b, e); }
-bool find_newline_char(const Span& s, size_t f, size_t* b, size_t* e) { return scan<at_newline_char>(s, f, b, e); }
-bool find_punct_default(const Span& s, size_t f, size_t* b, size_t* e) { return scan<at_punct<false>>(s, f, b, e); }
-bool find_punct_falcon(const Span& s, size_t f, size_t* b, size_t* e) { return scan<at_punct<true>>(s, f, b, e); }
-bool find_space_letters(const Span& s, size_t f, size_t* b, size_t* e) { return scan<at_space_letters>(s, f, b, e); }
-bool find_space_puncts(const Span& s, size_t f, size_t* b, size_t* e) { return scan<at_space_puncts>(s, f, b, e); }
+bool find_ascii_digit_3(const Span& s, size_t f, size_t* b, size_t* e) {
+  return scan<at_ascii_digit_3>(s, f, b, e);
+}
+bool find_newline_char(const Span& s, size_t f, size_t* b, size_t* e) {
+  return scan<at_newline_char>(s, f, b, e);
+}
+bool find_punct_default(const Span& s, size_t f, size_t* b, size_t* e) {
+  return scan<at_punct<false>>(s, f, b, e);
+}
+bool find_punct_falcon(const Span& s, size_t f, size_t* b, size_t* e) {
+  return scan<at_punct<true>>(s, f, b, e);
+}
+bool find_space_letters(const Span& s, size_t f, size_t* b, size_t* e) {
+  return scan<at_space_letters>(s, f, b, e);
+}
+bool find_space_puncts(const Span& s, size_t f, size_t* b, size_t* e) {
+  return scan<at_space_puncts>(s, f, b, e);
+}
 bool find_deepseek_latin(const Span& s, size_t f, size_t* b, size_t* e) {
   return scan<at_ranges<kDeepseekLatin, std::size(kDeepseekLatin), true>>(s, f, b, e);
 }

@@ -47,9 +47,12 @@ int SpmModel::parse_byte_token(std::string_view text) {
   for (size_t i = 3; i < 5; ++i) {
     const char c = text[i];
     int d = -1;
-    if (c >= '0' && c <= '9') d = c - '0';
-    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
-    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
     if (d < 0) return -1;
     value = value * 16 + d;
   }
@@ -98,7 +101,8 @@ void SpmModel::encode(const Vocab& vocab, std::string_view text, std::vector<Tok
     const std::string_view word = text.substr(begin, end - begin);
     begin = end;
     if (auto it = cache.find(word); it != cache.end()) {
-      out.insert(out.end(), cached.begin() + it->second.first, cached.begin() + it->second.first + it->second.second);
+      out.insert(out.end(), cached.begin() + it->second.first,
+                 cached.begin() + it->second.first + it->second.second);
       continue;
     }
     const size_t first = out.size();
@@ -130,8 +134,10 @@ void SpmModel::append_piece(const Vocab& vocab, std::string_view piece, std::vec
   }
   for (char c : piece) {
     const TokenId b = byte_ids_[static_cast<uint8_t>(c)];
-    if (b >= 0) out.push_back(b);
-    else if (vocab.unk >= 0) out.push_back(vocab.unk);
+    if (b >= 0)
+      out.push_back(b);
+    else if (vocab.unk >= 0)
+      out.push_back(vocab.unk);
   }
 }
 
@@ -176,15 +182,18 @@ void SpmModel::encode_chunk(const Vocab& vocab, std::string_view text, std::vect
     try_add(top.left, l.next);
   }
 
-  for (int32_t i = 0; i >= 0; i = symbols[i].next) append_piece(vocab, text.substr(symbols[i].begin, symbols[i].len), out);
+  for (int32_t i = 0; i >= 0; i = symbols[i].next)
+    append_piece(vocab, text.substr(symbols[i].begin, symbols[i].len), out);
 }
 
 std::string spm_escape_spaces(std::string_view text) {
   std::string out;
   out.reserve(text.size() + text.size() / 4);
   for (char c : text) {
-    if (c == ' ') out += "\xE2\x96\x81";
-    else out.push_back(c);
+    if (c == ' ')
+      out += "\xE2\x96\x81";
+    else
+      out.push_back(c);
   }
   return out;
 }

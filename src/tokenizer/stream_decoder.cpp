@@ -15,8 +15,10 @@ std::string take_complete(std::string& pending) {
   while (i < pending.size()) {
     const utf8::PrefixInfo info = utf8::classify(pending, i);
     if (info.kind == utf8::Prefix::Incomplete) break;
-    if (info.kind == utf8::Prefix::Complete) out.append(pending, i, info.n_bytes);
-    else utf8::append(out, utf8::kReplacementChar);
+    if (info.kind == utf8::Prefix::Complete)
+      out.append(pending, i, info.n_bytes);
+    else
+      utf8::append(out, utf8::kReplacementChar);
     i += info.n_bytes;
   }
   pending.erase(0, i);
@@ -25,7 +27,8 @@ std::string take_complete(std::string& pending) {
 
 }  // namespace
 
-StreamDecoder::StreamDecoder(const Tokenizer& tok, bool at_text_start) : tok_(&tok), at_text_start_(at_text_start) {}
+StreamDecoder::StreamDecoder(const Tokenizer& tok, bool at_text_start)
+    : tok_(&tok), at_text_start_(at_text_start) {}
 
 std::string StreamDecoder::push(TokenId id) {
   std::string piece = tok_->token_to_piece(id);

@@ -17,13 +17,27 @@ constexpr std::string_view kSpmSpace = "\xE2\x96\x81";  // U+2581, SentencePiece
 
 // Token texts that end a turn in the chat formats we know, whatever id they have.
 constexpr std::string_view kEogTexts[] = {
-    "<|eot_id|>",    "<|eom_id|>",      "<|im_end|>", "<|end|>",  "<end_of_turn>",
-    "<|endoftext|>", "<|end_of_text|>", "<EOT>",      "_<EOT>",   "<end_of_utterance>",
-    "<|return|>",    "<|call|>",        "<\xEF\xBD\x9C" "end\xE2\x96\x81" "of\xE2\x96\x81" "sentence\xEF\xBD\x9C>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|end_of_text|>",
+    "<EOT>",
+    "_<EOT>",
+    "<end_of_utterance>",
+    "<|return|>",
+    "<|call|>",
+    "<\xEF\xBD\x9C"
+    "end\xE2\x96\x81"
+    "of\xE2\x96\x81"
+    "sentence\xEF\xBD\x9C>",
 };
 
 bool is_special_type(TokenType t) {
-  return t == TokenType::Control || t == TokenType::Unknown || t == TokenType::Unused || t == TokenType::Undefined;
+  return t == TokenType::Control || t == TokenType::Unknown || t == TokenType::Unused ||
+         t == TokenType::Undefined;
 }
 
 std::string replace_spm_spaces(std::string_view text) {
@@ -184,8 +198,10 @@ std::string Tokenizer::decode(std::span<const TokenId> ids, bool render_special)
       out.append(plain, plain[0] == ' ' ? 1 : 0);
       continue;
     }
-    if (plain.empty()) out += token_to_piece(id, render_special);
-    else out += plain;
+    if (plain.empty())
+      out += token_to_piece(id, render_special);
+    else
+      out += plain;
   }
   return out;
 }

@@ -1,8 +1,8 @@
 #include "tokenizer/unicode.h"
 
 #include <unicode/uchar.h>
-#include <unicode/utf16.h>
 #include <unicode/unorm2.h>
+#include <unicode/utf16.h>
 
 #include <array>
 #include <memory>

@@ -24,10 +24,10 @@ enum Flag : uint16_t {
   kSymbol = 1u << 3,
   kMark = 1u << 4,
   kSpace = 1u << 5,
-  kUpperish = 1u << 6,  // Lu Lt Lm Lo M — the "upper" class of the o200k/tekken regexes
-  kLowerish = 1u << 7,  // Ll Lm Lo M    — the "lower" class of the o200k/tekken regexes
-  kControl = 1u << 8,   // Cc Cf (what BERT's cleaner drops)
-  kLowercase = 1u << 9, // Ll
+  kUpperish = 1u << 6,         // Lu Lt Lm Lo M — the "upper" class of the o200k/tekken regexes
+  kLowerish = 1u << 7,         // Ll Lm Lo M    — the "lower" class of the o200k/tekken regexes
+  kControl = 1u << 8,          // Cc Cf (what BERT's cleaner drops)
+  kLowercase = 1u << 9,        // Ll
   kNonspacingMark = 1u << 10,  // Mn (what BERT's accent stripping drops)
 };
 
@@ -41,9 +41,9 @@ std::u32string nfd(std::string_view text);
 // Code points of text; each invalid byte becomes one U+FFFD, with `n_bytes`
 // telling how many source bytes each code point spans.
 struct CodePoints {
-  std::vector<uint32_t> cps;      // [n]
-  std::vector<uint16_t> flags;    // [n]
-  std::vector<size_t> offsets;    // [n + 1], byte offset of each code point; offsets[n] == text size
+  std::vector<uint32_t> cps;    // [n]
+  std::vector<uint16_t> flags;  // [n]
+  std::vector<size_t> offsets;  // [n + 1], byte offset of each code point; offsets[n] == text size
 };
 CodePoints decode_with_flags(std::string_view text);
 

@@ -19,10 +19,14 @@ namespace {
 void first_continuation_range(uint8_t lead, uint8_t& lo, uint8_t& hi) {
   lo = 0x80;
   hi = 0xBF;
-  if (lead == 0xE0) lo = 0xA0;
-  else if (lead == 0xED) hi = 0x9F;
-  else if (lead == 0xF0) lo = 0x90;
-  else if (lead == 0xF4) hi = 0x8F;
+  if (lead == 0xE0)
+    lo = 0xA0;
+  else if (lead == 0xED)
+    hi = 0x9F;
+  else if (lead == 0xF0)
+    lo = 0x90;
+  else if (lead == 0xF4)
+    hi = 0x8F;
 }
 
 }  // namespace
@@ -48,10 +52,18 @@ Decoded decode(std::string_view s, size_t i) {
   const auto lead = static_cast<uint8_t>(s[i]);
   uint32_t cp = 0;
   switch (info.n_bytes) {
-    case 1: cp = lead; break;
-    case 2: cp = lead & 0x1Fu; break;
-    case 3: cp = lead & 0x0Fu; break;
-    default: cp = lead & 0x07u; break;
+    case 1:
+      cp = lead;
+      break;
+    case 2:
+      cp = lead & 0x1Fu;
+      break;
+    case 3:
+      cp = lead & 0x0Fu;
+      break;
+    default:
+      cp = lead & 0x07u;
+      break;
   }
   for (uint32_t k = 1; k < info.n_bytes; ++k) cp = (cp << 6) | (static_cast<uint8_t>(s[i + k]) & 0x3Fu);
   return {cp, info.n_bytes, true};

@@ -22,7 +22,7 @@ int sequence_length(uint8_t lead);
 
 struct Decoded {
   uint32_t cp = kReplacementChar;  // the code point, or U+FFFD when !valid
-  uint32_t n_bytes = 1;            // bytes consumed: the whole sequence, or the maximal invalid subpart (>= 1)
+  uint32_t n_bytes = 1;  // bytes consumed: the whole sequence, or the maximal invalid subpart (>= 1)
   bool valid = false;
 };
 

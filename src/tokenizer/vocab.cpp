@@ -29,8 +29,8 @@ Result<const gguf::Array*> find_array(const gguf::GgufFile& file, const char* ke
 
 Status check_length(const char* key, size_t n_items, size_t n_vocab) {
   if (n_items == n_vocab) return Status::ok();
-  return invalid(std::string(key) + " has " + std::to_string(n_items) + " entries but tokenizer.ggml.tokens has " +
-                 std::to_string(n_vocab));
+  return invalid(std::string(key) + " has " + std::to_string(n_items) +
+                 " entries but tokenizer.ggml.tokens has " + std::to_string(n_vocab));
 }
 
 Status read_tokens(const gguf::GgufFile& file, Vocab& v) {
@@ -63,7 +63,8 @@ Status read_scores_and_types(const gguf::GgufFile& file, Vocab& v) {
     TERN_RETURN_IF_ERROR(check_length(kKeyScores, (*arr)->items.size(), n));
     for (size_t i = 0; i < n; ++i) {
       const gguf::Value& item = (*arr)->items[i];
-      if (!item.is_float()) return invalid(std::string(kKeyScores) + "[" + std::to_string(i) + "] is not a float");
+      if (!item.is_float())
+        return invalid(std::string(kKeyScores) + "[" + std::to_string(i) + "] is not a float");
       v.scores[i] = static_cast<float>(*item.as_f64());
     }
   }
@@ -104,7 +105,8 @@ Status read_special_id(const gguf::GgufFile& file, const char* key, size_t n_voc
   TERN_RETURN_IF_ERROR(value);
   if (*value >= n_vocab)
     return error(ErrorKind::OutOfRange, std::string(key) + " = " + std::to_string(*value) +
-                                            " is outside the vocabulary of " + std::to_string(n_vocab) + " tokens");
+                                            " is outside the vocabulary of " + std::to_string(n_vocab) +
+                                            " tokens");
   id = static_cast<TokenId>(*value);
   return Status::ok();
 }
@@ -114,7 +116,8 @@ Status read_special_ids(const gguf::GgufFile& file, Vocab& v) {
   TERN_RETURN_IF_ERROR(read_special_id(file, "tokenizer.ggml.bos_token_id", n, v.bos));
   TERN_RETURN_IF_ERROR(read_special_id(file, "tokenizer.ggml.eos_token_id", n, v.eos));
   TERN_RETURN_IF_ERROR(read_special_id(file, "tokenizer.ggml.unknown_token_id", n, v.unk));
-  TERN_RETURN_IF_ERROR(read_special_id(file, "tokenizer.ggml.seperator_token_id", n, v.sep));  // sic: GGUF's spelling
+  TERN_RETURN_IF_ERROR(
+      read_special_id(file, "tokenizer.ggml.seperator_token_id", n, v.sep));  // sic: GGUF's spelling
   TERN_RETURN_IF_ERROR(read_special_id(file, "tokenizer.ggml.eot_token_id", n, v.eot));
   TERN_RETURN_IF_ERROR(read_special_id(file, "tokenizer.ggml.eom_token_id", n, v.eom));
   if (v.kind == VocabKind::WordPiece) {
@@ -151,10 +154,14 @@ Result<Vocab> load_vocab(const gguf::GgufFile& file) {
   auto model = file.get_string(kKeyModel);
   TERN_RETURN_IF_ERROR(model);
   v.model = *model;
-  if (v.model == "llama") v.kind = VocabKind::Spm;
-  else if (v.model == "gpt2") v.kind = VocabKind::Bpe;
-  else if (v.model == "bert") v.kind = VocabKind::WordPiece;
-  else return error(ErrorKind::Unsupported, std::string("unsupported ") + kKeyModel + "='" + v.model + "'");
+  if (v.model == "llama")
+    v.kind = VocabKind::Spm;
+  else if (v.model == "gpt2")
+    v.kind = VocabKind::Bpe;
+  else if (v.model == "bert")
+    v.kind = VocabKind::WordPiece;
+  else
+    return error(ErrorKind::Unsupported, std::string("unsupported ") + kKeyModel + "='" + v.model + "'");
 
   if (file.find(kKeyPre) != nullptr) {
     auto pre = file.get_string(kKeyPre);

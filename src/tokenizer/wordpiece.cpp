@@ -29,7 +29,8 @@ std::vector<std::string> basic_words(std::string_view text) {
       finish_word();
       continue;
     }
-    if (c == 0 || c == utf8::kReplacementChar || (f & (unicode::kControl | unicode::kNonspacingMark))) continue;
+    if (c == 0 || c == utf8::kReplacementChar || (f & (unicode::kControl | unicode::kNonspacingMark)))
+      continue;
     const uint32_t lower = unicode::to_lower(c);
     if ((f & unicode::kPunct) || (c < 0x7F && (f & unicode::kSymbol)) || is_cjk_ideograph(c)) {
       finish_word();

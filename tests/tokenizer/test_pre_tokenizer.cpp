@@ -31,7 +31,7 @@ TEST(PreTokenizer, Gpt2) {
   EXPECT_EQ(split("gpt-2", "Hello world's 123  foo\n"),
             (Words{"Hello", " world", "'s", " 123", " ", " foo", "\n"}));
   EXPECT_EQ(split("gpt-2", "I'VE x"), (Words{"I", "'", "VE", " x"}));  // contractions are case-sensitive
-  EXPECT_EQ(split("gpt-2", "a   "), (Words{"a", "   "}));                // trailing whitespace stays whole
+  EXPECT_EQ(split("gpt-2", "a   "), (Words{"a", "   "}));              // trailing whitespace stays whole
   EXPECT_EQ(split("gpt-2", "\t\tb"), (Words{"\t", "\t", "b"}));
   EXPECT_EQ(split("gpt-2", "!!?? ..."), (Words{"!!??", " ..."}));
   EXPECT_EQ(split("gpt-2", ""), Words{});

@@ -84,8 +84,16 @@ TEST(Utf8, ClassifyAndDecode) {
   EXPECT_EQ(d.cp, 0x20ACu);
   EXPECT_EQ(d.n_bytes, 3u);
   EXPECT_EQ(utf8::classify("\xF0\x9F", 0).kind, utf8::Prefix::Incomplete);
-  EXPECT_EQ(utf8::classify("\xF0\x9F" "A", 0).kind, utf8::Prefix::Invalid);
-  EXPECT_EQ(utf8::classify("\xF0\x9F" "A", 0).n_bytes, 2u);
+  EXPECT_EQ(utf8::classify("\xF0\x9F"
+                           "A",
+                           0)
+                .kind,
+            utf8::Prefix::Invalid);
+  EXPECT_EQ(utf8::classify("\xF0\x9F"
+                           "A",
+                           0)
+                .n_bytes,
+            2u);
   EXPECT_EQ(utf8::encode(0x1F600), "\xF0\x9F\x98\x80");
   EXPECT_EQ(utf8::encode(0xD800), kFffd);
 }

@@ -79,7 +79,8 @@ TEST(TinySpm, SpecialTokenParsing) {
   ASSERT_TRUE(tok);
   // Control text is a token only with parse_special; the text after it gets the space prefix.
   EXPECT_EQ(tok->encode("<|im_end|>hello", false, true), (Ids{TinySpm::kImEnd, TinySpm::kSpaceHello}));
-  EXPECT_EQ(tok->encode("<s>hello</s>", false, true), (Ids{TinySpm::kBos, TinySpm::kSpaceHello, TinySpm::kEos}));
+  EXPECT_EQ(tok->encode("<s>hello</s>", false, true),
+            (Ids{TinySpm::kBos, TinySpm::kSpaceHello, TinySpm::kEos}));
   const Ids plain = tok->encode("<|im_end|>hello", false, false);
   EXPECT_EQ(std::count(plain.begin(), plain.end(), TinySpm::kImEnd), 0);
   EXPECT_EQ(tok->decode(plain), "<|im_end|>hello");
@@ -145,7 +146,8 @@ TEST(TinyBpe, ParseSpecial) {
   auto tok = test::build(test::tiny_bpe_writer());
   ASSERT_TRUE(tok);
   const TokenId eot = tok->n_vocab() - 1;
-  EXPECT_EQ(tok->encode("hello<|endoftext|>", false, true), (Ids{tok->encode("hello", false, false)[0], eot}));
+  EXPECT_EQ(tok->encode("hello<|endoftext|>", false, true),
+            (Ids{tok->encode("hello", false, false)[0], eot}));
   EXPECT_GT(tok->encode("<|endoftext|>", false, false).size(), 1u);
   EXPECT_TRUE(tok->is_eog(eot));
   EXPECT_EQ(tok->decode(Ids{eot}), "");

@@ -24,8 +24,8 @@ fs::path vectors_dir() { return fs::path(TERN_SHARED_DIR) / "testdata" / "tokeni
 
 // The vocabularies the shared README lists, plus any other ggml-vocab-*.gguf found there.
 std::vector<std::string> vocab_names() {
-  std::vector<std::string> names = {"llama-spm", "phi-3", "gpt-2", "starcoder", "mpt", "deepseek-llm", "refact",
-                                    "bert-bge"};
+  std::vector<std::string> names = {"llama-spm", "phi-3",        "gpt-2",  "starcoder",
+                                    "mpt",       "deepseek-llm", "refact", "bert-bge"};
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(vectors_dir(), ec)) {
     const std::string file = entry.path().filename().string();
@@ -71,9 +71,12 @@ std::vector<std::vector<TokenId>> parse_outputs(const std::string& data) {
 std::string printable(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else out += c;
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '\t')
+      out += "\\t";
+    else
+      out += c;
   }
   return out;
 }
@@ -112,7 +115,8 @@ TEST_P(VocabVectors, EncodeMatchesLlamaCpp) {
 }
 
 TEST_P(VocabVectors, DecodeRoundTrips) {
-  if (tok_->kind() == VocabKind::WordPiece) GTEST_SKIP() << "WordPiece lower-cases and drops accents: no round trip";
+  if (tok_->kind() == VocabKind::WordPiece)
+    GTEST_SKIP() << "WordPiece lower-cases and drops accents: no round trip";
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const std::vector<TokenId> ids = tok_->encode(inputs_[i], false, false);
     EXPECT_EQ(tok_->decode(ids), inputs_[i]) << "test string #" << i;
@@ -122,7 +126,8 @@ TEST_P(VocabVectors, DecodeRoundTrips) {
 }
 
 TEST_P(VocabVectors, StreamingEqualsWholeDecode) {
-  if (tok_->kind() == VocabKind::WordPiece) GTEST_SKIP() << "WordPiece lower-cases and drops accents: no round trip";
+  if (tok_->kind() == VocabKind::WordPiece)
+    GTEST_SKIP() << "WordPiece lower-cases and drops accents: no round trip";
   for (size_t i = 0; i < inputs_.size(); ++i) {
     StreamDecoder stream(*tok_, /*at_text_start=*/true);
     std::string text;

@@ -70,10 +70,11 @@ std::unique_ptr<Tokenizer> build(const gguf::GgufWriter& w) {
 
 gguf::GgufWriter tiny_bpe_writer(const std::string& pre) {
   std::vector<std::string> tokens;
-  for (int b = 0; b < 256; ++b) tokens.push_back(utf8::encode(byte_level::byte_to_codepoint(static_cast<uint8_t>(b))));
+  for (int b = 0; b < 256; ++b)
+    tokens.push_back(utf8::encode(byte_level::byte_to_codepoint(static_cast<uint8_t>(b))));
   const std::string g = "\xC4\xA0";  // 'Ġ', the spelling of a space
-  const std::vector<std::string> merges = {"h e", "l l", "he ll", "hell o", g + " w", "o r", g + "w or", "l d",
-                                           g + "wor ld", "1 2"};
+  const std::vector<std::string> merges = {"h e", "l l",      "he ll", "hell o",     g + " w",
+                                           "o r", g + "w or", "l d",   g + "wor ld", "1 2"};
   for (const std::string& m : merges) {
     const size_t sep = m.find(' ');
     tokens.push_back(m.substr(0, sep) + m.substr(sep + 1));

@@ -18,7 +18,8 @@ struct TinySpm {
   static constexpr TokenId kUnk = 0, kBos = 1, kEos = 2, kByte0 = 3;
   static constexpr TokenId kSpace = 259, kH = 260, kE = 261, kL = 262, kO = 263, kW = 264, kR = 265, kD = 266;
   static constexpr TokenId kSpaceH = 267, kLL = 268, kSpaceHe = 269, kLLO = 270, kSpaceHello = 271;
-  static constexpr TokenId kUser = 272, kImEnd = 273, kSpaceW = 274, kOR = 275, kSpaceWor = 276, kSpaceWorld = 277;
+  static constexpr TokenId kUser = 272, kImEnd = 273, kSpaceW = 274, kOR = 275, kSpaceWor = 276,
+                           kSpaceWorld = 277;
   static constexpr TokenId kLD = 278;
 
   std::vector<std::string> tokens;
