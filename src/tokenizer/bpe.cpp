@@ -53,6 +53,10 @@ struct BpeModel::Scratch {
 Result<BpeModel> BpeModel::build(const Vocab& vocab, PreTokenizer pre) {
   BpeModel m;
   m.pre_ = std::move(pre);
+  // Many byte-level vocabularies name <|endoftext|> as their unknown token; a
+  // byte the vocabulary cannot spell is dropped (as llama.cpp does) rather than
+  // turned into an end-of-text marker. Only a real Unknown-type token stands in.
+  if (vocab.unk >= 0 && vocab.types[vocab.unk] == TokenType::Unknown) m.unk_ = vocab.unk;
   for (int b = 0; b < 256; ++b)
     m.byte_ids_[b] = vocab.find(utf8::encode(byte_level::byte_to_codepoint(static_cast<uint8_t>(b))));
   m.merges_.reserve(vocab.merges.size());
@@ -160,8 +164,8 @@ void BpeModel::encode_word(const Vocab& vocab, std::string_view word, Scratch& s
   for (int32_t i = 0; i >= 0 && i < static_cast<int32_t>(sym.size()); i = sym[i].next) {
     if (sym[i].id >= 0)
       out.push_back(sym[i].id);
-    else if (vocab.unk >= 0)
-      out.push_back(vocab.unk);
+    else if (unk_ >= 0)
+      out.push_back(unk_);
   }
 }
 

@@ -4,7 +4,9 @@
 // bytes with the GPT-2 byte mapping and applies tokenizer.ggml.merges by rank
 // (lowest first, ties leftmost) inside the word. Merges are looked up on pairs
 // of token ids; a merge whose parts or result are not tokens can never apply
-// and is ignored. Words repeated within one call are encoded once (a per-call
+// and is ignored. A byte with no token of its own (some vocabularies lack the
+// never-valid UTF-8 bytes C0, C1, F5..FF) is dropped unless the vocabulary has
+// an Unknown-type token. Words repeated within one call are encoded once (a per-call
 // cache, so no state is shared). Immutable after build(); safe from many threads.
 #pragma once
 
@@ -45,6 +47,7 @@ class BpeModel {
   std::unordered_map<uint64_t, Merge> merges_;  // key: left id << 32 | right id
   std::array<TokenId, 256> byte_ids_{};         // token spelling each single byte, -1 when absent
   size_t n_merges_ignored_ = 0;
+  TokenId unk_ = -1;  // stands in for a byte with no token; -1: the byte is dropped
 };
 
 }  // namespace tern

@@ -154,6 +154,27 @@ TEST(TinyBpe, ParseSpecial) {
   EXPECT_EQ(tok->decode(Ids{eot}, true), "<|endoftext|>");
 }
 
+TEST(TinyBpe, ByteWithoutTokenIsDroppedNotTurnedIntoEndOfText) {
+  // The byte 0xFF ('ÿ') loses its token; the vocabulary's unknown token is <|endoftext|>.
+  auto file = test::to_file(test::tiny_bpe_writer());
+  ASSERT_TRUE(file.is_ok());
+  std::vector<std::string> tokens;
+  for (const auto& item : file->find("tokenizer.ggml.tokens")->as_array()->items)
+    tokens.push_back(*item.as_string());
+  tokens[0xFF] = "[unused]";
+  auto w = test::tiny_bpe_writer();
+  w.set("tokenizer.ggml.tokens", gguf::Value::of_strings(tokens));
+  w.set("tokenizer.ggml.unknown_token_id", gguf::Value::of_u32(static_cast<uint32_t>(tokens.size() - 1)));
+  auto tok = test::build(w);
+  ASSERT_TRUE(tok);
+  const Ids ids = tok->encode(
+      "a\xFF"
+      "b",
+      false, false);
+  EXPECT_EQ(tok->decode(ids), "ab");
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), tok->n_vocab() - 1), 0);
+}
+
 TEST(TinyBpe, Llama3FamilyAddsBosByDefault) {
   auto tok = test::build(test::tiny_bpe_writer("llama-bpe"));
   ASSERT_TRUE(tok);

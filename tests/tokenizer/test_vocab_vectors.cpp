@@ -5,13 +5,16 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "gguf/reader.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace tern {
 namespace {
@@ -134,6 +137,87 @@ TEST_P(VocabVectors, StreamingEqualsWholeDecode) {
     for (TokenId id : tok_->encode(inputs_[i], true, false)) text += stream.push(id);
     text += stream.flush();
     EXPECT_EQ(text, inputs_[i]) << "test string #" << i;
+  }
+}
+
+// Text that mixes words, whitespace runs, digits, punctuation, multi-byte
+// characters and invalid bytes.
+// Whether every byte of s has a normal token spelling it. Byte-level vocabularies
+// may lack the never-valid UTF-8 bytes or spell them with user-defined tokens
+// (deepseek's "ÿ"), whose piece is their literal text; such bytes cannot round trip.
+bool bytes_have_normal_tokens(const Tokenizer& tok, std::string_view s) {
+  if (tok.kind() != VocabKind::Bpe) return true;
+  for (char c : s) {
+    const TokenId id = tok.vocab().find(utf8::encode(byte_level::byte_to_codepoint(static_cast<uint8_t>(c))));
+    if (id < 0 || tok.vocab().types[id] != TokenType::Normal) return false;
+  }
+  return true;
+}
+
+std::string random_text(std::mt19937& rng, const Tokenizer& tok) {
+  static const std::vector<std::string> kPieces = {"a",
+                                                   "Z",
+                                                   "hello",
+                                                   " ",
+                                                   "  ",
+                                                   "\n",
+                                                   "\r\n",
+                                                   "\t",
+                                                   "1",
+                                                   "234",
+                                                   "'s",
+                                                   "'LL",
+                                                   "!",
+                                                   "...",
+                                                   "<",
+                                                   "|>",
+                                                   "\xC3\xA9",
+                                                   "\xE4\xB8\x96",
+                                                   "\xF0\x9F\x98\x80",
+                                                   "\xCC\x81",
+                                                   "\xD0\xB6",
+                                                   "\xE3\x80\x80",
+                                                   "\xEF\xBC\x81",
+                                                   "\xFF",
+                                                   "\xC3",
+                                                   "\x80",
+                                                   "\xE2\x82",
+                                                   "\xED\xA0\x80",
+                                                   std::string(1, '\0')};
+  std::string s;
+  const int n = std::uniform_int_distribution<int>(0, 24)(rng);
+  for (int i = 0; i < n; ++i) {
+    const std::string& piece = kPieces[std::uniform_int_distribution<size_t>(0, kPieces.size() - 1)(rng)];
+    if (bytes_have_normal_tokens(tok, piece)) s += piece;
+  }
+  return s;
+}
+
+TEST_P(VocabVectors, RandomTextRoundTripsAndNeverBreaks) {
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 300; ++i) {
+    const std::string text = random_text(rng, *tok_);
+    const std::vector<TokenId> ids = tok_->encode(text, true, i % 2 == 0);
+    for (TokenId id : ids) ASSERT_TRUE(id >= 0 && id < tok_->n_vocab()) << "id " << id;
+    if (tok_->kind() != VocabKind::WordPiece) {
+      EXPECT_EQ(tok_->decode(ids), text) << "random text #" << i;
+    }
+  }
+}
+
+TEST_P(VocabVectors, StreamOfRandomIdsIsValidUtf8) {
+  std::mt19937 rng(99);
+  std::uniform_int_distribution<TokenId> any_id(-2, tok_->n_vocab() + 1);
+  for (int round = 0; round < 20; ++round) {
+    StreamDecoder stream(*tok_, round % 2 == 0);
+    std::string text;
+    for (int i = 0; i < 200; ++i) {
+      const std::string piece = stream.push(any_id(rng));
+      EXPECT_TRUE(utf8::is_valid(piece));
+      text += piece;
+    }
+    text += stream.flush();
+    EXPECT_TRUE(utf8::is_valid(text));
   }
 }
 
