@@ -221,6 +221,69 @@ TEST_P(VocabVectors, StreamOfRandomIdsIsValidUtf8) {
   }
 }
 
+// Special-token facts of the real vocabularies (skipped when absent).
+std::unique_ptr<Tokenizer> open_shared(const std::string& name) {
+  const fs::path path = vectors_dir() / ("ggml-vocab-" + name + ".gguf");
+  if (!fs::exists(path)) return nullptr;
+  auto file = gguf::GgufFile::open(path.string());
+  EXPECT_TRUE(file.is_ok()) << file.status().message();
+  if (!file.is_ok()) return nullptr;
+  auto tok = Tokenizer::from_gguf(*file);
+  EXPECT_TRUE(tok.is_ok()) << tok.status().message();
+  return tok.is_ok() ? std::move(tok).value() : nullptr;
+}
+
+TEST(SharedVocabSpecials, LlamaSpm) {
+  auto tok = open_shared("llama-spm");
+  if (!tok) GTEST_SKIP() << "ggml-vocab-llama-spm.gguf absent";
+  EXPECT_EQ(tok->kind(), VocabKind::Spm);
+  EXPECT_EQ(tok->n_vocab(), 32000);
+  EXPECT_EQ(tok->bos_id(), 1);
+  EXPECT_EQ(tok->eos_id(), 2);
+  EXPECT_TRUE(tok->add_bos());
+  EXPECT_FALSE(tok->add_eos());
+  EXPECT_EQ(tok->encode("Hello world", true, false), (std::vector<TokenId>{1, 15043, 3186}));
+  EXPECT_EQ(tok->encode("<s>Hello world", false, true), (std::vector<TokenId>{1, 15043, 3186}));
+  EXPECT_TRUE(tok->is_eog(2));
+  EXPECT_TRUE(tok->is_control(1));
+  EXPECT_EQ(tok->token_to_piece(13), "\n");  // <0x0A>
+  EXPECT_EQ(tok->decode(std::vector<TokenId>{1, 15043, 3186, 2}, true), "<s>Hello world</s>");
+}
+
+TEST(SharedVocabSpecials, Phi3) {
+  auto tok = open_shared("phi-3");
+  if (!tok) GTEST_SKIP() << "ggml-vocab-phi-3.gguf absent";
+  EXPECT_EQ(tok->eos_id(), 32000);
+  EXPECT_TRUE(tok->is_eog(32000));  // <|endoftext|>
+  EXPECT_TRUE(tok->is_eog(32007));  // <|end|>
+  EXPECT_FALSE(tok->is_eog(32010));
+  const std::vector<TokenId> ids = tok->encode("<|user|>\nHi<|end|>", false, true);
+  ASSERT_GE(ids.size(), 3u);
+  EXPECT_EQ(ids.front(), 32010);
+  EXPECT_EQ(ids.back(), 32007);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 32010), 1);
+  const std::vector<TokenId> plain = tok->encode("<|user|>", false, false);
+  EXPECT_EQ(std::count(plain.begin(), plain.end(), 32010), 0);
+}
+
+TEST(SharedVocabSpecials, Gpt2AndDeepseek) {
+  if (auto tok = open_shared("gpt-2")) {
+    EXPECT_EQ(tok->kind(), VocabKind::Bpe);
+    EXPECT_FALSE(tok->add_bos());
+    EXPECT_TRUE(tok->is_eog(50256));
+    EXPECT_EQ(tok->encode("<|endoftext|>", false, true), std::vector<TokenId>{50256});
+    EXPECT_GT(tok->encode("<|endoftext|>", false, false).size(), 1u);
+    EXPECT_EQ(tok->token_to_piece(50256, true), "<|endoftext|>");
+    EXPECT_EQ(tok->token_to_piece(50256), "");
+  }
+  if (auto tok = open_shared("deepseek-llm")) {
+    EXPECT_TRUE(tok->add_bos());
+    EXPECT_EQ(tok->bos_id(), 100000);
+    EXPECT_TRUE(tok->is_eog(100001));
+    EXPECT_EQ(tok->encode("Hi", true, false).front(), 100000);
+  }
+}
+
 std::string test_name(const ::testing::TestParamInfo<std::string>& info) {
   std::string s = info.param;
   for (char& c : s) {
