@@ -1,0 +1,39 @@
+// engine/perplexity.h — perplexity over non-overlapping windows, scored the
+// way llama.cpp's perplexity tool scores them so the figures compare:
+// the text is tokenized once (with BOS when the vocabulary adds one), cut
+// into floor(n_tokens / n_ctx) windows of n_ctx tokens, each window's first
+// token replaced by BOS (when add_bos), and only the second half of each
+// window scored: logits at positions [n_ctx/2, n_ctx-2] predict the tokens
+// that follow them. The first half gives every scored token enough context.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+
+namespace tern {
+
+struct PerplexityOptions {
+  int n_ctx = 512;
+  int max_windows = 0;  // 0 = all
+  bool add_bos = true;
+  TokenId bos = -1;
+  int n_batch = 512;
+};
+
+struct PerplexityResult {
+  double perplexity = 0.0;
+  double nll_mean = 0.0;   // mean negative log-likelihood (nats) of the scored tokens
+  int64_t n_scored = 0;
+  int n_windows = 0;
+};
+
+// progress(window_index, running_perplexity) after each window.
+Result<PerplexityResult> compute_perplexity(const Model& model, const std::vector<TokenId>& tokens,
+                                            const PerplexityOptions& options, ThreadPool& pool,
+                                            const std::function<void(int, double)>& progress = {});
+
+}  // namespace tern

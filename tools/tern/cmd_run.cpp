@@ -1,0 +1,100 @@
+// tern run -m MODEL -p PROMPT [...] — stream a continuation to stdout.
+// Only generated text goes to stdout; timings go to stderr.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include "args.h"
+#include "commands.h"
+#include "core/mmap.h"
+#include "engine/generate.h"
+
+namespace tern::cli {
+
+int cmd_run(int argc, char** argv) {
+  std::string model_path, prompt, prompt_file, stop;
+  int n_predict = 128, n_threads = 0, n_ctx = 0;
+  bool echo = false, ignore_eos = false, have_seed = false;
+  uint64_t seed = 0;
+  GenerateOptions o;
+  SamplingParams& sp = o.sampling;
+  ArgParser args("run", "tern run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
+                        "[--seed S] [-t THREADS] [--echo]");
+  args.add("-m,--model", &model_path, "GGUF model file");
+  args.add("-p,--prompt", &prompt, "prompt text (empty = BOS only)");
+  args.add("-f,--file", &prompt_file, "read the prompt from a file");
+  args.add("-n,--n-predict", &n_predict, "tokens to generate (default 128)");
+  args.add("--temp", &sp.temperature, "temperature; 0 = greedy (default 0.8)");
+  args.add("--top-k", &sp.top_k, "top-k, <= 0 disables (default 40)");
+  args.add("--top-p", &sp.top_p, "top-p, 1 disables (default 0.95)");
+  args.add("--min-p", &sp.min_p, "min-p, 0 disables (default 0.05)");
+  args.add("--repeat-penalty", &sp.repetition_penalty, "repetition penalty, 1 disables (default 1)");
+  args.add("--frequency-penalty", &sp.frequency_penalty, "frequency penalty (default 0)");
+  args.add("--presence-penalty", &sp.presence_penalty, "presence penalty (default 0)");
+  args.add("--repeat-last-n", &sp.penalty_last_n, "tokens the penalties look back on (default 64, -1 = all)");
+  args.add("--seed", &seed, "random seed (default: random)");
+  args.add("--stop", &stop, "stop when this text is generated");
+  args.add("-c,--ctx-size", &n_ctx, "context size (default: the model's)");
+  args.add("-t,--threads", &n_threads, "threads (default: all cores)");
+  args.add_flag("--echo", &echo, "print the prompt before the continuation");
+  args.add_flag("--ignore-eos", &ignore_eos, "keep generating after end-of-text tokens");
+  seed = SamplingParams{}.seed;
+  if (auto s = args.parse(argc, argv); !s) return report(s);
+  if (args.help_requested()) {
+    std::fputs(args.help_text().c_str(), stdout);
+    return 0;
+  }
+  have_seed = seed != SamplingParams{}.seed;
+  if (model_path.empty()) return report(error(ErrorKind::InvalidArgument, "run: -m MODEL is required"));
+  if (n_predict < 0) return report(error(ErrorKind::InvalidArgument, "run: -n must be >= 0"));
+  if (n_threads < 0) return report(error(ErrorKind::InvalidArgument, "run: -t must be >= 1"));
+  if (!prompt_file.empty()) {
+    auto text = read_file(prompt_file);
+    if (!text) return report(text.status());
+    prompt = *text;
+  }
+  sp.seed = have_seed ? seed : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  if (auto s = sp.validate(); !s) return report(s);
+
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = Model::load(model_path);
+  if (!model) return report(model.status());
+  auto tokenizer = Tokenizer::from_gguf((*model)->file());
+  if (!tokenizer) return report(tokenizer.status().with_context(model_path));
+  const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+  std::vector<TokenId> tokens = (*tokenizer)->encode(prompt, true, true);
+  if (tokens.empty()) {
+    if ((*tokenizer)->bos_id() < 0)
+      return report(error(ErrorKind::InvalidArgument, "run: the prompt is empty and the vocabulary has no BOS token"));
+    tokens.push_back((*tokenizer)->bos_id());
+  }
+  ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
+  o.max_tokens = n_predict;
+  o.n_ctx = n_ctx;
+  o.ignore_eos = ignore_eos;
+  if (!stop.empty()) o.stop.push_back(stop);
+
+  if (echo) {
+    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+    std::fflush(stdout);
+  }
+  auto result = generate(**model, **tokenizer, tokens, o, pool, [](const std::string& piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+    return true;
+  });
+  if (!result) return report(result.status());
+  if (isatty(STDOUT_FILENO)) std::fputc('\n', stderr);
+  const auto& r = *result;
+  const double n_gen = static_cast<double>(r.tokens.size());
+  std::fprintf(stderr, "tern: load %.1f ms | prompt %d tokens in %.1f ms (%.1f tok/s) | generation %zu tokens in %.1f ms "
+                       "(%.1f tok/s) | threads %d | finish %s\n",
+               load_ms, r.n_prompt, r.prompt_ms, r.prompt_ms > 0 ? r.n_prompt * 1000.0 / r.prompt_ms : 0.0,
+               r.tokens.size(), r.generate_ms, r.generate_ms > 0 ? n_gen * 1000.0 / r.generate_ms : 0.0,
+               pool.n_threads(), finish_reason_name(r.finish));
+  return 0;
+}
+
+}  // namespace tern::cli

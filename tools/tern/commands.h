@@ -1,0 +1,19 @@
+// tools/tern/commands.h — one function per `tern` subcommand. Each takes the
+// arguments after the subcommand name and returns the process exit code.
+#pragma once
+
+#include "core/status.h"
+
+namespace tern::cli {
+
+int cmd_run(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_info(int argc, char** argv);
+int cmd_perplexity(int argc, char** argv);
+int cmd_convert(int argc, char** argv);
+
+// Prints "tern: <message>" to stderr and returns the exit code for its kind
+// (2 for usage errors, 1 otherwise).
+int report(const Status& status);
+
+}  // namespace tern::cli

@@ -1,0 +1,53 @@
+// tern — command-line entry point: dispatches to one subcommand.
+#include <cstdio>
+#include <cstring>
+
+#include "commands.h"
+
+namespace tern::cli {
+
+int report(const Status& status) {
+  std::fprintf(stderr, "tern: %s\n", status.message().c_str());
+  return status.kind() == ErrorKind::InvalidArgument ? 2 : 1;
+}
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*fn)(int, char**);
+  const char* summary;
+};
+
+constexpr Command kCommands[] = {
+    {"run", cmd_run, "generate text from a prompt"},
+    {"tokenize", cmd_tokenize, "print the token ids of a text"},
+    {"info", cmd_info, "print a GGUF file's metadata and tensors"},
+    {"perplexity", cmd_perplexity, "perplexity of a model on a text file"},
+    {"convert", cmd_convert, "convert a llama2.c checkpoint to GGUF"},
+};
+
+void print_usage(FILE* out) {
+  std::fprintf(out, "usage: tern <command> [options]   (tern <command> --help for details)\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(out, "  %-12s %s\n", c.name, c.summary);
+}
+
+}  // namespace
+}  // namespace tern::cli
+
+int main(int argc, char** argv) {
+  using namespace tern::cli;
+  if (argc < 2) {
+    print_usage(stderr);
+    return 2;
+  }
+  if (!std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "help")) {
+    print_usage(stdout);
+    return 0;
+  }
+  for (const auto& c : kCommands)
+    if (!std::strcmp(argv[1], c.name)) return c.fn(argc - 2, argv + 2);
+  std::fprintf(stderr, "tern: unknown command '%s'\n", argv[1]);
+  print_usage(stderr);
+  return 2;
+}
