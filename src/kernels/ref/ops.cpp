@@ -2,18 +2,46 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
+
+#include "core/assert.h"
+#include "kernels/matmul_kernels.h"
 
 namespace tern::kernels {
 
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
-  const auto vec_dot = w.traits->vec_dot;
-  pool.parallel_for(static_cast<size_t>(w.n_rows), [&](size_t begin, size_t end, int) {
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const float* xt = x + t * w.n_cols;
-      float* yt = y + t * w.n_rows;
-      for (size_t r = begin; r < end; ++r) yt[r] = vec_dot(w.row(static_cast<int64_t>(r)), xt, w.n_cols);
-    }
+  const MatmulKernels* k = matmul_kernels(w.traits->type);
+  TERN_ASSERT(k != nullptr);
+  const int64_t n = w.n_cols;
+  // Activations quantized once per call: [n_tokens][act_row_bytes] on the calling thread's scratch.
+  const size_t x_stride = act_row_bytes(*k, n);
+  thread_local std::vector<uint8_t> xq_buf;
+  if (xq_buf.size() < x_stride * n_tokens) xq_buf.resize(x_stride * n_tokens);
+  uint8_t* xq = xq_buf.data();
+  pool.parallel_for(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) k->quantize_act(x + t * n, xq + t * x_stride, n);
   });
+  // Each thread owns a range of whole row tiles. Within it, columns go in
+  // blocks small enough for their activations to stay in L2 while every row
+  // tile of the range passes over them; a tile reuses each loaded weight
+  // block for all its columns.
+  const int64_t rows_per_tile = k->max_rows;
+  const int64_t n_row_tiles = (w.n_rows + rows_per_tile - 1) / rows_per_tile;
+  const int64_t col_block = std::max<int64_t>(k->max_cols, static_cast<int64_t>((512 * 1024) / std::max<size_t>(1, x_stride)));
+  pool.parallel_for(static_cast<size_t>(n_row_tiles), [&](size_t tile_begin, size_t tile_end, int) {
+    for (int64_t c0 = 0; c0 < n_tokens; c0 += col_block) {
+      const int64_t c1 = std::min(n_tokens, c0 + col_block);
+      for (size_t rt = tile_begin; rt < tile_end; ++rt) {
+        const int64_t r0 = static_cast<int64_t>(rt) * rows_per_tile;
+        const int n_rows = static_cast<int>(std::min(rows_per_tile, w.n_rows - r0));
+        for (int64_t c = c0; c < c1; c += k->max_cols) {
+          const int n_cols = static_cast<int>(std::min<int64_t>(k->max_cols, c1 - c));
+          k->tile(n, w.row(r0), w.row_stride_bytes, n_rows, xq + c * x_stride, x_stride, n_cols, y + c * w.n_rows + r0,
+                  static_cast<size_t>(w.n_rows));
+        }
+      }
+    }
+  }, /*min_chunk=*/std::max<size_t>(1, 64 / rows_per_tile));
 }
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps) {

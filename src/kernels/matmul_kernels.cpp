@@ -1,0 +1,71 @@
+#include "kernels/matmul_kernels.h"
+
+#include <cstring>
+
+#include "kernels/x86/x86_kernels.h"
+#include "quant/quant.h"
+
+namespace tern::kernels {
+namespace {
+
+using gguf::GgmlType;
+
+void copy_f32(const float* x, void* xq, int64_t n) { std::memcpy(xq, x, n * sizeof(float)); }
+
+// Reference tile: f32 activations, the quant traits' scalar vec_dot.
+template <GgmlType T>
+void scalar_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
+                 float* y, size_t ldy) {
+  static const quant::TypeTraits* tr = quant::traits(T);
+  for (int c = 0; c < n_cols; ++c) {
+    const auto* x = reinterpret_cast<const float*>(static_cast<const uint8_t*>(xq) + c * x_stride);
+    for (int r = 0; r < n_rows; ++r) y[c * ldy + r] = tr->vec_dot(static_cast<const uint8_t*>(w) + r * w_stride, x, n);
+  }
+}
+
+template <GgmlType T>
+constexpr MatmulKernels scalar_row() {
+  return {GgmlType::F32, copy_f32, scalar_tile<T>, 4, 4, CpuLevel::Scalar};
+}
+
+constexpr MatmulKernels kScalar[] = {
+    scalar_row<GgmlType::F32>(),  scalar_row<GgmlType::F16>(),  scalar_row<GgmlType::BF16>(),
+    scalar_row<GgmlType::Q4_0>(), scalar_row<GgmlType::Q4_1>(), scalar_row<GgmlType::Q5_0>(),
+    scalar_row<GgmlType::Q5_1>(), scalar_row<GgmlType::Q8_0>(), scalar_row<GgmlType::Q2_K>(),
+    scalar_row<GgmlType::Q3_K>(), scalar_row<GgmlType::Q4_K>(), scalar_row<GgmlType::Q5_K>(),
+    scalar_row<GgmlType::Q6_K>(), scalar_row<GgmlType::IQ4_NL>(),
+};
+constexpr GgmlType kScalarTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                                     GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                                     GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL};
+
+const MatmulKernels* scalar_kernels(GgmlType t) {
+  for (size_t i = 0; i < sizeof(kScalarTypes) / sizeof(kScalarTypes[0]); ++i)
+    if (kScalarTypes[i] == t) return &kScalar[i];
+  return nullptr;
+}
+
+}  // namespace
+
+const MatmulKernels* matmul_kernels_at(GgmlType weight_type, CpuLevel level) {
+  if (!cpu_supports(level)) return nullptr;
+  switch (level) {
+    case CpuLevel::Scalar: return scalar_kernels(weight_type);
+    case CpuLevel::Avx2: return x86::avx2_matmul_kernels(weight_type);
+    case CpuLevel::Avx512: return x86::avx512_matmul_kernels(weight_type);
+  }
+  return nullptr;
+}
+
+const MatmulKernels* matmul_kernels(GgmlType weight_type) {
+  for (int l = static_cast<int>(best_cpu_level()); l >= 0; --l)
+    if (const MatmulKernels* k = matmul_kernels_at(weight_type, static_cast<CpuLevel>(l))) return k;
+  return nullptr;
+}
+
+size_t act_row_bytes(const MatmulKernels& k, int64_t n) {
+  auto s = gguf::type_size(static_cast<uint32_t>(k.act_type));
+  return static_cast<size_t>(n / s->block_elems) * s->block_bytes;
+}
+
+}  // namespace tern::kernels

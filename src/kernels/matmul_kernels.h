@@ -1,0 +1,49 @@
+// kernels/matmul_kernels.h — the per-weight-type kernel table behind matmul.
+//
+// A weight matrix W [n_rows][n] (rows of type T, GGUF blocks) multiplies
+// activations X [n_cols][n] (f32 rows). Fast kernels first quantize each
+// activation row to act_type (Q8_0, Q8_1, Q8_K, or F16/BF16/F32 for float
+// weights) so the inner loops run on integer or narrow dot products, then a
+// tile kernel computes an (n_rows x n_cols) block of outputs, loading each
+// weight block once for all columns of the tile and each activation block
+// once for all rows:
+//
+//      y[c * ldy + r] = dot(W row r, X row c)     r < n_rows, c < n_cols
+//
+// Tile kernels accept any n_rows <= max_rows and n_cols <= max_cols. The
+// table for a type is chosen once per CpuLevel; the Scalar level is the
+// reference (act_type F32, vec_dot of quant traits) every other level is
+// tested against. Tables are immutable; kernels are pure and thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "gguf/gguf_format.h"
+#include "kernels/cpu_features.h"
+
+namespace tern::kernels {
+
+struct MatmulKernels {
+  gguf::GgmlType act_type;
+  // x: [n] f32 -> xq: one row of act_type blocks (n a multiple of its block size).
+  void (*quantize_act)(const float* x, void* xq, int64_t n);
+  // Rows w + r * w_stride (bytes), activation rows xq + c * x_stride (bytes).
+  void (*tile)(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
+               float* y, size_t ldy);
+  int max_rows;
+  int max_cols;
+  CpuLevel level;
+};
+
+// Kernels for `weight_type` at the best level this CPU supports (nullptr when
+// the type has no traits).
+const MatmulKernels* matmul_kernels(gguf::GgmlType weight_type);
+// Kernels at exactly `level` (nullptr when this CPU or build lacks it); tests
+// use this to compare every level with the Scalar reference.
+const MatmulKernels* matmul_kernels_at(gguf::GgmlType weight_type, CpuLevel level);
+
+// Bytes of one activation row of n elements quantized for these kernels.
+size_t act_row_bytes(const MatmulKernels& k, int64_t n);
+
+}  // namespace tern::kernels
