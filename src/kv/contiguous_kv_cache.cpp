@@ -50,6 +50,11 @@ class ContiguousKvCache final : public KvCache {
   float* key_row(int layer, SeqId seq, int32_t pos) override { return row(slot(seq).keys, layer, seq, pos); }
   float* value_row(int layer, SeqId seq, int32_t pos) override { return row(slot(seq).values, layer, seq, pos); }
 
+  void rows(int layer, SeqId seq, int32_t begin, int32_t end, std::vector<KvRows>& out) override {
+    if (begin >= end) return;
+    out.push_back({key_row(layer, seq, begin), value_row(layer, seq, begin), begin, end - begin});
+  }
+
   std::string dump() const override {
     std::string out = "contiguous kv cache: max_positions=" + std::to_string(max_positions_) + "\n";
     for (size_t i = 0; i < slots_.size(); ++i)

@@ -14,11 +14,21 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/ids.h"
 #include "core/status.h"
 
 namespace tern {
+
+// Positions [pos0, pos0 + n) of one sequence and layer stored contiguously:
+// k, v: [n][n_kv_head][head_dim].
+struct KvRows {
+  const float* k;
+  const float* v;
+  int32_t pos0;
+  int32_t n;
+};
 
 struct KvShape {
   int n_layer = 0;
@@ -47,6 +57,10 @@ class KvCache {
   // [n_kv_head][head_dim] rows; pos must be < the reserved size.
   virtual float* key_row(int layer, SeqId seq, int32_t pos) = 0;
   virtual float* value_row(int layer, SeqId seq, int32_t pos) = 0;
+
+  // Appends to `out` the contiguous runs that hold positions [begin, end) of
+  // `seq` in `layer`, in position order (attention reads through these).
+  virtual void rows(int layer, SeqId seq, int32_t begin, int32_t end, std::vector<KvRows>& out) = 0;
 
   // A human picture of the cache state (for debugging and `dump` commands).
   virtual std::string dump() const = 0;

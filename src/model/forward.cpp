@@ -4,6 +4,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "kernels/attention.h"
 #include "model/model.h"
 
 namespace tern {
@@ -39,35 +40,31 @@ Status validate_batch(const Batch& b, const KvCache& kv, int n_vocab, std::unord
 
 }  // namespace
 
-// Causal attention of one token's query heads over its sequence's cached
-// keys/values at positions [first, pos], GQA-mapped. q: [n_head][head_dim],
-// out: [n_head][head_dim].
-void Model::attention(const float* q, float* out, int32_t pos, SeqId seq, int layer, KvCache& kv) const {
-  const int hd = hp_.head_dim;
-  const int group = hp_.n_head / hp_.n_head_kv;
-  const int32_t first = hp_.sliding_window > 0 ? std::max(0, pos - hp_.sliding_window + 1) : 0;
-  const int32_t n_ctx = pos - first + 1;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  thread_local std::vector<float> scores;  // [n_ctx]
-  scores.resize(n_ctx);
-  for (int h = 0; h < hp_.n_head; ++h) {
-    const int kvh = h / group;
-    const float* qh = q + h * hd;
-    for (int32_t p = first; p <= pos; ++p) {
-      const float* k = kv.key_row(layer, seq, p) + kvh * hd;
-      float dot = 0.0f;
-      for (int i = 0; i < hd; ++i) dot += qh[i] * k[i];
-      scores[p - first] = dot * scale;
+// Consecutive tokens of one sequence form one attention query block (up to
+// kMaxBlockTokens), so a prefill chunk is processed as tiles and decode tokens
+// of different sequences as separate blocks.
+constexpr int kMaxBlockTokens = 64;
+
+struct BlockSpan {
+  int64_t first_token;
+  int n_q;
+};
+
+std::vector<BlockSpan> query_blocks(const Batch& b) {
+  std::vector<BlockSpan> out;
+  for (int64_t t = 0; t < static_cast<int64_t>(b.size()); ++t) {
+    if (!out.empty()) {
+      BlockSpan& last = out.back();
+      const int64_t prev = last.first_token + last.n_q - 1;
+      if (prev == t - 1 && b.seq_ids[prev] == b.seq_ids[t] && b.positions[prev] + 1 == b.positions[t] &&
+          last.n_q < kMaxBlockTokens) {
+        ++last.n_q;
+        continue;
+      }
     }
-    kernels::softmax(scores.data(), n_ctx);
-    float* oh = out + h * hd;
-    std::fill(oh, oh + hd, 0.0f);
-    for (int32_t p = first; p <= pos; ++p) {
-      const float* v = kv.value_row(layer, seq, p) + kvh * hd;
-      const float w = scores[p - first];
-      for (int i = 0; i < hd; ++i) oh[i] += w * v[i];
-    }
+    out.push_back({t, 1});
   }
+  return out;
 }
 
 Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logits, ThreadPool& pool) const {
@@ -86,6 +83,12 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
   std::vector<float> proj(n * n_embd);   // [n][n_embd] sub-layer output
   std::vector<float> gate(n * n_ff);     // [n][n_ff]
   std::vector<float> up(n * n_ff);       // [n][n_ff]
+
+  const std::vector<BlockSpan> spans = query_blocks(batch);
+  std::vector<kernels::QueryBlock> blocks(spans.size());
+  std::vector<KvRows> kv_rows;
+  const kernels::AttentionShape attn_shape{hp_.n_head, hp_.n_head_kv, hp_.head_dim,
+                                           1.0f / std::sqrt(static_cast<float>(hp_.head_dim)), hp_.sliding_window};
 
   for (int64_t t = 0; t < n; ++t)
     tok_embd_.traits->to_float(tok_embd_.row(batch.tokens[t]), x.data() + t * n_embd, n_embd);
@@ -107,10 +110,21 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
       std::copy_n(k.data() + t * kv_dim, kv_dim, kv.key_row(il, batch.seq_ids[t], batch.positions[t]));
       std::copy_n(v.data() + t * kv_dim, kv_dim, kv.value_row(il, batch.seq_ids[t], batch.positions[t]));
     }
-    pool.parallel_for(static_cast<size_t>(n), [&](size_t begin, size_t end, int) {
-      for (size_t t = begin; t < end; ++t)
-        attention(q.data() + t * q_dim, att.data() + t * q_dim, batch.positions[t], batch.seq_ids[t], il, kv);
-    });
+    for (size_t ib = 0; ib < spans.size(); ++ib) {
+      const BlockSpan& sp = spans[ib];
+      kernels::QueryBlock& qb = blocks[ib];
+      const SeqId seq = batch.seq_ids[sp.first_token];
+      qb.q = q.data() + sp.first_token * q_dim;
+      qb.out = att.data() + sp.first_token * q_dim;
+      qb.n_q = sp.n_q;
+      qb.pos0 = batch.positions[sp.first_token];
+      const int32_t first = hp_.sliding_window > 0 ? std::max(0, qb.pos0 - hp_.sliding_window + 1) : 0;
+      kv_rows.clear();
+      kv.rows(il, seq, first, qb.pos0 + sp.n_q, kv_rows);
+      qb.runs.clear();
+      for (const KvRows& r : kv_rows) qb.runs.push_back({r.k, r.v, r.pos0, r.n});
+    }
+    kernels::attention(attn_shape, blocks, pool);
     kernels::matmul(l.wo, att.data(), proj.data(), n, pool);
     for (int64_t i = 0; i < n * n_embd; ++i) x[i] += proj[i];
 

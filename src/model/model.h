@@ -68,7 +68,6 @@ class Model {
 
  private:
   Status bind_weights();
-  void attention(const float* q, float* out, int32_t pos, SeqId seq, int layer, KvCache& kv) const;
 
   gguf::GgufFile file_;
   HParams hp_;

@@ -1,0 +1,170 @@
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/assert.h"
+#include "kernels/cpu_features.h"
+
+namespace tern::kernels {
+
+extern const AttentionKernels kAttention_scalar;
+extern const AttentionKernels kAttention_avx2;
+extern const AttentionKernels kAttention_avx512;
+
+const AttentionKernels* attention_kernels_at(CpuLevel level) {
+  if (!cpu_supports(level)) return nullptr;
+  switch (level) {
+    case CpuLevel::Avx512: return &kAttention_avx512;
+    case CpuLevel::Avx2: return &kAttention_avx2;
+    case CpuLevel::Scalar: break;
+  }
+  return &kAttention_scalar;
+}
+
+const AttentionKernels& attention_kernels() { return *attention_kernels_at(best_cpu_level()); }
+
+namespace {
+
+constexpr int32_t kSplitPositions = 512;  // KV positions per work item (flash-decoding split)
+
+QueryBlockView view_of(const QueryBlock& b) {
+  return {b.q, b.n_q, b.pos0, b.runs.data(), static_cast<int>(b.runs.size())};
+}
+
+// First position any query of the block may attend to.
+int32_t first_position(const AttentionShape& s, const QueryBlock& b) {
+  return s.sliding_window > 0 ? std::max(0, b.pos0 - s.sliding_window + 1) : 0;
+}
+
+struct WorkItem {
+  int block;
+  int kv_head;
+  int32_t kv_begin, kv_end;
+  size_t scratch;  // offset of this item's o (then m, l) in the scratch buffer
+};
+
+}  // namespace
+
+void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool& pool,
+               const AttentionKernels* kernels) {
+  TERN_ASSERT(s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0);
+  const int group = s.n_head / s.n_head_kv;
+  const int hd = s.head_dim;
+  const size_t base_items = blocks.size() * s.n_head_kv;
+
+  // KV positions are split at absolute multiples of kSplitPositions. Fixed
+  // boundaries keep every query row's arithmetic identical however the batch
+  // was composed (batch invariance), while long contexts still yield enough
+  // items for every thread (flash-decoding).
+  std::vector<WorkItem> items;
+  std::vector<int> n_splits(blocks.size(), 1);
+  size_t scratch_floats = 0;
+  for (size_t ib = 0; ib < blocks.size(); ++ib) {
+    const QueryBlock& b = blocks[ib];
+    const int32_t begin = first_position(s, b), end = b.pos0 + b.n_q;
+    const int32_t seg0 = begin / kSplitPositions, seg1 = (end - 1) / kSplitPositions;
+    n_splits[ib] = seg1 - seg0 + 1;
+    const size_t rows = static_cast<size_t>(b.n_q) * group;
+    for (int h = 0; h < s.n_head_kv; ++h)
+      for (int32_t seg = seg0; seg <= seg1; ++seg) {
+        const int32_t lo = std::max(begin, seg * kSplitPositions), hi = std::min(end, (seg + 1) * kSplitPositions);
+        items.push_back({static_cast<int>(ib), h, lo, hi, scratch_floats});
+        scratch_floats += rows * (hd + 2);
+      }
+  }
+  thread_local std::vector<float> scratch;  // per item: o [rows][hd], m [rows], l [rows]
+  if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
+  float* const base = scratch.data();
+  const AttentionKernels& k = kernels ? *kernels : attention_kernels();
+
+  pool.parallel_for(items.size(), [&](size_t begin, size_t end, int) {
+    for (size_t i = begin; i < end; ++i) {
+      const WorkItem& it = items[i];
+      const QueryBlock& b = blocks[it.block];
+      const size_t rows = static_cast<size_t>(b.n_q) * group;
+      float* o = base + it.scratch;
+      float* m = o + rows * hd;
+      float* l = m + rows;
+      std::fill(o, o + rows * hd, 0.0f);
+      std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
+      std::fill(l, l + rows, 0.0f);
+      const QueryBlockView v = view_of(b);
+      k.partial(s, v, it.kv_head, it.kv_begin, it.kv_end, o, m, l);
+    }
+  });
+
+  // Merge the splits of each (block, head): rescale every partial to the
+  // common max, then normalise once.
+  pool.parallel_for(base_items, [&](size_t begin, size_t end, int) {
+    for (size_t bh = begin; bh < end; ++bh) {
+      const int ib = static_cast<int>(bh / s.n_head_kv), h = static_cast<int>(bh % s.n_head_kv);
+      const QueryBlock& b = blocks[ib];
+      const int splits = n_splits[ib];
+      const size_t rows = static_cast<size_t>(b.n_q) * group;
+      // Items of this block are laid out head-major, split-minor.
+      size_t first_item = 0;
+      for (int j = 0; j < ib; ++j) first_item += static_cast<size_t>(n_splits[j]) * s.n_head_kv;
+      first_item += static_cast<size_t>(h) * splits;
+      for (size_t row = 0; row < rows; ++row) {
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int sp = 0; sp < splits; ++sp) {
+          const float* o = base + items[first_item + sp].scratch;
+          mx = std::max(mx, o[rows * hd + row]);
+        }
+        const int t = static_cast<int>(row / group), g = static_cast<int>(row % group);
+        float* out = b.out + (static_cast<size_t>(t) * s.n_head + h * group + g) * hd;
+        std::fill(out, out + hd, 0.0f);
+        float denom = 0.0f;
+        for (int sp = 0; sp < splits; ++sp) {
+          const float* o = base + items[first_item + sp].scratch;
+          const float m = o[rows * hd + row], l = o[rows * hd + rows + row];
+          if (l == 0.0f) continue;
+          const float w = std::exp(m - mx);
+          denom += l * w;
+          for (int i = 0; i < hd; ++i) out[i] += w * o[row * hd + i];
+        }
+        if (denom > 0.0f)
+          for (int i = 0; i < hd; ++i) out[i] /= denom;
+      }
+    }
+  });
+}
+
+void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) {
+  const int group = s.n_head / s.n_head_kv;
+  const int hd = s.head_dim, row_elems = s.n_head_kv * hd;
+  for (QueryBlock& b : blocks) {
+    for (int t = 0; t < b.n_q; ++t) {
+      const int32_t qpos = b.pos0 + t;
+      const int32_t lo = s.sliding_window > 0 ? qpos - s.sliding_window + 1 : 0;
+      for (int h = 0; h < s.n_head; ++h) {
+        const float* q = b.q + (static_cast<size_t>(t) * s.n_head + h) * hd;
+        std::vector<double> w;
+        std::vector<const float*> vs;
+        for (const KvRun& run : b.runs)
+          for (int32_t j = 0; j < run.n; ++j) {
+            const int32_t pos = run.pos0 + j;
+            if (pos > qpos || pos < lo) continue;
+            const float* k = run.k + static_cast<size_t>(j) * row_elems + (h / group) * hd;
+            double dot = 0;
+            for (int i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * k[i];
+            w.push_back(dot * s.scale);
+            vs.push_back(run.v + static_cast<size_t>(j) * row_elems + (h / group) * hd);
+          }
+        const double mx = w.empty() ? 0.0 : *std::max_element(w.begin(), w.end());
+        double sum = 0;
+        for (double& x : w) sum += (x = std::exp(x - mx));
+        float* out = b.out + (static_cast<size_t>(t) * s.n_head + h) * hd;
+        for (int i = 0; i < hd; ++i) {
+          double acc = 0;
+          for (size_t j = 0; j < w.size(); ++j) acc += w[j] * vs[j][i];
+          out[i] = sum > 0 ? static_cast<float>(acc / sum) : 0.0f;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tern::kernels

@@ -1,0 +1,84 @@
+// kernels/attention.h — causal multi-head attention over a KV cache, tiled
+// with an online softmax (FlashAttention-style): no score matrix larger than
+// one tile (query rows x kKvTile positions) ever exists.
+//
+// Queries come in blocks: n_q consecutive tokens of one sequence at positions
+// pos0 .. pos0+n_q-1, each with n_head heads. Keys/values of that sequence are
+// reached through runs of positions stored contiguously (a contiguous cache
+// gives one run, a paged cache one per block). Query heads that share a KV
+// head (GQA) are processed together so each key/value row is loaded once for
+// the whole group.
+//
+// Parallelism: work items are (query block, KV head, KV segment), segments
+// being fixed 512-position ranges, so a long context with few query rows
+// (decode) still spreads over all threads (flash-decoding). Partial results
+// carry their running max and sum and are merged afterwards. Every boundary
+// (segments, 64-position score tiles) sits at an absolute position, so a
+// query row's result is bit-identical whatever else is in the batch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/cpu_features.h"
+
+namespace tern::kernels {
+
+// Positions [pos0, pos0 + n) of one sequence: rows of [n_head_kv][head_dim] f32.
+struct KvRun {
+  const float* k;
+  const float* v;
+  int32_t pos0;
+  int32_t n;
+};
+
+struct AttentionShape {
+  int n_head = 0;
+  int n_head_kv = 0;
+  int head_dim = 0;
+  float scale = 1.0f;       // usually 1/sqrt(head_dim)
+  int sliding_window = 0;   // 0 = full causal; else attend to positions > pos - sliding_window
+};
+
+struct QueryBlock {
+  const float* q;           // [n_q][n_head][head_dim]
+  float* out;               // [n_q][n_head][head_dim]
+  int n_q;
+  int32_t pos0;
+  std::vector<KvRun> runs;  // covering at least the positions the block may attend to, ascending
+};
+
+struct AttentionKernels;
+// kernels: a specific level's table (tests); nullptr = the best for this CPU.
+void attention(const AttentionShape& shape, std::span<QueryBlock> blocks, ThreadPool& pool,
+               const AttentionKernels* kernels = nullptr);
+
+// Scalar, one-query-at-a-time reference with a full softmax: the oracle for tests.
+void attention_reference(const AttentionShape& shape, std::span<QueryBlock> blocks);
+
+// Plain view of a query block for the per-level kernels (no std:: types cross
+// into code compiled for a specific CPU level).
+struct QueryBlockView {
+  const float* q;
+  int n_q;
+  int32_t pos0;
+  const KvRun* runs;
+  int n_runs;
+};
+
+// Tile kernel table (one per CPU level).
+struct AttentionKernels {
+  // Accumulates, for query rows of one KV head, the unnormalised output o,
+  // running max m and running sum l over positions [kv_begin, kv_end).
+  // Rows: row = t * group + g for token t < n_q and head g < group of this KV head.
+  // o: [n_q * group][head_dim]; m, l: [n_q * group]; initialise m = -inf, l = 0, o = 0.
+  void (*partial)(const AttentionShape& shape, const QueryBlockView& block, int kv_head, int32_t kv_begin,
+                  int32_t kv_end, float* o, float* m, float* l);
+};
+const AttentionKernels& attention_kernels();
+// The table compiled for `level`, or nullptr when this CPU cannot run it.
+const AttentionKernels* attention_kernels_at(CpuLevel level);
+
+}  // namespace tern::kernels
