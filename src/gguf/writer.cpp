@@ -1,5 +1,7 @@
 #include "gguf/writer.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -53,20 +55,8 @@ class ByteSink {
   std::vector<uint8_t> out_;
 };
 
-}  // namespace
-
-void GgufWriter::set(const std::string& key, Value value) {
-  for (auto& [k, v] : kv_) {
-    if (k == key) {
-      v = std::move(value);
-      return;
-    }
-  }
-  kv_.emplace_back(key, std::move(value));
-}
-
-Status GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<uint64_t> dims,
-                              std::span<const uint8_t> bytes) {
+// Validates a tensor declaration; returns the bytes its data takes.
+Result<uint64_t> checked_tensor_bytes(const std::string& name, GgmlType type, const std::vector<uint64_t>& dims) {
   auto size = type_size(static_cast<uint32_t>(type));
   if (!size) return error(ErrorKind::InvalidArgument, "tensor '" + name + "': unknown type");
   if (dims.empty() || dims.size() > kMaxDims)
@@ -81,20 +71,23 @@ Status GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vecto
   }
   if (dims[0] % size->block_elems != 0)
     return error(ErrorKind::InvalidArgument, "tensor '" + name + "': row length not a multiple of the block size");
-  const uint64_t expect = n / size->block_elems * size->block_bytes;
-  if (bytes.size() != expect)
-    return error(ErrorKind::InvalidArgument, "tensor '" + name + "': " + std::to_string(bytes.size()) +
-                                                 " bytes given, " + std::to_string(expect) + " expected");
-  for (const auto& t : tensors_)
-    if (t.name == name) return error(ErrorKind::InvalidArgument, "tensor '" + name + "' added twice");
-  tensors_.push_back({name, type, std::move(dims), std::vector<uint8_t>(bytes.begin(), bytes.end())});
-  return Status::ok();
+  return n / size->block_elems * size->block_bytes;
 }
 
-uint32_t GgufWriter::alignment() const {
+void set_key(std::vector<std::pair<std::string, Value>>& kv, const std::string& key, Value value) {
+  for (auto& [k, v] : kv) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  kv.emplace_back(key, std::move(value));
+}
+
+uint32_t alignment_of(const std::vector<std::pair<std::string, Value>>& kv) {
   // An invalid general.alignment (0, not a power of two) must not divide by zero
   // here; the file is laid out with the default and the reader refuses the key.
-  for (const auto& [k, v] : kv_) {
+  for (const auto& [k, v] : kv) {
     if (k != "general.alignment") continue;
     auto a = v.as_u64();
     if (a && *a != 0 && (*a & (*a - 1)) == 0 && *a <= (uint64_t{1} << 20)) return static_cast<uint32_t>(*a);
@@ -102,33 +95,65 @@ uint32_t GgufWriter::alignment() const {
   return kDefaultAlignment;
 }
 
-std::vector<uint8_t> GgufWriter::to_bytes() const {
-  const uint64_t align = alignment();
-  ByteSink out;
+struct InfoRef {
+  const std::string& name;
+  GgmlType type;
+  const std::vector<uint64_t>& dims;
+  uint64_t n_bytes;
+};
+
+// Header, metadata, tensor infos and the padding up to the data section.
+void put_header(ByteSink& out, const std::vector<std::pair<std::string, Value>>& kv,
+                const std::vector<InfoRef>& infos, uint64_t align) {
   out.put<uint32_t>(kMagic);
   out.put<uint32_t>(3);
-  out.put<uint64_t>(tensors_.size());
-  out.put<uint64_t>(kv_.size());
-  for (const auto& [k, v] : kv_) {
+  out.put<uint64_t>(infos.size());
+  out.put<uint64_t>(kv.size());
+  for (const auto& [k, v] : kv) {
     out.put_string(k);
     out.put<uint32_t>(static_cast<uint32_t>(v.type()));
     out.put_value(v);
   }
   uint64_t offset = 0;
-  for (const auto& t : tensors_) {
+  for (const auto& t : infos) {
     out.put_string(t.name);
     out.put<uint32_t>(static_cast<uint32_t>(t.dims.size()));
     for (uint64_t d : t.dims) out.put<uint64_t>(d);
     out.put<uint32_t>(static_cast<uint32_t>(t.type));
     out.put<uint64_t>(offset);
-    offset += (t.bytes.size() + align - 1) / align * align;
+    offset += (t.n_bytes + align - 1) / align * align;
   }
-  if (!tensors_.empty()) {
+  if (!infos.empty()) out.pad_to(align);
+}
+
+}  // namespace
+
+void GgufWriter::set(const std::string& key, Value value) { set_key(kv_, key, std::move(value)); }
+
+Status GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<uint64_t> dims,
+                              std::span<const uint8_t> bytes) {
+  auto expect = checked_tensor_bytes(name, type, dims);
+  if (!expect) return expect.status();
+  if (bytes.size() != *expect)
+    return error(ErrorKind::InvalidArgument, "tensor '" + name + "': " + std::to_string(bytes.size()) +
+                                                 " bytes given, " + std::to_string(*expect) + " expected");
+  for (const auto& t : tensors_)
+    if (t.name == name) return error(ErrorKind::InvalidArgument, "tensor '" + name + "' added twice");
+  tensors_.push_back({name, type, std::move(dims), std::vector<uint8_t>(bytes.begin(), bytes.end())});
+  return Status::ok();
+}
+
+uint32_t GgufWriter::alignment() const { return alignment_of(kv_); }
+
+std::vector<uint8_t> GgufWriter::to_bytes() const {
+  const uint64_t align = alignment();
+  std::vector<InfoRef> infos;
+  for (const auto& t : tensors_) infos.push_back({t.name, t.type, t.dims, t.bytes.size()});
+  ByteSink out;
+  put_header(out, kv_, infos, align);
+  for (const auto& t : tensors_) {
+    out.put_bytes(t.bytes);
     out.pad_to(align);
-    for (const auto& t : tensors_) {
-      out.put_bytes(t.bytes);
-      out.pad_to(align);
-    }
   }
   return std::move(out.bytes());
 }
@@ -148,6 +173,84 @@ Status GgufWriter::write(const std::string& path) const {
     std::remove(tmp.c_str());
     return error(ErrorKind::IoError, "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
   }
+  return Status::ok();
+}
+
+// ---- GgufStreamWriter -----------------------------------------------------------
+
+GgufStreamWriter::~GgufStreamWriter() {
+  if (file_) std::fclose(file_);
+  if (!tmp_path_.empty() && !committed_) std::remove(tmp_path_.c_str());
+}
+
+void GgufStreamWriter::set(const std::string& key, Value value) { set_key(kv_, key, std::move(value)); }
+
+Status GgufStreamWriter::declare_tensor(const std::string& name, GgmlType type, std::vector<uint64_t> dims) {
+  if (!path_.empty()) return error(ErrorKind::InvalidArgument, "tensor '" + name + "' declared after open()");
+  auto n_bytes = checked_tensor_bytes(name, type, dims);
+  if (!n_bytes) return n_bytes.status();
+  for (const auto& t : tensors_)
+    if (t.name == name) return error(ErrorKind::InvalidArgument, "tensor '" + name + "' added twice");
+  tensors_.push_back({name, type, std::move(dims), *n_bytes});
+  return Status::ok();
+}
+
+Status GgufStreamWriter::fail(Status s) {
+  if (file_) std::fclose(file_);
+  file_ = nullptr;
+  if (!tmp_path_.empty()) std::remove(tmp_path_.c_str());
+  tmp_path_.clear();
+  return s;
+}
+
+Status GgufStreamWriter::open(const std::string& path) {
+  if (!path_.empty()) return error(ErrorKind::InvalidArgument, "stream writer opened twice");
+  path_ = path;
+  align_ = alignment_of(kv_);
+  const std::string tmp = path + ".tmp";
+  file_ = std::fopen(tmp.c_str(), "wb");
+  if (!file_) return error(ErrorKind::IoError, "cannot create '" + tmp + "': " + std::strerror(errno));
+  tmp_path_ = tmp;
+  std::vector<InfoRef> infos;
+  for (const auto& t : tensors_) infos.push_back({t.name, t.type, t.dims, t.n_bytes});
+  ByteSink header;
+  put_header(header, kv_, infos, align_);
+  if (std::fwrite(header.bytes().data(), 1, header.size(), file_) != header.size())
+    return fail(error(ErrorKind::IoError, "cannot write '" + tmp + "' (disk full?)"));
+  return Status::ok();
+}
+
+Status GgufStreamWriter::write_tensor(std::span<const uint8_t> bytes) {
+  if (!file_) return error(ErrorKind::InvalidArgument, "stream writer is not open");
+  if (n_written_ >= tensors_.size()) return error(ErrorKind::InvalidArgument, "more tensors written than declared");
+  const Declared& t = tensors_[n_written_];
+  if (bytes.size() != t.n_bytes)
+    return error(ErrorKind::InvalidArgument, "tensor '" + t.name + "': " + std::to_string(bytes.size()) +
+                                                 " bytes given, " + std::to_string(t.n_bytes) + " expected");
+  static constexpr uint8_t kZeros[256] = {};
+  const size_t pad = (align_ - t.n_bytes % align_) % align_;  // align_ <= 2^20 but pad may exceed kZeros
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file_) == bytes.size();
+  for (size_t left = pad; ok && left > 0;) {
+    const size_t n = std::min(left, sizeof kZeros);
+    ok = std::fwrite(kZeros, 1, n, file_) == n;
+    left -= n;
+  }
+  if (!ok) return fail(error(ErrorKind::IoError, "cannot write '" + tmp_path_ + "' (disk full?)"));
+  ++n_written_;
+  return Status::ok();
+}
+
+Status GgufStreamWriter::commit() {
+  if (!file_) return error(ErrorKind::InvalidArgument, "stream writer is not open");
+  if (n_written_ != tensors_.size())
+    return fail(error(ErrorKind::InvalidArgument, std::to_string(n_written_) + " of " +
+                                                      std::to_string(tensors_.size()) + " tensors written"));
+  const bool closed = std::fclose(file_) == 0;
+  file_ = nullptr;
+  if (!closed) return fail(error(ErrorKind::IoError, "cannot write '" + path_ + "' (disk full?)"));
+  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0)
+    return fail(error(ErrorKind::IoError, "cannot rename '" + tmp_path_ + "' to '" + path_ + "': " + std::strerror(errno)));
+  committed_ = true;
   return Status::ok();
 }
 
