@@ -1,0 +1,128 @@
+#include "model/quantize.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "gguf/reader.h"
+#include "quant/quant.h"
+
+namespace tern {
+namespace {
+
+using gguf::GgmlType;
+
+std::string type_text(GgmlType t) { return std::string(gguf::type_name(t)); }
+
+uint64_t element_count(const std::vector<uint64_t>& dims) {
+  uint64_t n = 1;
+  for (uint64_t d : dims) n *= d;
+  return n;
+}
+
+}  // namespace
+
+Status encode_rows(GgmlType type, int64_t n_rows, int64_t n_cols, const RowSource& source, std::vector<uint8_t>& out,
+                   ThreadPool& pool) {
+  const quant::TypeTraits* tr = quant::traits(type);
+  if (!tr || !tr->from_float) return error(ErrorKind::Unsupported, "no encoder for type " + type_text(type));
+  if (n_cols <= 0 || n_rows < 0 || n_cols % tr->block_elems != 0)
+    return error(ErrorKind::InvalidArgument, "rows of " + std::to_string(n_cols) + " elements do not divide into " +
+                                                 type_text(type) + " blocks");
+  const size_t row_bytes = quant::row_bytes(*tr, n_cols);
+  out.resize(row_bytes * static_cast<size_t>(n_rows));
+  // One f32 row per thread: [n_threads][n_cols].
+  std::vector<std::vector<float>> rows(pool.n_threads(), std::vector<float>(n_cols));
+  const size_t min_chunk = std::max<size_t>(1, 32768 / static_cast<size_t>(n_cols));
+  pool.parallel_for(
+      static_cast<size_t>(n_rows),
+      [&](size_t begin, size_t end, int thread) {
+        float* row = rows[thread].data();
+        for (size_t i = begin; i < end; ++i) {
+          source(static_cast<int64_t>(i), row);
+          tr->from_float(row, out.data() + i * row_bytes, n_cols);
+        }
+      },
+      min_chunk);
+  return Status::ok();
+}
+
+Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const std::string& path,
+                                         const std::vector<TensorJob>& jobs, ThreadPool& pool,
+                                         const QuantizeProgressFn& progress) {
+  const auto t0 = std::chrono::steady_clock::now();
+  QuantizeReport report;
+  report.n_tensors = jobs.size();
+  for (const auto& job : jobs) {
+    TERN_RETURN_IF_ERROR(writer.declare_tensor(job.name, job.type, job.dims));
+    report.n_elements += element_count(job.dims);
+  }
+  TERN_RETURN_IF_ERROR(writer.open(path));
+  std::vector<uint8_t> encoded;  // [n_rows][row bytes] of the current tensor only
+  uint64_t n_done = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const TensorJob& job = jobs[i];
+    if (progress) progress({i, jobs.size(), n_done, report.n_elements, &job});
+    const uint64_t n = element_count(job.dims);
+    std::span<const uint8_t> bytes = job.bytes;
+    if (job.source) {
+      const int64_t n_cols = static_cast<int64_t>(job.dims[0]);
+      auto s = encode_rows(job.type, static_cast<int64_t>(n / job.dims[0]), n_cols, job.source, encoded, pool);
+      if (!s) return s.with_context("tensor '" + job.name + "'");
+      bytes = encoded;
+      ++report.n_converted;
+    }
+    TERN_RETURN_IF_ERROR(writer.write_tensor(bytes));
+    report.n_bytes_in += job.n_bytes_in;
+    report.n_bytes_out += bytes.size();
+    report.n_fallback += job.fell_back ? 1 : 0;
+    n_done += n;
+  }
+  encoded = {};
+  TERN_RETURN_IF_ERROR(writer.commit());
+  if (progress) progress({jobs.size(), jobs.size(), n_done, report.n_elements, nullptr});
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report;
+}
+
+Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool, const QuantizeProgressFn& progress) {
+  auto file = gguf::GgufFile::open(o.in_path);
+  if (!file) return file.status();
+  auto model = quant_model_info(*file);
+  if (!model) return model.status().with_context(o.in_path);
+
+  gguf::GgufStreamWriter writer;
+  for (const auto& [key, value] : file->metadata()) writer.set(key, value);
+  writer.set("general.file_type", gguf::Value::of_u32(o.scheme.file_type));
+  writer.set("general.quantization_version", gguf::Value::of_u32(2));
+
+  std::vector<TensorJob> jobs;
+  for (const gguf::TensorInfo& t : file->tensors()) {
+    TensorJob job;
+    job.name = t.name;
+    job.dims.assign(t.dims.begin(), t.dims.begin() + t.n_dims);
+    job.n_bytes_in = t.n_bytes;
+    const TypeChoice choice = choose_tensor_type(o.scheme, *model, t.name, t.n_dims, t.dims[0], t.type);
+    job.type = choice.type;
+    job.fell_back = choice.fell_back;
+    if (choice.type == t.type) {
+      job.bytes = {t.data, t.n_bytes};
+    } else {
+      const quant::TypeTraits* from = quant::traits(t.type);
+      if (!from || !from->to_float)
+        return error(ErrorKind::Unsupported, o.in_path + ": tensor '" + t.name + "' has type " + type_text(t.type) +
+                                                 ", which this build cannot decode");
+      const size_t row_bytes = quant::row_bytes(*from, static_cast<int64_t>(t.dims[0]));
+      const uint8_t* data = t.data;
+      const int64_t n_cols = static_cast<int64_t>(t.dims[0]);
+      job.source = [from, data, row_bytes, n_cols](int64_t i_row, float* row) {
+        from->to_float(data + static_cast<size_t>(i_row) * row_bytes, row, n_cols);
+      };
+    }
+    jobs.push_back(std::move(job));
+  }
+  auto report = write_tensor_jobs(writer, o.out_path, jobs, pool, progress);
+  if (!report) return report.status().with_context(o.out_path);
+  return report;
+}
+
+}  // namespace tern

@@ -1,0 +1,89 @@
+// model/quantize.h — re-encode a GGUF model's tensors under a QuantScheme
+// (model/quant_rules.h), and the row-parallel encoder that `synth` shares.
+//
+// quantize_gguf(): every metadata key is copied in order; general.file_type is
+// set to the scheme's LLAMA_FTYPE and general.quantization_version to 2.
+// Tensors keep their order, names and shapes; each is copied byte for byte
+// when its type does not change, else decoded to f32 row by row and encoded
+// into the new type (any input type with a decoder: F32, F16, BF16, the
+// legacy and K quants, IQ4_NL).
+//
+// Memory: the input stays memory-mapped; the output is streamed
+// (gguf::GgufStreamWriter), so at most one tensor's encoded bytes plus one f32
+// row per thread are held at a time. Rows are split over the ThreadPool and
+// each row is encoded independently, so the bytes do not depend on the
+// number of threads. The output appears under its name only when complete.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf_format.h"
+#include "gguf/writer.h"
+#include "model/quant_rules.h"
+
+namespace tern {
+
+// Writes row `i_row` of a tensor as f32 into `row` ([n_cols]). Called from
+// several pool threads at once, each with its own `row` buffer.
+using RowSource = std::function<void(int64_t i_row, float* row)>;
+
+// Encodes rows [0, n_rows) of `source` as `type` into `out`, resized to
+// [n_rows][row bytes of type]. Unsupported `type` (no encoder) is an error.
+Status encode_rows(gguf::GgmlType type, int64_t n_rows, int64_t n_cols, const RowSource& source,
+                   std::vector<uint8_t>& out, ThreadPool& pool);
+
+// One tensor of a model being written: either verbatim bytes (copied) or a
+// row source encoded into `type`.
+struct TensorJob {
+  std::string name;
+  std::vector<uint64_t> dims;       // dims[0] is the row length
+  gguf::GgmlType type;              // type written
+  std::span<const uint8_t> bytes;   // verbatim data (when source is empty)
+  RowSource source;
+  uint64_t n_bytes_in = 0;          // size in the source, for the summary
+  bool fell_back = false;
+};
+
+struct QuantizeProgress {
+  size_t i_tensor;            // 0-based index of the tensor being written; n_tensors when done
+  size_t n_tensors;
+  uint64_t n_elements_done;   // elements of the tensors before this one
+  uint64_t n_elements_total;
+  const TensorJob* job;       // nullptr when done
+};
+using QuantizeProgressFn = std::function<void(const QuantizeProgress&)>;
+
+struct QuantizeReport {
+  size_t n_tensors = 0;
+  size_t n_converted = 0;   // tensors whose type changed
+  size_t n_fallback = 0;    // tensors that took a fallback type (quant_rules.h rule 4)
+  uint64_t n_elements = 0;
+  uint64_t n_bytes_in = 0;  // tensor data only
+  uint64_t n_bytes_out = 0;
+  double seconds = 0.0;
+
+  double bits_per_weight() const { return n_elements ? 8.0 * n_bytes_out / n_elements : 0.0; }
+};
+
+// Declares every job on `writer` (which already holds the metadata), opens
+// `path`, encodes and writes the jobs one by one, and commits.
+Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const std::string& path,
+                                         const std::vector<TensorJob>& jobs, ThreadPool& pool,
+                                         const QuantizeProgressFn& progress = {});
+
+struct QuantizeOptions {
+  std::string in_path;
+  std::string out_path;
+  QuantScheme scheme;
+};
+
+Result<QuantizeReport> quantize_gguf(const QuantizeOptions& options, ThreadPool& pool,
+                                     const QuantizeProgressFn& progress = {});
+
+}  // namespace tern
