@@ -11,6 +11,8 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
+int cmd_quantize(int argc, char** argv);
+int cmd_synth(int argc, char** argv);
 
 // Prints "tern: <message>" to stderr and returns the exit code for its kind
 // (2 for usage errors, 1 otherwise).

@@ -25,6 +25,8 @@ constexpr Command kCommands[] = {
     {"info", cmd_info, "print a GGUF file's metadata and tensors"},
     {"perplexity", cmd_perplexity, "perplexity of a model on a text file"},
     {"convert", cmd_convert, "convert a llama2.c checkpoint to GGUF"},
+    {"quantize", cmd_quantize, "re-encode a GGUF model's tensors (Q4_K_M, Q8_0, F16, ...)"},
+    {"synth", cmd_synth, "write a random-weight model of given shapes (benchmarks)"},
 };
 
 void print_usage(FILE* out) {

@@ -1,0 +1,55 @@
+// tern synth --arch llama --dim D --layers L --heads H --kv-heads KV --ffn F
+//            --vocab-from VOCAB.gguf --type T -o OUT.gguf [--ctx N] [--seed S] [-t THREADS]
+#include <cstdio>
+
+#include "args.h"
+#include "commands.h"
+#include "model/synth.h"
+#include "quant_report.h"
+
+namespace tern::cli {
+
+int cmd_synth(int argc, char** argv) {
+  SynthOptions o;
+  std::string type_name;
+  int n_threads = 0;
+  bool pure = false;
+  ArgParser args("synth",
+                 "tern synth --arch llama --dim D --layers L --heads H --kv-heads KV --ffn F --vocab-from VOCAB.gguf "
+                 "--type T -o OUT.gguf [--ctx N] [--seed S] [-t THREADS]");
+  args.add("--arch", &o.arch, "architecture (llama)");
+  args.add("--dim", &o.n_embd, "embedding width");
+  args.add("--layers", &o.n_layer, "number of blocks");
+  args.add("--heads", &o.n_head, "attention heads (must divide --dim)");
+  args.add("--kv-heads", &o.n_head_kv, "key/value heads (must divide --heads; default --heads)");
+  args.add("--ffn", &o.n_ff, "feed-forward width");
+  args.add("--vocab-from", &o.vocab_path, "GGUF whose tokenizer.* keys (and vocabulary size) are copied");
+  args.add("--type", &type_name, "tensor type or mix, as for tern quantize: " + quant_scheme_names());
+  args.add_flag("--pure", &pure, "every matrix the type's base type (no mix upgrades)");
+  args.add("-o,--output", &o.out_path, "GGUF file to write");
+  args.add("--ctx", &o.n_ctx, "context_length (default 4096)");
+  args.add("--seed", &o.seed, "random seed (default 0); the same seed gives the same bytes");
+  args.add("--name", &o.name, "general.name (default synth-llama-<dim>x<layers>)");
+  args.add("-t,--threads", &n_threads, "threads (default: all cores)");
+  if (auto s = args.parse(argc, argv); !s) return report(s);
+  if (args.help_requested()) {
+    std::fputs(args.help_text().c_str(), stdout);
+    return 0;
+  }
+  if (type_name.empty()) return report(error(ErrorKind::InvalidArgument, "synth: --type is required"));
+  const QuantScheme* scheme = find_quant_scheme(type_name);
+  if (!scheme)
+    return report(error(ErrorKind::InvalidArgument,
+                        "synth: unknown type '" + type_name + "' (known: " + quant_scheme_names() + ")"));
+  o.scheme = pure ? pure_scheme(*scheme) : *scheme;
+  if (n_threads < 0) return report(error(ErrorKind::InvalidArgument, "synth: -t must not be negative"));
+  if (auto s = validate_synth_options(o); !s) return report(s);
+  ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
+  QuantReportPrinter printer;
+  auto r = synth_model(o, pool, [&](const QuantizeProgress& p) { printer.on_progress(p); });
+  if (!r) return report(r.status());
+  printer.print_summary("wrote " + o.out_path + " (" + std::string(scheme->name) + ", seed " + std::to_string(o.seed) + ")", *r);
+  return 0;
+}
+
+}  // namespace tern::cli
