@@ -1,0 +1,258 @@
+// AVX-512 VNNI tiles for the 32-element block types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL.
+//
+// Work goes in groups of four blocks ("x4 lanes", avx512_util.h): one zmm
+// holds elements 0..15 of four consecutive blocks ("lo"), another their
+// elements 16..31 ("hi"), so the nibble halves of Q4/Q5/IQ4 blocks need no
+// shuffle and two vpdpbusd give every block's dot in its own 128-bit lane.
+// Each lane group is then scaled by dw * dx of its block in f32:
+//
+//   acc[r][c] += f32(int_dot) * (dw ⊙ dx)        [+ m ⊙ s for Q4_1/Q5_1]
+//
+// vpdpbusd multiplies unsigned by signed bytes, so each type is arranged to
+// have one unsigned side:
+//   Q4_0, Q5_0  q unsigned (0..15 / 0..31), x signed: dot(q - o, x) = dot(q, x) - o * sum(x)
+//   IQ4_NL      code book shifted to unsigned (value + 128): the same with o = 128
+//   Q4_1, Q5_1  q unsigned, no offset; the minimum enters as m * s (s = dx * sum(xq), Q8_1)
+//   Q8_0        x shifted to unsigned (x + 128): dot(w, x) = dot(w, x + 128) - 128 * sum(w)
+// The o * sum(x) terms are computed once per column and group and shared by
+// every row of the tile; 128 * sum(w) once per row and shared by every column.
+// All integer sums are exact; the f32 part differs from the scalar reference
+// only in summation order.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/x86/avx512_util.h"
+#include "kernels/x86/tile_dispatch.h"
+#include "kernels/x86/x86_impl.h"
+#include "quant/blocks.h"
+
+namespace tern::kernels::x86 {
+namespace {
+
+using gguf::GgmlType;
+
+constexpr int kGroup = 4;  // blocks per step
+
+// One column's activations for a group of blocks.
+struct XGroup {
+  __m512i lo, hi;  // x4 lanes of int8 (shifted to unsigned for Q8_0 weights)
+  __m512 d;        // dx per block, x4
+  __m512i init;    // -o * sum(x) per lane (offset types), else unused
+  __m512 s;        // Q8_1 s once per block (Q4_1, Q5_1), else unused
+};
+
+// One row's weights for a group of blocks.
+struct WGroup {
+  __m512i lo, hi;  // x4 lanes of weight bytes
+  __m512 d;        // dw per block, x4
+  __m512 m;        // minimum per block, x4 (Q4_1, Q5_1)
+  __m512i init;    // -128 * sum(w) per lane (Q8_0)
+};
+
+// Nibbles of NB blocks whose 16 qs bytes sit at p + k * stride.
+template <int NB>
+inline void load_nibbles(const uint8_t* p, size_t stride, WGroup& g) {
+  const __m512i t = load_128x4<NB>(p, stride);
+  g.lo = _mm512_and_si512(t, bytes(0x0f));
+  g.hi = _mm512_and_si512(_mm512_srli_epi16(t, 4), bytes(0x0f));
+}
+
+// Fifth bits of Q5 blocks (qh u32 at p + k * stride) into bit 4 of lo / hi.
+template <int NB>
+inline void add_fifth_bits(const uint8_t* p, size_t stride, WGroup& g) {
+  uint64_t m_lo = 0, m_hi = 0;
+  for (int k = 0; k < NB; ++k) {
+    const uint32_t qh = load_u32(p + k * stride);
+    m_lo |= static_cast<uint64_t>(qh & 0xffff) << (16 * k);
+    m_hi |= static_cast<uint64_t>(qh >> 16) << (16 * k);
+  }
+  g.lo = _mm512_mask_add_epi8(g.lo, m_lo, g.lo, bytes(16));
+  g.hi = _mm512_mask_add_epi8(g.hi, m_hi, g.hi, bytes(16));
+}
+
+struct Q4_0 {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
+  static constexpr GgmlType kAct = GgmlType::Q8_0;
+  static constexpr int kOffset = 8;
+  static constexpr bool kMin = false, kSignedW = false;
+  template <int NB>
+  static void load(const uint8_t* p, WGroup& g) {
+    load_nibbles<NB>(p + 2, kBytes, g);
+    g.d = spread_x4(load_f16x4<NB>(p, kBytes));
+  }
+};
+
+struct Q4_1 {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ4_1);
+  static constexpr GgmlType kAct = GgmlType::Q8_1;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true, kSignedW = false;
+  template <int NB>
+  static void load(const uint8_t* p, WGroup& g) {
+    load_nibbles<NB>(p + 4, kBytes, g);
+    g.d = spread_x4(load_f16x4<NB>(p, kBytes));
+    g.m = spread_x4(load_f16x4<NB>(p + 2, kBytes));
+  }
+};
+
+struct Q5_0 {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ5_0);
+  static constexpr GgmlType kAct = GgmlType::Q8_0;
+  static constexpr int kOffset = 16;
+  static constexpr bool kMin = false, kSignedW = false;
+  template <int NB>
+  static void load(const uint8_t* p, WGroup& g) {
+    load_nibbles<NB>(p + 6, kBytes, g);
+    add_fifth_bits<NB>(p + 2, kBytes, g);
+    g.d = spread_x4(load_f16x4<NB>(p, kBytes));
+  }
+};
+
+struct Q5_1 {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ5_1);
+  static constexpr GgmlType kAct = GgmlType::Q8_1;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = true, kSignedW = false;
+  template <int NB>
+  static void load(const uint8_t* p, WGroup& g) {
+    load_nibbles<NB>(p + 8, kBytes, g);
+    add_fifth_bits<NB>(p + 4, kBytes, g);
+    g.d = spread_x4(load_f16x4<NB>(p, kBytes));
+    g.m = spread_x4(load_f16x4<NB>(p + 2, kBytes));
+  }
+};
+
+struct Q8_0 {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
+  static constexpr GgmlType kAct = GgmlType::Q8_0;
+  static constexpr int kOffset = 0;
+  static constexpr bool kMin = false, kSignedW = true;
+  template <int NB>
+  static void load(const uint8_t* p, WGroup& g) {
+    g.lo = load_128x4<NB>(p + 2, kBytes);
+    g.hi = load_128x4<NB>(p + 18, kBytes);
+    g.d = spread_x4(load_f16x4<NB>(p, kBytes));
+    const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), bytes(0x80), g.lo), bytes(0x80), g.hi);
+    g.init = _mm512_sub_epi32(_mm512_setzero_si512(), s);
+  }
+};
+
+// kIq4nlValues + 128: the code book as unsigned bytes.
+struct ShiftedTable {
+  uint8_t v[16];
+};
+constexpr ShiftedTable shifted_iq4nl() {
+  ShiftedTable t{};
+  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(quant::kIq4nlValues[i] + 128);
+  return t;
+}
+alignas(16) constexpr ShiftedTable kIq4nlShifted = shifted_iq4nl();
+
+struct Iq4Nl {
+  static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
+  static constexpr GgmlType kAct = GgmlType::Q8_0;
+  static constexpr int kOffset = 128;
+  static constexpr bool kMin = false, kSignedW = false;
+  template <int NB>
+  static void load(const uint8_t* p, WGroup& g) {
+    const __m512i table = _mm512_broadcast_i32x4(load_128(kIq4nlShifted.v));
+    load_nibbles<NB>(p + 2, kBytes, g);
+    g.lo = _mm512_shuffle_epi8(table, g.lo);
+    g.hi = _mm512_shuffle_epi8(table, g.hi);
+    g.d = spread_x4(load_f16x4<NB>(p, kBytes));
+  }
+};
+
+template <class WT, int NB>
+inline XGroup load_x(const uint8_t* p) {
+  constexpr bool kQ8_1 = WT::kAct == GgmlType::Q8_1;
+  constexpr size_t kStride = kQ8_1 ? sizeof(quant::BlockQ8_1) : sizeof(quant::BlockQ8_0);
+  constexpr int kQs = kQ8_1 ? 4 : 2;
+  XGroup g;
+  g.lo = load_128x4<NB>(p + kQs, kStride);
+  g.hi = load_128x4<NB>(p + kQs + 16, kStride);
+  g.d = spread_x4(load_f16x4<NB>(p, kStride));
+  if constexpr (WT::kOffset != 0) {
+    const __m512i o = bytes(WT::kOffset);
+    const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), o, g.lo), o, g.hi);
+    g.init = _mm512_sub_epi32(_mm512_setzero_si512(), s);
+  }
+  if constexpr (WT::kSignedW) {
+    g.lo = _mm512_xor_si512(g.lo, bytes(0x80));
+    g.hi = _mm512_xor_si512(g.hi, bytes(0x80));
+  }
+  if constexpr (WT::kMin) g.s = spread_once_x4(load_f16x4<NB>(p + 2, kStride));
+  return g;
+}
+
+template <class WT>
+inline __m512i block_dots(const WGroup& w, const XGroup& x) {
+  if constexpr (WT::kSignedW) return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(w.init, x.lo, w.lo), x.hi, w.hi);
+  const __m512i init = WT::kOffset != 0 ? x.init : _mm512_setzero_si512();
+  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, w.lo, x.lo), w.hi, x.hi);
+}
+
+template <class WT>
+struct LegacyTile {
+  static constexpr size_t kXBytes = WT::kAct == GgmlType::Q8_1 ? sizeof(quant::BlockQ8_1) : sizeof(quant::BlockQ8_0);
+
+  template <int R, int C, int NB>
+  static inline void step(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, __m512 (&acc)[R][C]) {
+    XGroup xg[C];
+    for (int c = 0; c < C; ++c) xg[c] = load_x<WT, NB>(x + c * x_stride);
+    for (int r = 0; r < R; ++r) {
+      WGroup wg;
+      WT::template load<NB>(w + r * w_stride, wg);
+      for (int c = 0; c < C; ++c) {
+        const __m512 dot = _mm512_cvtepi32_ps(block_dots<WT>(wg, xg[c]));
+        acc[r][c] = _mm512_fmadd_ps(dot, _mm512_mul_ps(wg.d, xg[c].d), acc[r][c]);
+        if constexpr (WT::kMin) acc[r][c] = _mm512_fmadd_ps(wg.m, xg[c].s, acc[r][c]);
+      }
+    }
+  }
+
+  template <int R, int C>
+  static void tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
+                   size_t ldy) {
+    __m512 acc[R][C];
+    zero_tile(acc);
+    const int64_t nb = n / 32;
+    int64_t ib = 0;
+    for (; ib + kGroup <= nb; ib += kGroup)
+      step<R, C, kGroup>(w + ib * WT::kBytes, w_stride, x + ib * kXBytes, x_stride, acc);
+    for (; ib < nb; ++ib) step<R, C, 1>(w + ib * WT::kBytes, w_stride, x + ib * kXBytes, x_stride, acc);
+    store_tile(acc, y, ldy);
+  }
+};
+
+template <class WT, int R, int C>
+constexpr MatmulKernels row() {
+  constexpr auto quantize = WT::kAct == GgmlType::Q8_1 ? avx512_quantize_q8_1 : avx512_quantize_q8_0;
+  return {WT::kAct, quantize, dispatch_tile<LegacyTile<WT>, R, C>, R, C, CpuLevel::Avx512};
+}
+
+constexpr MatmulKernels kQ4_0 = row<Q4_0, 4, 4>();
+constexpr MatmulKernels kQ4_1 = row<Q4_1, 4, 4>();
+constexpr MatmulKernels kQ5_0 = row<Q5_0, 4, 4>();
+constexpr MatmulKernels kQ5_1 = row<Q5_1, 4, 4>();
+constexpr MatmulKernels kQ8_0 = row<Q8_0, 4, 4>();
+constexpr MatmulKernels kIq4Nl = row<Iq4Nl, 4, 4>();
+
+}  // namespace
+
+const MatmulKernels* avx512_legacy_kernels(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: return &kQ4_0;
+    case GgmlType::Q4_1: return &kQ4_1;
+    case GgmlType::Q5_0: return &kQ5_0;
+    case GgmlType::Q5_1: return &kQ5_1;
+    case GgmlType::Q8_0: return &kQ8_0;
+    case GgmlType::IQ4_NL: return &kIq4Nl;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tern::kernels::x86

@@ -1,0 +1,44 @@
+// kernels/x86/x86_impl.h — the per-family entry points behind x86_kernels.h (internal).
+//
+// Files per level and family (each compiled with its level's flags, see
+// kernels/CMakeLists.txt):
+//
+//   act_quant_avx512.cpp / act_quant_avx2.cpp   f32 activations -> Q8_0, Q8_1, Q8_K, BF16
+//   avx512_legacy.cpp / avx2_legacy.cpp         Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL (32-element blocks)
+//   avx512_kquants.cpp / avx2_kquants.cpp       Q2_K Q3_K Q4_K Q5_K Q6_K (256-element super-blocks)
+//   avx512_float.cpp / avx2_float.cpp           F32 F16 BF16
+//   avx512_matmul.cpp / avx2_matmul.cpp         the level's table: asks each family in turn
+//
+// ODR rule for every file compiled with -mavx*: include only <immintrin.h>,
+// <cstdint>, <cstddef>, <cstring> and headers that declare plain structs and
+// non-inline functions; keep helpers in an anonymous namespace. An inline
+// function or template instantiated both here and in baseline code could be
+// merged by the linker into the AVX copy and break the portable build.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/matmul_kernels.h"
+
+namespace tern::kernels::x86 {
+
+// Activation quantizers: x [n] f32 -> one row of blocks, bit-exact with
+// quant::traits(T)->from_float (and with float_to_bf16 for BF16).
+void avx512_quantize_q8_0(const float* x, void* xq, int64_t n);
+void avx512_quantize_q8_1(const float* x, void* xq, int64_t n);
+void avx512_quantize_q8_k(const float* x, void* xq, int64_t n);
+void avx512_convert_bf16(const float* x, void* xq, int64_t n);
+void avx2_quantize_q8_0(const float* x, void* xq, int64_t n);
+void avx2_quantize_q8_1(const float* x, void* xq, int64_t n);
+void avx2_quantize_q8_k(const float* x, void* xq, int64_t n);
+void avx2_convert_bf16(const float* x, void* xq, int64_t n);
+
+// Each returns its family's row for the type, or nullptr.
+const MatmulKernels* avx512_legacy_kernels(gguf::GgmlType weight_type);
+const MatmulKernels* avx512_kquant_kernels(gguf::GgmlType weight_type);
+const MatmulKernels* avx512_float_kernels(gguf::GgmlType weight_type);
+const MatmulKernels* avx2_legacy_kernels(gguf::GgmlType weight_type);
+const MatmulKernels* avx2_kquant_kernels(gguf::GgmlType weight_type);
+const MatmulKernels* avx2_float_kernels(gguf::GgmlType weight_type);
+
+}  // namespace tern::kernels::x86

@@ -1,0 +1,107 @@
+// Every kernel table row at every level this CPU runs, against the scalar
+// reference: all tile shapes 1..max_rows x 1..max_cols, several lengths
+// (one block, group remainders, long rows), padded strides. Error budgets:
+// matmul_test_util.h.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul_kernels.h"
+#include "kernels/matmul_test_util.h"
+#include "quant/quant.h"
+
+namespace tern::kernels {
+namespace {
+
+using gguf::GgmlType;
+using testing::available_levels;
+using testing::budget;
+using testing::make_problem;
+using testing::Problem;
+
+constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                               GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL};
+
+// Row lengths to try: one block, every remainder of a 4-block group, and longer rows.
+std::vector<int64_t> lengths(GgmlType t) {
+  const int64_t b = quant::traits(t)->block_elems;
+  if (b == 1) return {1, 7, 16, 31, 33, 64, 100, 257, 1024};
+  if (b == 32) return {32, 64, 96, 128, 160, 224, 288, 1024};
+  return {256, 512, 768, 1024, 2048};
+}
+
+std::string label(GgmlType t, CpuLevel l) {
+  return std::string(quant::traits(t)->name) + "@" + cpu_level_name(l);
+}
+
+// Runs one tile of every shape on problem p with kernels k; raises *worst to the worst error / budget.
+void check_all_shapes(const MatmulKernels& k, const Problem& p, const std::string& what, double* worst) {
+  const size_t x_stride = act_row_bytes(k, p.n) + 48;  // padded: the tile must use the stride
+  const std::vector<uint8_t> xq = testing::quantize_activations(k, p, x_stride);
+  const std::vector<float> want = testing::reference(p);
+  for (int nr = 1; nr <= k.max_rows; ++nr)
+    for (int nc = 1; nc <= k.max_cols; ++nc) {
+      const size_t ldy = static_cast<size_t>(nr) + 3;
+      std::vector<float> y(ldy * nc, NAN);
+      k.tile(p.n, p.w.data(), p.w_stride, nr, xq.data(), x_stride, nc, y.data(), ldy);
+      for (int c = 0; c < nc; ++c) {
+        for (int r = 0; r < nr; ++r) {
+          const double err = std::fabs(double(y[c * ldy + r]) - want[c * p.n_rows + r]);
+          const double b = budget(p, k.act_type, r, c);
+          *worst = std::max(*worst, b > 0 ? err / b : (err > 0 ? INFINITY : 0.0));
+          ASSERT_LE(err, b) << what << " n=" << p.n << " tile " << nr << "x" << nc << " r=" << r << " c=" << c
+                            << " got " << y[c * ldy + r] << " want " << want[c * p.n_rows + r];
+        }
+        for (size_t r = nr; r < ldy; ++r) ASSERT_TRUE(std::isnan(y[c * ldy + r])) << what << ": wrote past n_rows";
+      }
+    }
+}
+
+TEST(MatmulKernels, EveryTypeAndLevelMatchesScalarWithinBudget) {
+  for (GgmlType t : kTypes) {
+    for (CpuLevel level : available_levels()) {
+      const MatmulKernels* k = matmul_kernels_at(t, level);
+      if (level == CpuLevel::Scalar) {
+        ASSERT_NE(k, nullptr) << label(t, level);
+      }
+      if (!k) continue;
+      EXPECT_EQ(k->level, level);
+      double worst = 0.0;
+      uint32_t seed = 1;
+      for (int64_t n : lengths(t)) {
+        ++seed;
+        const Problem p = make_problem(t, n, k->max_rows, k->max_cols, seed, /*pad_bytes=*/seed % 2 ? 0 : 40);
+        check_all_shapes(*k, p, label(t, level), &worst);
+        if (HasFatalFailure()) return;
+      }
+      std::printf("  %-14s act %-5s tile %dx%d  worst err/budget %.3f\n", label(t, level).c_str(),
+                  std::string(gguf::type_name(k->act_type)).c_str(), k->max_rows, k->max_cols, worst);
+    }
+  }
+}
+
+// Large-magnitude and all-zero rows: the integer paths must not overflow or
+// produce NaN (Q8_0 x Q8_0 at full scale is the worst case for vpdpbusd sums).
+TEST(MatmulKernels, ExtremeValuesStayFinite) {
+  for (GgmlType t : kTypes) {
+    for (CpuLevel level : available_levels()) {
+      const MatmulKernels* k = matmul_kernels_at(t, level);
+      if (!k) continue;
+      const int64_t n = quant::traits(t)->block_elems == 1 ? 64 : 1024;
+      Problem p = make_problem(t, n, k->max_rows, k->max_cols, 99);
+      // Every activation at +-full scale, same sign as the weights: the largest possible integer dot.
+      for (int64_t c = 0; c < p.n_cols; ++c)
+        for (int64_t j = 0; j < n; ++j) p.x[c * n + j] = (p.w_f32[j] >= 0 ? 1.0f : -1.0f) * (c == 0 ? 1000.0f : 0.0f);
+      double worst = 0.0;
+      check_all_shapes(*k, p, label(t, level) + " extreme", &worst);
+      if (HasFatalFailure()) return;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern::kernels
