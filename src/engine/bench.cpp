@@ -1,0 +1,161 @@
+#include "engine/bench.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "core/mmap.h"
+#include "kv/kv_cache.h"
+
+namespace tern {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+struct Stats {
+  double mean = 0, std = 0;
+};
+Stats stats(const std::vector<double>& v) {
+  Stats s;
+  if (v.empty()) return s;
+  for (double x : v) s.mean += x;
+  s.mean /= v.size();
+  if (v.size() > 1) {
+    for (double x : v) s.std += (x - s.mean) * (x - s.mean);
+    s.std = std::sqrt(s.std / (v.size() - 1));
+  }
+  return s;
+}
+
+std::vector<TokenId> random_tokens(int n, int n_vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<TokenId> t(n);
+  for (auto& x : t) x = static_cast<TokenId>(rng() % static_cast<uint64_t>(n_vocab));
+  return t;
+}
+
+// Times one pass over `tokens` as a prompt of sequence 0 starting at position 0.
+Result<double> time_prompt(const Model& m, KvCache& kv, const std::vector<TokenId>& tokens, int n_batch,
+                           ThreadPool& pool) {
+  kv.truncate(SeqId(0), 0);
+  std::vector<float> logits;
+  Batch b;
+  const auto t0 = Clock::now();
+  for (size_t i = 0; i < tokens.size(); i += n_batch) {
+    b.clear();
+    const size_t end = std::min(tokens.size(), i + n_batch);
+    for (size_t j = i; j < end; ++j) b.add(tokens[j], static_cast<int32_t>(j), SeqId(0), j + 1 == tokens.size());
+    TERN_RETURN_IF_ERROR(m.forward(b, kv, logits, pool));
+  }
+  return seconds_since(t0);
+}
+
+// Times `steps` decode steps of `n_seq` sequences (one token each per step),
+// after a one-token prompt per sequence.
+Result<double> time_decode(const Model& m, KvCache& kv, int n_seq, int steps, const std::vector<TokenId>& tokens,
+                           ThreadPool& pool) {
+  std::vector<float> logits;
+  Batch b;
+  for (int s = 0; s < n_seq; ++s) kv.truncate(SeqId(s), 0);
+  for (int s = 0; s < n_seq; ++s) b.add(tokens[s % tokens.size()], 0, SeqId(s), true);
+  TERN_RETURN_IF_ERROR(m.forward(b, kv, logits, pool));
+  const auto t0 = Clock::now();
+  for (int step = 1; step <= steps; ++step) {
+    b.clear();
+    for (int s = 0; s < n_seq; ++s) b.add(tokens[(step * n_seq + s) % tokens.size()], step, SeqId(s), true);
+    TERN_RETURN_IF_ERROR(m.forward(b, kv, logits, pool));
+  }
+  return seconds_since(t0);
+}
+
+}  // namespace
+
+double model_flops_per_token(const Model& model, double mean_context) {
+  const HParams& hp = model.hparams();
+  const double matrix_params = static_cast<double>(hp.n_layer) *
+                                   (2.0 * hp.n_embd * hp.q_dim() + 2.0 * hp.n_embd * hp.kv_dim() + 3.0 * hp.n_embd * hp.n_ff) +
+                               static_cast<double>(hp.n_embd) * hp.n_vocab;
+  return 2.0 * matrix_params + 4.0 * hp.n_layer * mean_context * hp.q_dim();
+}
+
+Result<BenchResult> run_bench(const Model& model, const BenchOptions& o, ThreadPool& pool,
+                              const std::function<void(const std::string&)>& progress) {
+  if (o.n_prompt < 0 || o.n_gen < 0 || o.repetitions < 1 || o.n_batch < 1)
+    return error(ErrorKind::InvalidArgument, "bench: token counts must be >= 0 and repetitions >= 1");
+  const HParams& hp = model.hparams();
+  const int n_ctx = std::max(o.n_prompt, o.n_gen + 1) + 1;
+  if (n_ctx > hp.n_ctx_train * 4)
+    return error(ErrorKind::InvalidArgument, "bench: " + std::to_string(n_ctx) + " tokens is far beyond the model's context");
+  int max_batch = 1;
+  for (int b : o.batches) {
+    if (b < 1 || b > 4096) return error(ErrorKind::InvalidArgument, "bench: batch sizes must be in [1, 4096]");
+    max_batch = std::max(max_batch, b);
+  }
+  const auto tokens = random_tokens(std::max({o.n_prompt, o.n_gen + 1, max_batch * 2, 16}), hp.n_vocab, o.seed);
+  auto kv = make_contiguous_kv_cache(model.kv_shape(), 1, n_ctx);
+  BenchResult r;
+  r.flops_per_token_pp = model_flops_per_token(model, o.n_prompt / 2.0);
+
+  if (o.n_prompt > 0) {
+    if (progress) progress("pp" + std::to_string(o.n_prompt));
+    const std::vector<TokenId> prompt(tokens.begin(), tokens.begin() + o.n_prompt);
+    std::vector<double> rates;
+    for (int rep = 0; rep <= o.repetitions; ++rep) {  // rep 0 is the warm-up
+      auto s = time_prompt(model, *kv, prompt, o.n_batch, pool);
+      if (!s) return s.status();
+      if (rep > 0) rates.push_back(o.n_prompt / *s);
+    }
+    const Stats st = stats(rates);
+    r.pp = {o.n_prompt, st.mean, st.std};
+  }
+  if (o.n_gen > 0) {
+    if (progress) progress("tg" + std::to_string(o.n_gen));
+    std::vector<double> rates;
+    for (int rep = 0; rep <= o.repetitions; ++rep) {
+      auto s = time_decode(model, *kv, 1, o.n_gen, tokens, pool);
+      if (!s) return s.status();
+      if (rep > 0) rates.push_back(o.n_gen / *s);
+    }
+    const Stats st = stats(rates);
+    r.tg = {o.n_gen, st.mean, st.std};
+  }
+  for (int b : o.batches) {
+    if (progress) progress("batched b=" + std::to_string(b));
+    const int steps = std::max(1, std::min(o.n_gen > 0 ? o.n_gen : 32, 32));
+    auto bkv = make_contiguous_kv_cache(model.kv_shape(), b, steps + 2);
+    std::vector<double> rates;
+    for (int rep = 0; rep <= o.repetitions; ++rep) {
+      auto s = time_decode(model, *bkv, b, steps, tokens, pool);
+      if (!s) return s.status();
+      if (rep > 0) rates.push_back(static_cast<double>(b) * steps / *s);
+    }
+    const Stats st = stats(rates);
+    r.batched.push_back({b, steps, st.mean, st.std});
+  }
+  return r;
+}
+
+Result<uint64_t> hash_file(const std::string& path) {
+  auto f = MappedFile::open(path);
+  if (!f) return f.status();
+  auto bytes = f->bytes();
+  // Four independent multiply-xorshift lanes over 8-byte words: ~GB/s, not cryptographic.
+  uint64_t h[4] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull, 0x27D4EB2F165667C5ull};
+  const size_t n_words = bytes.size() / 8;
+  const uint8_t* p = bytes.data();
+  for (size_t i = 0; i < n_words; ++i) {
+    uint64_t w;
+    std::memcpy(&w, p + i * 8, 8);
+    uint64_t& x = h[i & 3];
+    x = (x ^ w) * 0xff51afd7ed558ccdull;
+    x ^= x >> 32;
+  }
+  uint64_t out = bytes.size();
+  for (size_t i = n_words * 8; i < bytes.size(); ++i) out = (out ^ p[i]) * 0x100000001b3ull;
+  for (uint64_t x : h) out = (out ^ x) * 0xc4ceb9fe1a85ec53ull, out ^= out >> 29;
+  return out;
+}
+
+}  // namespace tern

@@ -1,0 +1,56 @@
+// engine/bench.h — llama-bench-style throughput measurement of a model:
+// prompt processing (pp), single-sequence generation (tg) and batched decode,
+// each as mean ± standard deviation over repetitions after a warm-up run.
+// Token ids are random (seeded): speed does not depend on the text.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+
+namespace tern {
+
+struct BenchOptions {
+  int n_prompt = 512;            // pp tokens (0 skips pp)
+  int n_gen = 128;               // tg tokens (0 skips tg)
+  std::vector<int> batches;      // batched decode: sequences per step
+  int n_batch = 512;             // prompt tokens per forward pass
+  int repetitions = 5;
+  uint64_t seed = 42;
+};
+
+struct Throughput {
+  int tokens = 0;
+  double tok_s = 0;      // mean over repetitions
+  double std = 0;        // sample standard deviation of tok/s
+};
+
+struct BatchedThroughput {
+  int batch = 0;
+  int steps = 0;
+  double tok_s = 0;
+  double std = 0;
+};
+
+struct BenchResult {
+  Throughput pp, tg;
+  std::vector<BatchedThroughput> batched;
+  double flops_per_token_pp = 0;  // matmul + attention flops per prompt token (average over the prompt)
+};
+
+// progress(label): called before each measured phase (for a terminal status line).
+Result<BenchResult> run_bench(const Model& model, const BenchOptions& options, ThreadPool& pool,
+                              const std::function<void(const std::string&)>& progress = {});
+
+// 2 * parameters of all matrices used per token, plus attention's 4 * ctx * q_dim per layer.
+double model_flops_per_token(const Model& model, double mean_context);
+
+// A fast 64-bit content hash of a file's bytes (for benchmark records).
+Result<uint64_t> hash_file(const std::string& path);
+
+}  // namespace tern

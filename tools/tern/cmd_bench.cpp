@@ -1,0 +1,142 @@
+// tern bench -m MODEL [-p 512] [-n 128] [-b BATCHES] [-t THREADS] [-r REPS] [--json]
+// Prompt processing, generation and batched decode throughput, each beside
+// the machine's measured limits (roofline).
+#include <unistd.h>
+
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "args.h"
+#include "commands.h"
+#include "core/build_info.h"
+#include "engine/bench.h"
+#include "kernels/cpu_features.h"
+#include "kernels/roofline.h"
+
+namespace tern::cli {
+namespace {
+
+Result<std::vector<int>> parse_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end || v < 1 || v > 4096)
+      return error(ErrorKind::InvalidArgument, "bench: -b expects a comma-separated list of batch sizes in [1, 4096], got '" + text + "'");
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
+// The weight type holding most of the model's bytes, e.g. "Q4_K".
+std::string dominant_type(const Model& m) {
+  std::map<std::string, uint64_t> bytes;
+  for (const auto& t : m.file().tensors()) bytes[std::string(gguf::type_name(t.type))] += t.n_bytes;
+  std::string best;
+  uint64_t most = 0;
+  for (const auto& [name, b] : bytes)
+    if (b > most) most = b, best = name;
+  return best;
+}
+
+bool is_float_type(const std::string& t) { return t == "F32" || t == "F16" || t == "BF16"; }
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  std::string model_path, batches_text;
+  int n_threads = 0;
+  bool json = false;
+  BenchOptions o;
+  ArgParser args("bench", "tern bench -m MODEL [-p 512] [-n 128] [-b BATCHES] [-t THREADS] [-r REPS] [--json]");
+  args.add("-m,--model", &model_path, "GGUF model file");
+  args.add("-p,--n-prompt", &o.n_prompt, "prompt tokens for pp (default 512, 0 skips)");
+  args.add("-n,--n-gen", &o.n_gen, "generated tokens for tg (default 128, 0 skips)");
+  args.add("-b,--batches", &batches_text, "batched decode sizes, e.g. 2,4,8 (default none)");
+  args.add("-t,--threads", &n_threads, "threads (default: all cores)");
+  args.add("-r,--repetitions", &o.repetitions, "measured repetitions after one warm-up (default 5)");
+  args.add_flag("--json", &json, "print one JSON object");
+  if (auto s = args.parse(argc, argv); !s) return report(s);
+  if (args.help_requested()) {
+    std::fputs(args.help_text().c_str(), stdout);
+    return 0;
+  }
+  if (model_path.empty()) return report(error(ErrorKind::InvalidArgument, "bench: -m MODEL is required"));
+  if (n_threads < 0) return report(error(ErrorKind::InvalidArgument, "bench: -t must be >= 1"));
+  if (!batches_text.empty()) {
+    auto list = parse_list(batches_text);
+    if (!list) return report(list.status());
+    o.batches = *list;
+  }
+  auto model = Model::load(model_path);
+  if (!model) return report(model.status());
+  const Model& m = **model;
+  ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
+  const bool tty = isatty(STDERR_FILENO);
+  auto status_line = [&](const std::string& what) {
+    if (tty) std::fprintf(stderr, "\r\033[Kbench: %s ...", what.c_str());
+  };
+
+  status_line("measuring machine limits");
+  const kernels::MachineLimits lim = kernels::measure_machine_limits(pool);
+  auto res = run_bench(m, o, pool, status_line);
+  if (tty) std::fprintf(stderr, "\r\033[K");
+  if (!res) return report(res.status());
+  auto hash = hash_file(model_path);
+
+  const BenchResult& r = *res;
+  const double weight_gb = m.weight_bytes() / 1e9;
+  const double bandwidth_gbs = weight_gb * r.tg.tok_s;
+  const double gflops = r.flops_per_token_pp * r.pp.tok_s / 1e9;
+  const std::string wtype = dominant_type(m);
+  const double compute_peak = is_float_type(wtype) ? lim.peak_gflops_f32 : lim.peak_gops_int8;
+  const double roofline_tg = lim.read_bw_gbs > 0 ? lim.read_bw_gbs / weight_gb : 0.0;
+  char hash_hex[20];
+  std::snprintf(hash_hex, sizeof hash_hex, "%016llx", hash ? static_cast<unsigned long long>(*hash) : 0ull);
+  const kernels::CpuLevel level = kernels::best_cpu_level();
+
+  if (json) {
+    std::printf("{\"pp\": {\"tokens\": %d, \"tok_s\": %.3f, \"std\": %.3f}, ", r.pp.tokens, r.pp.tok_s, r.pp.std);
+    std::printf("\"tg\": {\"tokens\": %d, \"tok_s\": %.3f, \"std\": %.3f}, ", r.tg.tokens, r.tg.tok_s, r.tg.std);
+    std::printf("\"batched\": [");
+    for (size_t i = 0; i < r.batched.size(); ++i)
+      std::printf("%s{\"batch\": %d, \"tok_s\": %.3f, \"std\": %.3f}", i ? ", " : "", r.batched[i].batch,
+                  r.batched[i].tok_s, r.batched[i].std);
+    std::printf("], \"bandwidth_gbs\": %.3f, \"gflops\": %.3f, ", bandwidth_gbs, gflops);
+    std::printf("\"limits\": {\"read_bw_gbs\": %.3f, \"peak_gflops_f32\": %.1f, \"peak_gops_int8\": %.1f}, ",
+                lim.read_bw_gbs, lim.peak_gflops_f32, lim.peak_gops_int8);
+    std::printf("\"roofline_tg_tok_s\": %.3f, \"weight_bytes\": %llu, \"weight_type\": \"%s\", ", roofline_tg,
+                static_cast<unsigned long long>(m.weight_bytes()), wtype.c_str());
+    std::printf("\"model\": \"%s\", \"model_hash\": \"%s\", \"threads\": %d, \"cpu_level\": \"%s\", ", model_path.c_str(),
+                hash_hex, pool.n_threads(), kernels::cpu_level_name(level));
+    std::printf("\"cpu_flags\": \"%s\", \"git_sha\": \"%s\", \"compiler\": \"%s\"}\n",
+                kernels::cpu_features().describe().c_str(), build_git_sha(), build_compiler());
+    return 0;
+  }
+  const HParams& hp = m.hparams();
+  std::printf("model     %s (hash %s)\n          %s, %.1f M params in matrices, %.2f GB of weights per token, mostly %s\n",
+              model_path.c_str(), hash_hex, hp.arch.c_str(), model_flops_per_token(m, 0) / 2e6, weight_gb, wtype.c_str());
+  std::printf("machine   %d threads, kernels %s (%s)\n", pool.n_threads(), kernels::cpu_level_name(level),
+              kernels::cpu_features().describe().c_str());
+  std::printf("limits    read %.1f GB/s | f32 FMA %.0f GFLOP/s | int8 dot %.0f GOP/s\n", lim.read_bw_gbs,
+              lim.peak_gflops_f32, lim.peak_gops_int8);
+  std::printf("build     %s, %s\n\n", build_git_sha(), build_compiler());
+  std::printf("%-14s %18s   %s\n", "test", "tok/s", "roofline");
+  if (r.pp.tokens > 0)
+    std::printf("%-14s %10.2f ± %-6.2f   %.1f GFLOP/s = %.0f%% of the %s peak\n", ("pp" + std::to_string(r.pp.tokens)).c_str(),
+                r.pp.tok_s, r.pp.std, gflops, compute_peak > 0 ? 100.0 * gflops / compute_peak : 0.0,
+                is_float_type(wtype) ? "f32" : "int8");
+  if (r.tg.tokens > 0)
+    std::printf("%-14s %10.2f ± %-6.2f   %.1f GB/s of weights = %.0f%% of read bandwidth (roofline %.1f tok/s)\n",
+                ("tg" + std::to_string(r.tg.tokens)).c_str(), r.tg.tok_s, r.tg.std, bandwidth_gbs,
+                lim.read_bw_gbs > 0 ? 100.0 * bandwidth_gbs / lim.read_bw_gbs : 0.0, roofline_tg);
+  for (const auto& b : r.batched)
+    std::printf("%-14s %10.2f ± %-6.2f   %d steps\n", ("batched b=" + std::to_string(b.batch)).c_str(), b.tok_s, b.std,
+                b.steps);
+  return 0;
+}
+
+}  // namespace tern::cli
