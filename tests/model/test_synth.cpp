@@ -1,0 +1,225 @@
+// synth_model: small shapes give a loadable model with the requested
+// hyper-parameters, types and vocabulary; the same seed gives the same bytes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+#include "core/mmap.h"
+#include "engine/generate.h"
+#include "model/synth.h"
+#include "quant/quant.h"
+
+namespace tern {
+namespace {
+
+using gguf::GgmlType;
+
+std::string vocab_path() { return std::string(TERN_SHARED_DIR) + "/testdata/tokenizers/ggml-vocab-llama-spm.gguf"; }
+
+#define REQUIRE_VOCAB()                                                                      \
+  do {                                                                                       \
+    if (!std::filesystem::exists(vocab_path())) GTEST_SKIP() << "tokenizer test data absent"; \
+  } while (0)
+
+std::string scratch(const std::string& name) {
+  const std::string dir = std::string(TERN_BINARY_DIR) + "/test_models";
+  std::filesystem::create_directories(dir);
+  return dir + "/synth_" + name + "." + std::to_string(::getpid()) + ".gguf";
+}
+
+struct Scratch {
+  std::string path;
+  explicit Scratch(const std::string& name) : path(scratch(name)) {}
+  ~Scratch() { std::filesystem::remove(path); }
+};
+
+// dim 64, 2 layers, 4 heads (head size 16), 2 KV heads, ffn 96.
+SynthOptions small(const std::string& out, const char* scheme, uint64_t seed = 7) {
+  SynthOptions o;
+  o.n_embd = 64;
+  o.n_layer = 2;
+  o.n_head = 4;
+  o.n_head_kv = 2;
+  o.n_ff = 96;
+  o.n_ctx = 512;
+  o.seed = seed;
+  o.vocab_path = vocab_path();
+  o.out_path = out;
+  o.scheme = *find_quant_scheme(scheme);
+  return o;
+}
+
+Status synth(const SynthOptions& o, int n_threads = 2) {
+  ThreadPool pool(n_threads);
+  auto r = synth_model(o, pool);
+  return r.is_ok() ? Status::ok() : r.status();
+}
+
+TEST(Synth, LoadsWithRequestedShapesAndVocabulary) {
+  REQUIRE_VOCAB();
+  Scratch out("shapes");
+  ASSERT_TRUE(synth(small(out.path, "Q8_0")));
+  auto model = Model::load(out.path);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const HParams& hp = (*model)->hparams();
+  EXPECT_EQ(hp.arch, "llama");
+  EXPECT_EQ(hp.n_embd, 64);
+  EXPECT_EQ(hp.n_layer, 2);
+  EXPECT_EQ(hp.n_head, 4);
+  EXPECT_EQ(hp.n_head_kv, 2);
+  EXPECT_EQ(hp.head_dim, 16);
+  EXPECT_EQ(hp.n_ff, 96);
+  EXPECT_EQ(hp.n_ctx_train, 512);
+  EXPECT_EQ(hp.n_vocab, 32000);
+  EXPECT_FLOAT_EQ(hp.rms_eps, 1e-5f);
+  EXPECT_FLOAT_EQ(hp.rope.freq_base, 10000.0f);
+  EXPECT_EQ(hp.rope.n_rot, 16);
+
+  const gguf::GgufFile& f = (*model)->file();
+  EXPECT_EQ(*f.get_u64("general.file_type"), 7u);
+  EXPECT_EQ(*f.get_u64("general.quantization_version"), 2u);
+  // Every tokenizer.* key copied, and nothing else from the vocabulary file.
+  auto vocab = gguf::GgufFile::open(vocab_path());
+  ASSERT_TRUE(vocab.is_ok());
+  size_t n_tokenizer_keys = 0;
+  for (const auto& [key, value] : vocab->metadata()) {
+    if (key.rfind("tokenizer.", 0) != 0) continue;
+    ++n_tokenizer_keys;
+    const gguf::Value* got = f.find(key);
+    ASSERT_NE(got, nullptr) << key;
+    EXPECT_EQ(got->type(), value.type()) << key;
+    EXPECT_EQ(got->to_display(1 << 20), value.to_display(1 << 20)) << key;
+  }
+  EXPECT_GT(n_tokenizer_keys, 3u);
+  EXPECT_EQ(*f.get_string("general.name"), "synth-llama-64x2");
+
+  // Q8_0 scheme: matrices Q8_0 (rows of 64 and 96 divide into 32), norms F32 and all ones.
+  EXPECT_EQ(f.tensors().size(), 3u + 2 * 9);  // token_embd, output_norm, output + 9 per layer
+  for (const auto& t : f.tensors()) {
+    EXPECT_EQ(t.type, t.n_dims == 1 ? GgmlType::F32 : GgmlType::Q8_0) << t.name;
+    if (t.n_dims == 1) {
+      const float* v = reinterpret_cast<const float*>(t.data);
+      for (uint64_t i = 0; i < t.n_elements; ++i) ASSERT_EQ(v[i], 1.0f) << t.name;
+    }
+  }
+  EXPECT_EQ(f.find_tensor("blk.1.attn_k.weight")->dims[1], 32u);
+  EXPECT_EQ(f.find_tensor("blk.1.ffn_down.weight")->dims[0], 96u);
+  EXPECT_EQ(f.find_tensor("output.weight")->dims[1], 32000u);
+
+  // It runs: a few greedy tokens through the real tokenizer.
+  auto tok = Tokenizer::from_gguf(f);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  ThreadPool pool(2);
+  GenerateOptions g;
+  g.sampling.temperature = 0.0f;
+  g.max_tokens = 4;
+  g.ignore_eos = true;
+  auto r = generate(**model, **tok, (*tok)->encode("Hello", true, false), g, pool, {});
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r->tokens.size(), 4u);
+}
+
+TEST(Synth, MixRulesApply) {
+  REQUIRE_VOCAB();
+  Scratch out("q4km");
+  SynthOptions o = small(out.path, "Q4_K_M");
+  o.n_embd = 256;
+  o.n_ff = 512;
+  o.n_head = 8;
+  o.n_head_kv = 2;
+  o.n_layer = 8;
+  ASSERT_TRUE(synth(o));
+  auto f = gguf::GgufFile::open(out.path);
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_EQ(*f->get_u64("general.file_type"), 15u);
+  EXPECT_EQ(f->find_tensor("output.weight")->type, GgmlType::Q6_K);
+  EXPECT_EQ(f->find_tensor("token_embd.weight")->type, GgmlType::Q4_K);
+  // use_more_bits(i, 8): i < 1, i >= 7, (i - 1) % 3 == 2 -> layers 0, 3, 6, 7.
+  for (int i = 0; i < 8; ++i) {
+    const bool more = i == 0 || i == 3 || i == 6 || i == 7;
+    const std::string b = "blk." + std::to_string(i) + ".";
+    EXPECT_EQ(f->find_tensor(b + "attn_v.weight")->type, more ? GgmlType::Q6_K : GgmlType::Q4_K) << i;
+    EXPECT_EQ(f->find_tensor(b + "ffn_down.weight")->type, more ? GgmlType::Q6_K : GgmlType::Q4_K) << i;
+    EXPECT_EQ(f->find_tensor(b + "attn_q.weight")->type, GgmlType::Q4_K) << i;
+  }
+  EXPECT_TRUE(Model::load(out.path).is_ok());
+}
+
+TEST(Synth, SameSeedSameBytesOnAnyThreadCount) {
+  REQUIRE_VOCAB();
+  Scratch a("seed_a"), b("seed_b"), c("seed_c");
+  ASSERT_TRUE(synth(small(a.path, "Q4_0", 11), 1));
+  ASSERT_TRUE(synth(small(b.path, "Q4_0", 11), 3));
+  ASSERT_TRUE(synth(small(c.path, "Q4_0", 12), 2));
+  auto ra = read_file(a.path), rb = read_file(b.path), rc = read_file(c.path);
+  ASSERT_TRUE(ra.is_ok() && rb.is_ok() && rc.is_ok());
+  EXPECT_TRUE(*ra == *rb);
+  EXPECT_EQ(ra->size(), rc->size());
+  EXPECT_FALSE(*ra == *rc);
+}
+
+TEST(Synth, WeightsHaveTheRequestedSpread) {
+  REQUIRE_VOCAB();
+  Scratch out("f32");
+  ASSERT_TRUE(synth(small(out.path, "F32")));
+  auto f = gguf::GgufFile::open(out.path);
+  ASSERT_TRUE(f.is_ok());
+  // token_embd: 2M draws; std within 0.5% of 0.02, mean within a few standard errors of 0.
+  for (const char* name : {"token_embd.weight", "blk.0.attn_q.weight", "blk.1.ffn_down.weight"}) {
+    const auto* t = f->find_tensor(name);
+    ASSERT_EQ(t->type, GgmlType::F32);
+    const float* v = reinterpret_cast<const float*>(t->data);
+    double sum = 0, sum2 = 0, amax = 0;
+    for (uint64_t i = 0; i < t->n_elements; ++i) {
+      sum += v[i];
+      sum2 += double(v[i]) * v[i];
+      amax = std::max(amax, std::fabs(double(v[i])));
+    }
+    const double n = double(t->n_elements), mean = sum / n, std_dev = std::sqrt(sum2 / n - mean * mean);
+    const double tol = 0.02 * 4.0 / std::sqrt(n);  // ~4 standard errors of the mean (and of the std, roughly)
+    EXPECT_NEAR(mean, 0.0, tol) << name;
+    EXPECT_NEAR(std_dev, 0.02, std::max(4.0 * tol, 1e-4)) << name;
+    EXPECT_LE(amax, 0.02 * 3.47) << name;
+    EXPECT_GT(amax, 0.02 * 2.5) << name << ": tails reach past 2.5 std";
+  }
+  // Rows differ from one another (each row has its own stream).
+  const auto* q = f->find_tensor("blk.0.attn_q.weight");
+  EXPECT_NE(std::memcmp(q->data, q->data + 64 * 4, 64 * 4), 0);
+}
+
+TEST(Synth, BadShapesAreRefusedBeforeAnythingIsWritten) {
+  Scratch out("bad");
+  struct Bad {
+    void (*edit)(SynthOptions&);
+    const char* needle;
+  };
+  const Bad cases[] = {
+      {[](SynthOptions& o) { o.n_head = 5; }, "does not divide --dim"},
+      {[](SynthOptions& o) { o.n_head_kv = 3; }, "does not divide --heads"},
+      {[](SynthOptions& o) { o.n_head_kv = 8; }, "does not divide --heads"},
+      {[](SynthOptions& o) { o.n_embd = 60; o.n_head = 4; }, "must be even"},  // head size 15
+      {[](SynthOptions& o) { o.n_layer = 0; }, "must be positive"},
+      {[](SynthOptions& o) { o.arch = "gpt2"; }, "unsupported --arch"},
+      {[](SynthOptions& o) { o.vocab_path = ""; }, "--vocab-from"},
+  };
+  for (const auto& c : cases) {
+    SynthOptions o = small(out.path, "Q8_0");
+    c.edit(o);
+    const Status s = validate_synth_options(o);
+    ASSERT_FALSE(s.is_ok()) << c.needle;
+    EXPECT_EQ(s.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(s.message().find(c.needle), std::string::npos) << s.message();
+    EXPECT_FALSE(synth(o).is_ok());
+    EXPECT_FALSE(std::filesystem::exists(out.path));
+  }
+  SynthOptions o = small(out.path, "Q8_0");
+  o.vocab_path = "/nonexistent/vocab.gguf";
+  const Status s = synth(o);
+  EXPECT_NE(s.message().find("cannot open"), std::string::npos) << s.message();
+  EXPECT_FALSE(std::filesystem::exists(out.path));
+}
+
+}  // namespace
+}  // namespace tern
