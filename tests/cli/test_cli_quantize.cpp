@@ -1,0 +1,128 @@
+// `tern quantize` and `tern synth` as subprocesses: outputs that load and run,
+// a one-line summary on a non-terminal stderr, and one-line errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "../model/model_fixture.h"
+#include "gguf/reader.h"
+
+namespace tern {
+namespace {
+
+struct Output {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+Output tern(const std::string& args) {
+  const std::string err_path = std::string(TERN_BINARY_DIR) + "/cli_q_stderr." + std::to_string(::getpid()) + ".txt";
+  const std::string cmd = std::string(TERN_BINARY_DIR) + "/tools/tern/tern " + args + " 2>" + err_path + " </dev/null";
+  Output o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
+  const int status = pclose(p);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  o.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  std::remove(err_path.c_str());
+  return o;
+}
+
+std::string scratch(const std::string& name) {
+  return std::string(TERN_BINARY_DIR) + "/cli_" + name + "." + std::to_string(::getpid()) + ".gguf";
+}
+
+std::string vocab() { return std::string(TERN_SHARED_DIR) + "/testdata/tokenizers/ggml-vocab-llama-spm.gguf"; }
+
+TEST(CliQuantize, WritesALoadableModelAndOneSummaryLine) {
+  TERN_REQUIRE_STORIES();
+  const std::string out = scratch("q4km");
+  auto o = tern("quantize " + quote(test::stories_gguf()) + " " + quote(out) + " q4_k_m -t 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_TRUE(o.out.empty());
+  // stderr is a file, not a terminal: no progress bar, one summary line.
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_EQ(o.err.find('\r'), std::string::npos);
+  EXPECT_NE(o.err.find("Q4_K_M"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("bits/weight"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("MiB ->"), std::string::npos) << o.err;
+  auto f = gguf::GgufFile::open(out);
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_EQ(*f->get_u64("general.file_type"), 15u);
+  EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
+  auto run = tern("run -m " + quote(out) + " -p 'Once upon a time' -n 8 --temp 0");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(run.out.empty());
+  std::filesystem::remove(out);
+}
+
+TEST(CliSynth, WritesARunnableModel) {
+  if (!std::filesystem::exists(vocab())) GTEST_SKIP() << "tokenizer test data absent";
+  const std::string out = scratch("synth");
+  auto o = tern("synth --arch llama --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --vocab-from " +
+                quote(vocab()) + " --type Q4_0 -o " + quote(out) + " --seed 3 -t 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find("bits/weight"), std::string::npos) << o.err;
+  auto f = gguf::GgufFile::open(out);
+  ASSERT_TRUE(f.is_ok());
+  EXPECT_EQ(*f->get_u64("general.file_type"), 2u);
+  EXPECT_EQ(*f->get_u64("llama.context_length"), 4096u);
+  auto run = tern("run -m " + quote(out) + " -p 'Hello' -n 4 --temp 0");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  std::filesystem::remove(out);
+}
+
+TEST(CliQuantize, ErrorsAreOneClearLineAndNonZero) {
+  const std::string m = test::stories_gguf().empty() ? "/nonexistent.gguf" : quote(test::stories_gguf());
+  const std::string out = scratch("never");
+  const std::string v = quote(vocab());
+  const std::string shape = " --arch llama --layers 2 --ffn 128 --vocab-from " + v + " --type Q8_0 -o " + quote(out);
+  struct Case {
+    std::string args, needle;
+  };
+  const Case cases[] = {
+      {"quantize " + m + " " + quote(out) + " Q9_X", "unknown type 'Q9_X'"},
+      {"quantize /nonexistent/in.gguf " + quote(out) + " Q4_0", "cannot open"},
+      {"quantize " + m + " " + quote(out), "missing TYPE"},
+      {"quantize " + m + " /nonexistent-dir/out.gguf Q8_0", "cannot create"},
+      {"quantize " + m + " " + quote(out) + " Q8_0 -t -1", "must not be negative"},
+      {"synth --dim 64 --heads 5" + shape, "--heads 5 does not divide --dim 64"},
+      {"synth --dim 64 --heads 4 --kv-heads 3" + shape, "--kv-heads 3 does not divide --heads 4"},
+      {"synth --dim 60 --heads 4" + shape, "must be even"},
+      {"synth --dim 64 --heads 4 --layers 2 --ffn 128 --vocab-from " + v + " -o " + quote(out), "--type is required"},
+      {"synth --dim 64 --heads 4 --layers 2 --ffn 128 --vocab-from " + v + " --type Q7 -o " + quote(out),
+       "unknown type 'Q7'"},
+      {"synth --dim 64 --heads 4 --arch gpt2 --layers 2 --ffn 128 --vocab-from " + v + " --type F16 -o " + quote(out),
+       "unsupported --arch"},
+      {"synth --dim 64 --heads 4 --layers 2 --ffn 128 --vocab-from /nonexistent.gguf --type F16 -o " + quote(out),
+       "cannot open"},
+  };
+  for (const auto& c : cases) {
+    auto o = tern(c.args);
+    EXPECT_NE(o.exit_code, 0) << c.args;
+    EXPECT_NE(o.err.find(c.needle), std::string::npos) << c.args << " -> " << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << c.args << " -> " << o.err;
+    EXPECT_TRUE(o.out.empty()) << c.args;
+    EXPECT_FALSE(std::filesystem::exists(out)) << c.args;
+    EXPECT_FALSE(std::filesystem::exists(out + ".tmp")) << c.args;
+  }
+}
+
+}  // namespace
+}  // namespace tern
