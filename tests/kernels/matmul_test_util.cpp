@@ -69,7 +69,7 @@ double budget(const Problem& p, GgmlType act_type, int64_t r, int64_t c) {
         case GgmlType::Q8_0:
         case GgmlType::Q8_1: e = 0.57 * amax / 127.0; break;
         case GgmlType::Q8_K: e = 0.51 * amax / 127.0; break;
-        case GgmlType::BF16: e = std::ldexp(std::fabs(double(x[j])), -9); break;
+        case GgmlType::BF16: e = std::ldexp(std::fabs(double(x[j])), -8); break;
         default: break;
       }
       act += std::fabs(double(w[j])) * e;

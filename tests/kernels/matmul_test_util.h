@@ -13,7 +13,7 @@
 //   Q8_0, Q8_1  e_j = 0.57 * amax_b / 127: half a step of d = amax/127, plus
 //               d's fp16 rounding (2^-11 relative) times |q| <= 127: 0.5 + 127/2048
 //   Q8_K        e_j = 0.51 * amax_b / 127 (f32 d: half a step plus f32 slack)
-//   BF16        e_j = 2^-9 |x_j| (round to nearest of an 8-bit significand)
+//   BF16        e_j = 2^-8 |x_j| (round to nearest, 8-bit significand: unit roundoff 2^-8)
 //   F32         e_j = 0
 // and s_err_b = 2^-10 * (sum_j |x_j| + 32 d_b): s = fp16(d * sum q) differs
 // from the decoded fp16(d) * sum(q) by two fp16 roundings.

@@ -89,29 +89,7 @@ TEST(RefOps, RopePreservesNormAndRelativePosition) {
   EXPECT_GT(std::fabs(dot_at(10, 3) - dot_at(10, 9)), 1e-3);
 }
 
-TEST(RefOps, MatmulMatchesNaiveForEveryTypeAndThreadCount) {
-  const int rows = 37, cols = 64, n_tok = 3;
-  auto w = randn(rows * cols, 3), x = randn(n_tok * cols, 4);
-  for (auto type : {gguf::GgmlType::F32, gguf::GgmlType::F16, gguf::GgmlType::BF16, gguf::GgmlType::Q8_0, gguf::GgmlType::Q4_0}) {
-    const auto* tr = quant::traits(type);
-    std::vector<uint8_t> q(quant::row_bytes(*tr, cols) * rows);
-    for (int r = 0; r < rows; ++r) tr->from_float(w.data() + r * cols, q.data() + r * quant::row_bytes(*tr, cols), cols);
-    std::vector<float> deq(rows * cols);
-    for (int r = 0; r < rows; ++r) tr->to_float(q.data() + r * quant::row_bytes(*tr, cols), deq.data() + r * cols, cols);
-    WeightView view{tr, q.data(), rows, cols, quant::row_bytes(*tr, cols)};
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      std::vector<float> y(n_tok * rows);
-      matmul(view, x.data(), y.data(), n_tok, pool);
-      for (int t = 0; t < n_tok; ++t)
-        for (int r = 0; r < rows; ++r) {
-          double want = 0;
-          for (int c = 0; c < cols; ++c) want += double(deq[r * cols + c]) * x[t * cols + c];
-          ASSERT_NEAR(y[t * rows + r], want, 1e-4) << tr->name << " threads " << threads;
-        }
-    }
-  }
-}
+// matmul() itself (any level, quantized activations) is tested in test_matmul_driver.cpp.
 
 }  // namespace
 }  // namespace tern::kernels

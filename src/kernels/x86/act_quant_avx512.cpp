@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/x86/avx512_util.h"
 #include "kernels/x86/x86_impl.h"
 #include "quant/blocks.h"
 #include "quant/k_blocks.h"
@@ -40,11 +41,11 @@ inline int quantize_32(const float* x, float id, int8_t* q) {
   const __m512i b = _mm512_cvtps_epi32(round_half_away(_mm512_mul_ps(_mm512_loadu_ps(x + 16), vid)));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q), _mm512_cvtsepi32_epi8(a));
   _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16), _mm512_cvtsepi32_epi8(b));
-  return _mm512_reduce_add_epi32(_mm512_add_epi32(a, b));
+  return hsum_epi32(_mm512_add_epi32(a, b));
 }
 
 inline float absmax_32(const float* x) {
-  return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x)), _mm512_abs_ps(_mm512_loadu_ps(x + 16))));
+  return hmax(_mm512_max_ps(_mm512_abs_ps(_mm512_loadu_ps(x)), _mm512_abs_ps(_mm512_loadu_ps(x + 16))));
 }
 
 }  // namespace
@@ -81,7 +82,7 @@ void avx512_quantize_q8_k(const float* x, void* xq, int64_t n) {
   for (int64_t i = 0; i < n / quant::kQK_K; ++i, x += quant::kQK_K) {
     __m512 vmax = _mm512_setzero_ps();
     for (int k = 0; k < kChunks; ++k) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(x + 16 * k)));
-    const float amax = _mm512_reduce_max_ps(vmax);
+    const float amax = hmax(vmax);
     if (amax == 0.0f) {
       std::memset(&b[i], 0, sizeof(BlockQ8_K));
       continue;
@@ -100,7 +101,7 @@ void avx512_quantize_q8_k(const float* x, void* xq, int64_t n) {
     for (int k = 0; k < kChunks; ++k) {
       const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * k), vs));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(b[i].qs + 16 * k), _mm512_cvtsepi32_epi8(q));
-      b[i].bsums[k] = static_cast<int16_t>(_mm512_reduce_add_epi32(q));
+      b[i].bsums[k] = static_cast<int16_t>(hsum_epi32(q));
     }
     b[i].d = 1.0f / iscale;
   }

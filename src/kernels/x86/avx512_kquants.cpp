@@ -1,8 +1,277 @@
-// stub
+// AVX-512 VNNI tiles for the K-quant super-blocks: Q2_K Q3_K Q4_K Q5_K Q6_K, with Q8_K activations.
+//
+// A 256-element super-block is four chunks of 64 weights, each decoded to
+// unsigned bytes u in one zmm ("chunk k"). Sub-block scales are small
+// integers, so the whole super-block accumulates in int32 before touching f32:
+//
+//   i32 += vpdpwssd(vpmaddubsw(u, x), scale16)        per chunk (u*x pairs fit int16)
+//   i32 += vpdpwssd(bsums, corr16)                     offset types: corr = -o * scale
+//   acc += ((f32(i32) * d  [- f32(bsums . mins16) * dmin]) * dx
+//
+// where scale16 holds, in int16 lane j, the scale of the sub-block of chunk
+// elements 2j and 2j+1; Q8_K's bsums (sums of 16 activations) carry the parts
+// that are constant over a sub-block:
+//   Q2_K  u = q (0..3),  4-bit scale, 4-bit min per 16:  x = d*sc*q - dmin*m
+//   Q3_K  u = q + 4 (0..7), 6-bit signed scale per 16:   offset o = 4
+//   Q4_K  u = q (0..15), 6-bit scale and min per 32
+//   Q5_K  u = q (0..31), as Q4_K
+//   Q6_K  u = q + 32 (0..63), int8 scale per 16:         offset o = 32
+// maddubs cannot saturate: 63 * 127 * 2 < 32767. Chunks follow element order
+// except in Q4_K/Q5_K, whose nibble layout makes chunk k hold sub-blocks
+// (2k', 2k'+2) or (2k'+1, 2k'+3); the activations are loaded in that order.
+// Bit layouts: quant/k_blocks.h.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/x86/avx512_util.h"
+#include "kernels/x86/tile_dispatch.h"
 #include "kernels/x86/x86_impl.h"
+#include "quant/k_blocks.h"
 
 namespace tern::kernels::x86 {
+namespace {
 
-const MatmulKernels* avx512_kquant_kernels(gguf::GgmlType) { return nullptr; }
+using gguf::GgmlType;
+using quant::kQK_K;
+
+constexpr size_t kXBytes = sizeof(quant::BlockQ8_K);
+
+// One row's super-block, ready for its chunks.
+struct KRow {
+  const uint8_t* b;  // the block
+  __m512i scales;    // int16 source of the per-chunk scale vectors (vpermw)
+  __m512i corr;      // int16 x16 (lanes 0..15) dotted with bsums: mins or -o * scale
+  __m512 d, dmin;    // broadcast super-scales (dmin unused by offset types)
+};
+
+inline __m512 bcast_f16(const uint8_t* p) { return _mm512_set1_ps(_cvtsh_ss(load_u16(p))); }
+
+// int16 lane j of the result = lane idx[j] of src.
+inline __m512i perm16(const __m512i& idx, const __m512i& src) { return _mm512_permutexvar_epi16(idx, src); }
+
+// Index vector: lane j -> sub-block (4k + j / 8), the natural order of 16-element sub-blocks.
+inline __m512i natural_scale_idx(int k) {
+  return _mm512_add_epi16(_mm512_set1_epi16(static_cast<short>(4 * k)),
+                          _mm512_srli_epi16(_mm512_set_epi16(31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17,
+                                                             16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                            3));
+}
+
+// Q4_K / Q5_K chunk k holds sub-blocks a = 4(k/2) + k%2 (lanes 0..15) and a + 2 (lanes 16..31).
+inline __m512i split_scale_idx(int k) {
+  const short a = static_cast<short>(4 * (k / 2) + k % 2);
+  return _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16(a), _mm512_set1_epi16(static_cast<short>(a + 2)));
+}
+
+// The 2-bit fields of 32 bytes at p for p-shifts (2a, 2b) into chunk halves: bits (v >> 2a) & 3 | (v >> 2b) & 3.
+inline __m512i two_bit_chunk(const uint8_t* p, int a, int b) {
+  const __m256i v = load_256(p);
+  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1);
+  const __m512i cnt = _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16(static_cast<short>(2 * a)),
+                                              _mm512_set1_epi16(static_cast<short>(2 * b)));
+  return _mm512_and_si512(_mm512_srlv_epi16(both, cnt), bytes(3));
+}
+
+// Mask of the bytes (32 bytes at p, twice) having bit a in the low half, bit b in the high half.
+inline __mmask64 bit_chunk(const uint8_t* p, int a, int b) {
+  const __m256i v = load_256(p);
+  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(v), v, 1);
+  const __m512i sel = _mm512_inserti64x4(_mm512_set1_epi8(static_cast<char>(1 << a)),
+                                         _mm256_set1_epi8(static_cast<char>(1 << b)), 1);
+  return _mm512_test_epi8_mask(both, sel);
+}
+
+// 8 six-bit scales and 8 mins of Q4_K/Q5_K (12 bytes) -> sc bytes in *sc, min bytes in *m.
+inline void unpack_k4_scales(const uint8_t* s, uint64_t* sc, uint64_t* m) {
+  const uint32_t s0 = load_u32(s), s1 = load_u32(s + 4), s2 = load_u32(s + 8);
+  const uint32_t sc_lo = s0 & 0x3f3f3f3fu, m_lo = s1 & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (s2 & 0x0f0f0f0fu) | ((s0 >> 6) & 0x03030303u) << 4;
+  const uint32_t m_hi = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 6) & 0x03030303u) << 4;
+  *sc = sc_lo | static_cast<uint64_t>(sc_hi) << 32;
+  *m = m_lo | static_cast<uint64_t>(m_hi) << 32;
+}
+
+// Q4_K and Q5_K share the scale block and the nibble layout; Q5_K adds qh.
+template <bool kFifth>
+struct Q45K {
+  static constexpr size_t kBytes = kFifth ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
+  static constexpr bool kSplit = true, kMins = true;
+  static constexpr int kQs = kFifth ? 48 : 16;
+  static void prepare(const uint8_t* b, KRow& row) {
+    uint64_t sc, m;
+    unpack_k4_scales(b + 4, &sc, &m);
+    row.b = b;
+    row.scales = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    // bsums lane i (elements 16i..16i+15) belongs to sub-block i / 2.
+    const __m512i mins = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_cvtsi64_si128(static_cast<long long>(m))));
+    const __m512i idx = _mm512_srli_epi16(_mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 14, 13,
+                                                           12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                          1);
+    row.corr = _mm512_maskz_permutexvar_epi16(0xffff, idx, mins);
+    row.d = bcast_f16(b);
+    row.dmin = bcast_f16(b + 2);
+  }
+  static __m512i quants(const KRow& row, int k) {
+    const __m512i v = load_512(row.b + kQs + 64 * (k / 2));
+    __m512i u = _mm512_and_si512(k % 2 ? _mm512_srli_epi16(v, 4) : v, bytes(0x0f));
+    if constexpr (kFifth) {
+      const int a = 4 * (k / 2) + k % 2;
+      u = _mm512_mask_add_epi8(u, bit_chunk(row.b + 16, a, a + 2), u, bytes(16));
+    }
+    return u;
+  }
+  static __m512i scale_idx(int k) { return split_scale_idx(k); }
+};
+
+struct Q6K {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ6_K);
+  static constexpr bool kSplit = false, kMins = false;
+  static void prepare(const uint8_t* b, KRow& row) {
+    row.b = b;
+    const __m256i sc = _mm256_cvtepi8_epi16(load_128(b + 192));
+    row.scales = _mm512_castsi256_si512(sc);
+    row.corr = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc, _mm256_set1_epi16(-32)));
+    row.d = bcast_f16(b + 208);
+  }
+  // Chunk k = elements 64k..64k+63: low nibbles (k even) or high nibbles (k odd) of ql[64(k/2) ..],
+  // top bits from qh[32(k/2) + r] >> 2p with p = 2(k%2) (first 32) and 2(k%2) + 1 (last 32).
+  static __m512i quants(const KRow& row, int k) {
+    const __m512i v = load_512(row.b + 64 * (k / 2));
+    const __m512i lo = _mm512_and_si512(k % 2 ? _mm512_srli_epi16(v, 4) : v, bytes(0x0f));
+    const __m512i hi = two_bit_chunk(row.b + 128 + 32 * (k / 2), 2 * (k % 2), 2 * (k % 2) + 1);
+    return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
+  }
+  static __m512i scale_idx(int k) { return natural_scale_idx(k); }
+};
+
+struct Q3K {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ3_K);
+  static constexpr bool kSplit = false, kMins = false;
+  static void prepare(const uint8_t* b, KRow& row) {
+    row.b = b;
+    // 16 six-bit scales: low 4 bits in nibbles of scales[0..7], top 2 bits in scales[8..11].
+    const uint32_t a0 = load_u32(b + 96), a1 = load_u32(b + 100), t = load_u32(b + 104);
+    const uint32_t w0 = (a0 & 0x0f0f0f0fu) | (t & 0x03030303u) << 4;
+    const uint32_t w1 = (a1 & 0x0f0f0f0fu) | ((t >> 2) & 0x03030303u) << 4;
+    const uint32_t w2 = ((a0 >> 4) & 0x0f0f0f0fu) | ((t >> 4) & 0x03030303u) << 4;
+    const uint32_t w3 = ((a1 >> 4) & 0x0f0f0f0fu) | ((t >> 6) & 0x03030303u) << 4;
+    const __m128i s6 = _mm_sub_epi8(_mm_set_epi32(static_cast<int>(w3), static_cast<int>(w2), static_cast<int>(w1),
+                                                  static_cast<int>(w0)),
+                                    _mm_set1_epi8(32));
+    const __m256i sc = _mm256_cvtepi8_epi16(s6);
+    row.scales = _mm512_castsi256_si512(sc);
+    row.corr = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc, _mm256_set1_epi16(-4)));
+    row.d = bcast_f16(b + 108);
+  }
+  // Chunk k = elements 64k..: 2-bit fields of qs[32(k/2) + r] >> 2p, p = 2(k%2) + (0 | 1);
+  // the third bit is bit 4(k/2) + p of hmask[r].
+  static __m512i quants(const KRow& row, int k) {
+    const int p = 2 * (k % 2), h = k / 2;
+    const __m512i lo = two_bit_chunk(row.b + 32 + 32 * h, p, p + 1);
+    return _mm512_mask_add_epi8(lo, bit_chunk(row.b, 4 * h + p, 4 * h + p + 1), lo, bytes(4));
+  }
+  static __m512i scale_idx(int k) { return natural_scale_idx(k); }
+};
+
+struct Q2K {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ2_K);
+  static constexpr bool kSplit = false, kMins = true;
+  static void prepare(const uint8_t* b, KRow& row) {
+    row.b = b;
+    const __m128i s = load_128(b);
+    row.scales = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(s, _mm_set1_epi8(0x0f))));
+    row.corr = _mm512_zextsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0f))));
+    row.d = bcast_f16(b + 80);
+    row.dmin = bcast_f16(b + 82);
+  }
+  static __m512i quants(const KRow& row, int k) {
+    const int p = 2 * (k % 2);
+    return two_bit_chunk(row.b + 16 + 32 * (k / 2), p, p + 1);
+  }
+  static __m512i scale_idx(int k) { return natural_scale_idx(k); }
+};
+
+// Activations of chunk k of one Q8_K block, in the weight chunk's element order.
+template <bool kSplit>
+inline __m512i x_chunk(const uint8_t* qs, int k) {
+  if constexpr (kSplit) {
+    const uint8_t* p = qs + 128 * (k / 2) + 32 * (k % 2);
+    return _mm512_inserti64x4(_mm512_castsi256_si512(load_256(p)), load_256(p + 64), 1);
+  }
+  return load_512(qs + 64 * k);
+}
+
+template <class KT>
+struct KTile {
+  template <int R, int C>
+  static void tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
+                   size_t ldy) {
+    __m512 acc[R][C];
+    zero_tile(acc);
+    for (int64_t ib = 0; ib < n / kQK_K; ++ib) {
+      KRow row[R];
+      for (int r = 0; r < R; ++r) KT::prepare(w + r * w_stride + ib * KT::kBytes, row[r]);
+      const uint8_t* xb = x + ib * kXBytes;
+      __m512i isum[R][C];
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) isum[r][c] = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) {
+        __m512i xk[C];
+        for (int c = 0; c < C; ++c) xk[c] = x_chunk<KT::kSplit>(xb + c * x_stride + 4, k);
+        const __m512i idx = KT::scale_idx(k);
+        for (int r = 0; r < R; ++r) {
+          const __m512i u = KT::quants(row[r], k);
+          const __m512i sc = perm16(idx, row[r].scales);
+          for (int c = 0; c < C; ++c) isum[r][c] = _mm512_dpwssd_epi32(isum[r][c], _mm512_maddubs_epi16(u, xk[c]), sc);
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        const uint8_t* xc = xb + c * x_stride;
+        const __m512i bsums = _mm512_zextsi256_si512(load_256(xc + 4 + kQK_K));
+        float dx;
+        std::memcpy(&dx, xc, sizeof(dx));
+        const __m512 vdx = _mm512_set1_ps(dx);
+        for (int r = 0; r < R; ++r) {
+          __m512 t;
+          if constexpr (KT::kMins) {
+            const __m512 m = _mm512_cvtepi32_ps(_mm512_madd_epi16(bsums, row[r].corr));
+            t = _mm512_fnmadd_ps(m, row[r].dmin, _mm512_mul_ps(_mm512_cvtepi32_ps(isum[r][c]), row[r].d));
+          } else {
+            t = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_dpwssd_epi32(isum[r][c], bsums, row[r].corr)), row[r].d);
+          }
+          acc[r][c] = _mm512_fmadd_ps(t, vdx, acc[r][c]);
+        }
+      }
+    }
+    store_tile(acc, y, ldy);
+  }
+};
+
+template <class KT, int R, int C>
+constexpr MatmulKernels row() {
+  return {GgmlType::Q8_K, avx512_quantize_q8_k, dispatch_tile<KTile<KT>, R, C>, R, C, CpuLevel::Avx512};
+}
+
+constexpr MatmulKernels kQ2_K = row<Q2K, 2, 4>();
+constexpr MatmulKernels kQ3_K = row<Q3K, 2, 4>();
+constexpr MatmulKernels kQ4_K = row<Q45K<false>, 2, 4>();
+constexpr MatmulKernels kQ5_K = row<Q45K<true>, 2, 4>();
+constexpr MatmulKernels kQ6_K = row<Q6K, 2, 4>();
+
+}  // namespace
+
+const MatmulKernels* avx512_kquant_kernels(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q2_K: return &kQ2_K;
+    case GgmlType::Q3_K: return &kQ3_K;
+    case GgmlType::Q4_K: return &kQ4_K;
+    case GgmlType::Q5_K: return &kQ5_K;
+    case GgmlType::Q6_K: return &kQ6_K;
+    default: return nullptr;
+  }
+}
 
 }  // namespace tern::kernels::x86

@@ -67,6 +67,26 @@ inline __m512 spread_once_x4(__m128 v) {
   return _mm512_maskz_permutexvar_ps(0x1111, idx, _mm512_castps128_ps512(v));
 }
 
+// Horizontal reductions (GCC 12's _mm512_reduce_* trip -Wuninitialized in its own headers).
+inline float hsum(__m512 v) {
+  const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  b = _mm_add_ps(b, _mm_movehl_ps(b, b));
+  return _mm_cvtss_f32(_mm_add_ss(b, _mm_movehdup_ps(b)));
+}
+inline float hmax(__m512 v) {
+  const __m256 a = _mm256_max_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  __m128 b = _mm_max_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  b = _mm_max_ps(b, _mm_movehl_ps(b, b));
+  return _mm_cvtss_f32(_mm_max_ss(b, _mm_movehdup_ps(b)));
+}
+inline int hsum_epi32(__m512i v) {
+  const __m256i a = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti32x8_epi32(v, 1));
+  __m128i b = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+  b = _mm_add_epi32(b, _mm_unpackhi_epi64(b, b));
+  return _mm_cvtsi128_si32(_mm_add_epi32(b, _mm_shuffle_epi32(b, 1)));
+}
+
 inline __m512i bytes(int v) { return _mm512_set1_epi8(static_cast<char>(v)); }
 
 // Zero the accumulators of an R x C tile.
@@ -80,7 +100,7 @@ inline void zero_tile(__m512 (&acc)[R][C]) {
 template <int R, int C>
 inline void store_tile(const __m512 (&acc)[R][C], float* y, size_t ldy) {
   for (int c = 0; c < C; ++c)
-    for (int r = 0; r < R; ++r) y[c * ldy + r] = _mm512_reduce_add_ps(acc[r][c]);
+    for (int r = 0; r < R; ++r) y[c * ldy + r] = hsum(acc[r][c]);
 }
 
 }  // namespace

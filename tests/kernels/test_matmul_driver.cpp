@@ -1,0 +1,49 @@
+// kernels::matmul (the tiled driver at the best level this CPU runs) against
+// the scalar reference within the kernels' error budget: every type, thread
+// counts 1..3, token counts that leave partial row and column tiles.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/matmul_test_util.h"
+#include "kernels/ref/ops.h"
+#include "quant/quant.h"
+
+namespace tern::kernels {
+namespace {
+
+using gguf::GgmlType;
+
+TEST(MatmulDriver, MatchesReferenceForEveryTypeThreadCountAndTokenCount) {
+  const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
+                            GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
+                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL};
+  for (GgmlType t : types) {
+    const quant::TypeTraits* tr = quant::traits(t);
+    const MatmulKernels* k = matmul_kernels(t);
+    ASSERT_NE(k, nullptr);
+    const int64_t n = tr->block_elems == 256 ? 512 : 96;
+    for (int64_t n_tokens : {1, 3, 17, 64}) {
+      // 37 rows: a partial row tile for every max_rows > 1.
+      const testing::Problem p = testing::make_problem(t, n, 37, n_tokens, static_cast<uint32_t>(n_tokens));
+      const std::vector<float> want = testing::reference(p);
+      WeightView view{tr, p.w.data(), p.n_rows, p.n, p.w_stride};
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<float> y(n_tokens * p.n_rows, NAN);
+        matmul(view, p.x.data(), y.data(), n_tokens, pool);
+        for (int64_t c = 0; c < n_tokens; ++c)
+          for (int64_t r = 0; r < p.n_rows; ++r)
+            ASSERT_LE(std::fabs(double(y[c * p.n_rows + r]) - want[c * p.n_rows + r]), testing::budget(p, k->act_type, r, c))
+                << tr->name << "@" << cpu_level_name(k->level) << " threads " << threads << " tokens " << n_tokens
+                << " r " << r << " c " << c << " got " << y[c * p.n_rows + r] << " want " << want[c * p.n_rows + r];
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern::kernels
