@@ -1,8 +1,84 @@
-// stub
+// AVX2 tiles for float weights: F32, F16 (vcvtph2ps) and BF16 (16-bit shift), all
+// against f32 activations (act F32): widening is exact, so the only error is
+// the f32 summation order. Row tails shorter than 8 go through a zero-padded
+// copy.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/x86/avx2_util.h"
+#include "kernels/x86/tile_dispatch.h"
 #include "kernels/x86/x86_impl.h"
 
 namespace tern::kernels::x86 {
+namespace {
 
-const MatmulKernels* avx2_float_kernels(gguf::GgmlType) { return nullptr; }
+using gguf::GgmlType;
+
+void copy_f32(const float* x, void* xq, int64_t n) { std::memcpy(xq, x, static_cast<size_t>(n) * sizeof(float)); }
+
+struct F32W {
+  static constexpr size_t kElemBytes = 4;
+  static __m256 load(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
+};
+struct F16W {
+  static constexpr size_t kElemBytes = 2;
+  static __m256 load(const uint8_t* p) { return _mm256_cvtph_ps(load_128(p)); }
+};
+struct Bf16W {
+  static constexpr size_t kElemBytes = 2;
+  static __m256 load(const uint8_t* p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load_128(p)), 16));
+  }
+};
+
+template <class WT>
+struct FmaTile {
+  template <int R, int C>
+  static inline void step(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, __m256 (&acc)[R][C]) {
+    __m256 xv[C];
+    for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_ps(reinterpret_cast<const float*>(x + c * x_stride));
+    for (int r = 0; r < R; ++r) {
+      const __m256 wv = WT::load(w + r * w_stride);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
+    }
+  }
+
+  template <int R, int C>
+  static void tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
+                   size_t ldy) {
+    __m256 acc[R][C];
+    zero_tile(acc);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) step<R, C>(w + i * WT::kElemBytes, w_stride, x + i * 4, x_stride, acc);
+    if (i < n) {
+      // The last n - i elements of every row and column, zero-padded to 8.
+      const size_t tail = static_cast<size_t>(n - i);
+      uint8_t wt[R][8 * WT::kElemBytes] = {};
+      uint8_t xt[C][8 * 4] = {};
+      for (int r = 0; r < R; ++r) std::memcpy(wt[r], w + r * w_stride + i * WT::kElemBytes, tail * WT::kElemBytes);
+      for (int c = 0; c < C; ++c) std::memcpy(xt[c], x + c * x_stride + i * 4, tail * 4);
+      step<R, C>(wt[0], sizeof(wt[0]), xt[0], sizeof(xt[0]), acc);
+    }
+    store_tile(acc, y, ldy);
+  }
+};
+
+constexpr MatmulKernels kF32 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<F32W>, 3, 4>, 3, 4, CpuLevel::Avx2};
+constexpr MatmulKernels kF16 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<F16W>, 3, 4>, 3, 4, CpuLevel::Avx2};
+constexpr MatmulKernels kBf16 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<Bf16W>, 3, 4>, 3, 4, CpuLevel::Avx2};
+
+}  // namespace
+
+const MatmulKernels* avx2_float_kernels(GgmlType t) {
+  switch (t) {
+    case GgmlType::F32: return &kF32;
+    case GgmlType::F16: return &kF16;
+    case GgmlType::BF16: return &kBf16;
+    default: return nullptr;
+  }
+}
 
 }  // namespace tern::kernels::x86

@@ -1,8 +1,216 @@
-// stub
+// AVX2 tiles for the K-quant super-blocks: Q2_K Q3_K Q4_K Q5_K Q6_K, with Q8_K activations.
+//
+// The same plan as avx512_kquants.cpp on 32-element chunks (all in element
+// order): chunk j's weights as unsigned bytes u, then
+//
+//   i32 += vpmaddwd(vpmaddubsw(u, x), scale16)          scale16: int16 lane i = scale of elements 2i, 2i+1
+//   i32 += vpmaddwd(bsums, corr16)                       offset types (corr = -o * scale)
+//   acc += ((f32(i32) * d [- f32(vpmaddwd(bsums, mins16)) * dmin]) * dx
+//
+// with u, o and the scale widths as listed there. scale16 comes from one
+// vpshufb of the row's scales (int16, both 128-bit lanes holding the eight
+// scales a chunk can need).
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/x86/avx2_util.h"
+#include "kernels/x86/kquant_scales.h"
+#include "kernels/x86/tile_dispatch.h"
 #include "kernels/x86/x86_impl.h"
+#include "quant/k_blocks.h"
 
 namespace tern::kernels::x86 {
+namespace {
 
-const MatmulKernels* avx2_kquant_kernels(gguf::GgmlType) { return nullptr; }
+using gguf::GgmlType;
+using quant::kQK_K;
+
+constexpr size_t kXBytes = sizeof(quant::BlockQ8_K);
+
+struct KRow {
+  const uint8_t* b;
+  __m256i sc_lo, sc_hi;  // int16 scales of sub-blocks 0..7 / 8..15, in both 128-bit lanes
+  __m256i corr;          // int16 x16 dotted with bsums: mins or -o * scale
+  __m256 d, dmin;
+};
+
+// int16 x8 in both lanes.
+inline __m256i both_lanes(__m128i v) { return _mm256_broadcastsi128_si256(v); }
+
+// Shuffle picking int16 lane a (of 8) for the low 128 bits and lane b for the high 128 bits.
+inline __m256i pick16(const __m256i& src, int a, int b) {
+  const __m256i idx = _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * a)),
+                                        _mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * b)));
+  return _mm256_shuffle_epi8(src, idx);
+}
+
+// Scale vector of chunk j for 16-element sub-blocks (2j, 2j + 1).
+inline __m256i scale16_pair(const KRow& row, int j) {
+  return pick16(j < 4 ? row.sc_lo : row.sc_hi, (2 * j) % 8, (2 * j + 1) % 8);
+}
+
+// (v >> shift) & mask on every byte of 32 bytes at p (shift <= 7).
+inline __m256i bits(const uint8_t* p, int shift, int mask) {
+  return _mm256_and_si256(_mm256_srli_epi16(load_256(p), shift), bytes(mask));
+}
+
+inline __m256 bcast_f16(const uint8_t* p) { return _mm256_set1_ps(f16_to_f32(p)); }
+
+template <bool kFifth>
+struct Q45K {
+  static constexpr size_t kBytes = kFifth ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
+  static constexpr bool kMins = true;
+  static constexpr int kQs = kFifth ? 48 : 16;
+  static void prepare(const uint8_t* b, KRow& row) {
+    uint64_t sc, m;
+    unpack_q4k_scales(b + 4, &sc, &m);
+    row.b = b;
+    row.sc_lo = both_lanes(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    // bsums lane i (elements 16i..) belongs to sub-block i / 2: duplicate every min byte.
+    const __m128i m8 = _mm_cvtsi64_si128(static_cast<long long>(m));
+    row.corr = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+    row.d = bcast_f16(b);
+    row.dmin = bcast_f16(b + 2);
+  }
+  static __m256i quants(const KRow& row, int j) {
+    __m256i u = bits(row.b + kQs + 32 * (j / 2), 4 * (j % 2), 0x0f);
+    if constexpr (kFifth) u = _mm256_or_si256(u, _mm256_slli_epi16(bits(row.b + 16, j, 0x01), 4));
+    return u;
+  }
+  static __m256i scale16(const KRow& row, int j) { return pick16(row.sc_lo, j, j); }
+};
+
+struct Q6K {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ6_K);
+  static constexpr bool kMins = false;
+  static void prepare(const uint8_t* b, KRow& row) {
+    row.b = b;
+    const __m256i sc = _mm256_cvtepi8_epi16(load_128(b + 192));
+    row.sc_lo = _mm256_permute2x128_si256(sc, sc, 0x00);
+    row.sc_hi = _mm256_permute2x128_si256(sc, sc, 0x11);
+    row.corr = _mm256_mullo_epi16(sc, _mm256_set1_epi16(-32));
+    row.d = bcast_f16(b + 208);
+  }
+  // Chunk j = 128h + 32p: ql[64h + 32(p&1) + r] nibble p>>1, qh[32h + r] bits 2p.
+  static __m256i quants(const KRow& row, int j) {
+    const int h = j / 4, p = j % 4;
+    const __m256i lo = bits(row.b + 64 * h + 32 * (p & 1), 4 * (p >> 1), 0x0f);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(bits(row.b + 128 + 32 * h, 2 * p, 0x03), 4));
+  }
+  static __m256i scale16(const KRow& row, int j) { return scale16_pair(row, j); }
+};
+
+struct Q3K {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ3_K);
+  static constexpr bool kMins = false;
+  static void prepare(const uint8_t* b, KRow& row) {
+    row.b = b;
+    uint8_t s6[16];
+    unpack_q3k_scales(b + 96, s6);
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(load_128(s6), _mm_set1_epi8(32)));
+    row.sc_lo = _mm256_permute2x128_si256(sc, sc, 0x00);
+    row.sc_hi = _mm256_permute2x128_si256(sc, sc, 0x11);
+    row.corr = _mm256_mullo_epi16(sc, _mm256_set1_epi16(-4));
+    row.d = bcast_f16(b + 108);
+  }
+  // Chunk j = 128h + 32p: qs[32h + r] bits 2p, plus 4 where hmask[r] has bit 4h + p.
+  static __m256i quants(const KRow& row, int j) {
+    const int h = j / 4, p = j % 4;
+    const __m256i lo = bits(row.b + 32 + 32 * h, 2 * p, 0x03);
+    return _mm256_or_si256(lo, _mm256_slli_epi16(bits(row.b, 4 * h + p, 0x01), 2));
+  }
+  static __m256i scale16(const KRow& row, int j) { return scale16_pair(row, j); }
+};
+
+struct Q2K {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ2_K);
+  static constexpr bool kMins = true;
+  static void prepare(const uint8_t* b, KRow& row) {
+    row.b = b;
+    const __m128i s = load_128(b);
+    const __m256i sc = _mm256_cvtepu8_epi16(_mm_and_si128(s, _mm_set1_epi8(0x0f)));
+    row.sc_lo = _mm256_permute2x128_si256(sc, sc, 0x00);
+    row.sc_hi = _mm256_permute2x128_si256(sc, sc, 0x11);
+    row.corr = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s, 4), _mm_set1_epi8(0x0f)));
+    row.d = bcast_f16(b + 80);
+    row.dmin = bcast_f16(b + 82);
+  }
+  static __m256i quants(const KRow& row, int j) { return bits(row.b + 16 + 32 * (j / 4), 2 * (j % 4), 0x03); }
+  static __m256i scale16(const KRow& row, int j) { return scale16_pair(row, j); }
+};
+
+template <class KT>
+struct KTile {
+  template <int R, int C>
+  static void tile(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, float* y,
+                   size_t ldy) {
+    __m256 acc[R][C];
+    zero_tile(acc);
+    for (int64_t ib = 0; ib < n / kQK_K; ++ib) {
+      KRow row[R];
+      for (int r = 0; r < R; ++r) KT::prepare(w + r * w_stride + ib * KT::kBytes, row[r]);
+      const uint8_t* xb = x + ib * kXBytes;
+      __m256i isum[R][C];
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < C; ++c) isum[r][c] = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) {
+        __m256i xj[C];
+        for (int c = 0; c < C; ++c) xj[c] = load_256(xb + c * x_stride + 4 + 32 * j);
+        for (int r = 0; r < R; ++r) {
+          const __m256i u = KT::quants(row[r], j);
+          const __m256i sc = KT::scale16(row[r], j);
+          for (int c = 0; c < C; ++c)
+            isum[r][c] = _mm256_add_epi32(isum[r][c], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xj[c]), sc));
+        }
+      }
+      for (int c = 0; c < C; ++c) {
+        const uint8_t* xc = xb + c * x_stride;
+        const __m256i bsums = load_256(xc + 4 + kQK_K);
+        float dx;
+        std::memcpy(&dx, xc, sizeof(dx));
+        const __m256 vdx = _mm256_set1_ps(dx);
+        for (int r = 0; r < R; ++r) {
+          const __m256i bc = _mm256_madd_epi16(bsums, row[r].corr);
+          __m256 t;
+          if constexpr (KT::kMins) {
+            t = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(bc), row[r].dmin,
+                                 _mm256_mul_ps(_mm256_cvtepi32_ps(isum[r][c]), row[r].d));
+          } else {
+            t = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(isum[r][c], bc)), row[r].d);
+          }
+          acc[r][c] = _mm256_fmadd_ps(t, vdx, acc[r][c]);
+        }
+      }
+    }
+    store_tile(acc, y, ldy);
+  }
+};
+
+template <class KT, int R, int C>
+constexpr MatmulKernels row() {
+  return {GgmlType::Q8_K, avx2_quantize_q8_k, dispatch_tile<KTile<KT>, R, C>, R, C, CpuLevel::Avx2};
+}
+
+constexpr MatmulKernels kQ2_K = row<Q2K, 2, 2>();
+constexpr MatmulKernels kQ3_K = row<Q3K, 2, 2>();
+constexpr MatmulKernels kQ4_K = row<Q45K<false>, 2, 2>();
+constexpr MatmulKernels kQ5_K = row<Q45K<true>, 2, 2>();
+constexpr MatmulKernels kQ6_K = row<Q6K, 2, 2>();
+
+}  // namespace
+
+const MatmulKernels* avx2_kquant_kernels(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q2_K: return &kQ2_K;
+    case GgmlType::Q3_K: return &kQ3_K;
+    case GgmlType::Q4_K: return &kQ4_K;
+    case GgmlType::Q5_K: return &kQ5_K;
+    case GgmlType::Q6_K: return &kQ6_K;
+    default: return nullptr;
+  }
+}
 
 }  // namespace tern::kernels::x86

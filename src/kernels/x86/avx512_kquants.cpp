@@ -27,6 +27,7 @@
 #include <cstring>
 
 #include "kernels/x86/avx512_util.h"
+#include "kernels/x86/kquant_scales.h"
 #include "kernels/x86/tile_dispatch.h"
 #include "kernels/x86/x86_impl.h"
 #include "quant/k_blocks.h"
@@ -84,16 +85,6 @@ inline __mmask64 bit_chunk(const uint8_t* p, int a, int b) {
   return _mm512_test_epi8_mask(both, sel);
 }
 
-// 8 six-bit scales and 8 mins of Q4_K/Q5_K (12 bytes) -> sc bytes in *sc, min bytes in *m.
-inline void unpack_k4_scales(const uint8_t* s, uint64_t* sc, uint64_t* m) {
-  const uint32_t s0 = load_u32(s), s1 = load_u32(s + 4), s2 = load_u32(s + 8);
-  const uint32_t sc_lo = s0 & 0x3f3f3f3fu, m_lo = s1 & 0x3f3f3f3fu;
-  const uint32_t sc_hi = (s2 & 0x0f0f0f0fu) | ((s0 >> 6) & 0x03030303u) << 4;
-  const uint32_t m_hi = ((s2 >> 4) & 0x0f0f0f0fu) | ((s1 >> 6) & 0x03030303u) << 4;
-  *sc = sc_lo | static_cast<uint64_t>(sc_hi) << 32;
-  *m = m_lo | static_cast<uint64_t>(m_hi) << 32;
-}
-
 // Q4_K and Q5_K share the scale block and the nibble layout; Q5_K adds qh.
 template <bool kFifth>
 struct Q45K {
@@ -102,7 +93,7 @@ struct Q45K {
   static constexpr int kQs = kFifth ? 48 : 16;
   static void prepare(const uint8_t* b, KRow& row) {
     uint64_t sc, m;
-    unpack_k4_scales(b + 4, &sc, &m);
+    unpack_q4k_scales(b + 4, &sc, &m);
     row.b = b;
     row.scales = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_cvtsi64_si128(static_cast<long long>(sc))));
     // bsums lane i (elements 16i..16i+15) belongs to sub-block i / 2.
@@ -152,16 +143,9 @@ struct Q3K {
   static constexpr bool kSplit = false, kMins = false;
   static void prepare(const uint8_t* b, KRow& row) {
     row.b = b;
-    // 16 six-bit scales: low 4 bits in nibbles of scales[0..7], top 2 bits in scales[8..11].
-    const uint32_t a0 = load_u32(b + 96), a1 = load_u32(b + 100), t = load_u32(b + 104);
-    const uint32_t w0 = (a0 & 0x0f0f0f0fu) | (t & 0x03030303u) << 4;
-    const uint32_t w1 = (a1 & 0x0f0f0f0fu) | ((t >> 2) & 0x03030303u) << 4;
-    const uint32_t w2 = ((a0 >> 4) & 0x0f0f0f0fu) | ((t >> 4) & 0x03030303u) << 4;
-    const uint32_t w3 = ((a1 >> 4) & 0x0f0f0f0fu) | ((t >> 6) & 0x03030303u) << 4;
-    const __m128i s6 = _mm_sub_epi8(_mm_set_epi32(static_cast<int>(w3), static_cast<int>(w2), static_cast<int>(w1),
-                                                  static_cast<int>(w0)),
-                                    _mm_set1_epi8(32));
-    const __m256i sc = _mm256_cvtepi8_epi16(s6);
+    uint8_t s6[16];
+    unpack_q3k_scales(b + 96, s6);
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(load_128(s6), _mm_set1_epi8(32)));
     row.scales = _mm512_castsi256_si512(sc);
     row.corr = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc, _mm256_set1_epi16(-4)));
     row.d = bcast_f16(b + 108);
