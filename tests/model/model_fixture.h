@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -15,23 +17,32 @@ namespace tern::test {
 
 inline std::string stories_dir() { return std::string(TERN_SHARED_DIR) + "/models/stories260K"; }
 
+// The converted file lives for the test binary's lifetime and is deleted by
+// the static's destructor (one file per process: tests run in parallel).
+struct ConvertedModel {
+  std::string path;
+  ConvertedModel() {
+    const std::string bin = stories_dir() + "/stories260K.bin", vocab = stories_dir() + "/tok512.bin";
+    if (!std::filesystem::exists(bin) || !std::filesystem::exists(vocab)) return;
+    std::filesystem::create_directories(std::string(TERN_BINARY_DIR) + "/test_models");
+    const std::string out =
+        std::string(TERN_BINARY_DIR) + "/test_models/stories260K." + std::to_string(::getpid()) + ".gguf";
+    Llama2cConvertOptions o{bin, vocab, out, "stories260K"};
+    if (auto s = convert_llama2c(o); !s) {
+      ADD_FAILURE() << s.message();
+      return;
+    }
+    path = out;
+  }
+  ~ConvertedModel() {
+    if (!path.empty()) std::filesystem::remove(path);
+  }
+};
+
 // Path of the converted model, or "" when the shared files are absent.
 inline const std::string& stories_gguf() {
-  static const std::string path = [] {
-    const std::string bin = stories_dir() + "/stories260K.bin", vocab = stories_dir() + "/tok512.bin";
-    if (!std::filesystem::exists(bin) || !std::filesystem::exists(vocab)) return std::string();
-    std::filesystem::create_directories(std::string(TERN_BINARY_DIR) + "/test_models");
-    const std::string out = std::string(TERN_BINARY_DIR) + "/test_models/stories260K." + std::to_string(::getpid()) + ".gguf";
-    Llama2cConvertOptions o{bin, vocab, out, "stories260K"};
-    auto s = convert_llama2c(o);
-    if (!s) {
-      ADD_FAILURE() << s.message();
-      return std::string();
-    }
-    std::atexit([] { std::filesystem::remove(stories_gguf()); });
-    return out;
-  }();
-  return path;
+  static const ConvertedModel model;
+  return model.path;
 }
 
 inline std::vector<int> golden_ids() {
