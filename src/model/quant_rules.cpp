@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdio>
 
 namespace tern {
 namespace {
@@ -101,10 +100,15 @@ Role role_of(std::string_view name, bool has_output) {
   return Role::Other;
 }
 
-// "blk.N." -> N, or 0 for tensors outside the layer stack.
+// "blk.N." -> N, or 0 for tensors outside the layer stack (and absurd N).
 int layer_of(std::string_view name) {
+  constexpr std::string_view kPrefix = "blk.";
+  if (name.substr(0, kPrefix.size()) != kPrefix) return 0;
   int i = 0;
-  return std::sscanf(std::string(name).c_str(), "blk.%d.", &i) == 1 && i >= 0 ? i : 0;
+  size_t pos = kPrefix.size();
+  for (; pos < name.size() && pos < kPrefix.size() + 7 && name[pos] >= '0' && name[pos] <= '9'; ++pos)
+    i = i * 10 + (name[pos] - '0');
+  return pos > kPrefix.size() && pos < name.size() && name[pos] == '.' ? i : 0;
 }
 
 bool use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
