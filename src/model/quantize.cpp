@@ -1,5 +1,8 @@
 #include "model/quantize.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -17,6 +20,15 @@ uint64_t element_count(const std::vector<uint64_t>& dims) {
   uint64_t n = 1;
   for (uint64_t d : dims) n *= d;
   return n;
+}
+
+// Drops the whole pages inside `bytes` (part of a read-only file mapping) from
+// this process; later reads fault them back in from the page cache.
+void release_pages(std::span<const uint8_t> bytes) {
+  static const uintptr_t kPage = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(bytes.data()) + kPage - 1) / kPage * kPage;
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size()) / kPage * kPage;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 }  // namespace
@@ -72,6 +84,7 @@ Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const s
       ++report.n_converted;
     }
     TERN_RETURN_IF_ERROR(writer.write_tensor(bytes));
+    if (!job.mapped_input.empty()) release_pages(job.mapped_input);
     report.n_bytes_in += job.n_bytes_in;
     report.n_bytes_out += bytes.size();
     report.n_fallback += job.fell_back ? 1 : 0;
@@ -101,6 +114,7 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
     job.name = t.name;
     job.dims.assign(t.dims.begin(), t.dims.begin() + t.n_dims);
     job.n_bytes_in = t.n_bytes;
+    job.mapped_input = {t.data, t.n_bytes};
     const TypeChoice choice = choose_tensor_type(o.scheme, *model, t.name, t.n_dims, t.dims[0], t.type);
     job.type = choice.type;
     job.fell_back = choice.fell_back;

@@ -8,9 +8,9 @@
 // into the new type (any input type with a decoder: F32, F16, BF16, the
 // legacy and K quants, IQ4_NL).
 //
-// Memory: the input stays memory-mapped; the output is streamed
-// (gguf::GgufStreamWriter), so at most one tensor's encoded bytes plus one f32
-// row per thread are held at a time. Rows are split over the ThreadPool and
+// Memory: the input is memory-mapped and each tensor's pages are released
+// once it is written; the output is streamed (gguf::GgufStreamWriter), so at
+// most one tensor's encoded bytes plus one f32 row per thread are held. Rows are split over the ThreadPool and
 // each row is encoded independently, so the bytes do not depend on the
 // number of threads. The output appears under its name only when complete.
 #pragma once
@@ -46,6 +46,11 @@ struct TensorJob {
   gguf::GgmlType type;              // type written
   std::span<const uint8_t> bytes;   // verbatim data (when source is empty)
   RowSource source;
+  // The input tensor's bytes inside a read-only file mapping, or empty. Once
+  // the tensor is written its whole pages are dropped from this process
+  // (madvise DONTNEED; the file stays in the page cache), so resident memory
+  // does not grow to the input's size over a run.
+  std::span<const uint8_t> mapped_input;
   uint64_t n_bytes_in = 0;          // size in the source, for the summary
   bool fell_back = false;
 };
