@@ -94,6 +94,57 @@ Status validate_synth_options(const SynthOptions& o) {
   return Status::ok();
 }
 
+namespace {
+
+void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, int n_head_kv, uint64_t n_vocab,
+                  const gguf::GgufFile& vocab_file) {
+  const std::string p = o.arch + ".";
+  const std::string name = o.name.empty() ? "synth-" + o.arch + "-" + std::to_string(o.n_embd) + "x" + std::to_string(o.n_layer)
+                                          : o.name;
+  w.set("general.architecture", Value::of_string(o.arch));
+  w.set("general.name", Value::of_string(name));
+  w.set("general.file_type", Value::of_u32(o.scheme.file_type));
+  w.set("general.quantization_version", Value::of_u32(2));
+  w.set(p + "context_length", Value::of_u32(o.n_ctx));
+  w.set(p + "embedding_length", Value::of_u32(o.n_embd));
+  w.set(p + "block_count", Value::of_u32(o.n_layer));
+  w.set(p + "feed_forward_length", Value::of_u32(o.n_ff));
+  w.set(p + "attention.head_count", Value::of_u32(o.n_head));
+  w.set(p + "attention.head_count_kv", Value::of_u32(n_head_kv));
+  w.set(p + "attention.layer_norm_rms_epsilon", Value::of_f32(1e-5f));
+  w.set(p + "rope.dimension_count", Value::of_u32(o.n_embd / o.n_head));
+  w.set(p + "rope.freq_base", Value::of_f32(10000.0f));
+  w.set(p + "vocab_size", Value::of_u32(static_cast<uint32_t>(n_vocab)));
+  for (const auto& [key, value] : vocab_file.metadata())
+    if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
+}
+
+// A generated tensor: dims = {row length, n_rows}; 1-D tensors are norms (all ones).
+TensorJob make_job(const SynthOptions& o, const QuantModelInfo& model, const std::string& name,
+                   std::vector<uint64_t> dims) {
+  TensorJob job;
+  job.name = name;
+  const uint32_t n_dims = static_cast<uint32_t>(dims.size());
+  const TypeChoice choice = choose_tensor_type(o.scheme, model, name, n_dims, dims[0], GgmlType::F32);
+  job.type = choice.type;
+  job.fell_back = choice.fell_back;
+  job.n_bytes_in = 4 * dims[0] * (n_dims > 1 ? dims[1] : 1);
+  const int64_t n_cols = static_cast<int64_t>(dims[0]);
+  if (n_dims == 1) {
+    job.source = [n_cols](int64_t, float* row) { std::fill(row, row + n_cols, 1.0f); };
+  } else {
+    const uint64_t seed = o.seed, hash = fnv1a(name);
+    const float std_dev = o.weight_std;
+    job.source = [seed, hash, std_dev, n_cols](int64_t i_row, float* row) {
+      fill_normal_row(row_seed(seed, hash, i_row), std_dev, row, n_cols);
+    };
+  }
+  job.dims = std::move(dims);
+  return job;
+}
+
+}  // namespace
+
 Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, const QuantizeProgressFn& progress) {
   TERN_RETURN_IF_ERROR(validate_synth_options(o));
   auto vocab_file = gguf::GgufFile::open(o.vocab_path);
@@ -104,27 +155,8 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
   if (n_vocab == 0) return error(ErrorKind::InvalidFile, o.vocab_path + ": tokenizer.ggml.tokens is empty");
 
   const int n_head_kv = o.n_head_kv ? o.n_head_kv : o.n_head;
-  const uint64_t n_embd = o.n_embd, n_ff = o.n_ff, head_dim = o.n_embd / o.n_head, kv_dim = head_dim * n_head_kv;
-  const std::string p = o.arch + ".";
   gguf::GgufStreamWriter w;
-  w.set("general.architecture", Value::of_string(o.arch));
-  w.set("general.name", Value::of_string(o.name.empty() ? "synth-" + o.arch + "-" + std::to_string(o.n_embd) + "x" +
-                                                                  std::to_string(o.n_layer)
-                                                            : o.name));
-  w.set("general.file_type", Value::of_u32(o.scheme.file_type));
-  w.set("general.quantization_version", Value::of_u32(2));
-  w.set(p + "context_length", Value::of_u32(o.n_ctx));
-  w.set(p + "embedding_length", Value::of_u32(o.n_embd));
-  w.set(p + "block_count", Value::of_u32(o.n_layer));
-  w.set(p + "feed_forward_length", Value::of_u32(o.n_ff));
-  w.set(p + "attention.head_count", Value::of_u32(o.n_head));
-  w.set(p + "attention.head_count_kv", Value::of_u32(n_head_kv));
-  w.set(p + "attention.layer_norm_rms_epsilon", Value::of_f32(1e-5f));
-  w.set(p + "rope.dimension_count", Value::of_u32(static_cast<uint32_t>(head_dim)));
-  w.set(p + "rope.freq_base", Value::of_f32(10000.0f));
-  w.set(p + "vocab_size", Value::of_u32(static_cast<uint32_t>(n_vocab)));
-  for (const auto& [key, value] : vocab_file->metadata())
-    if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
+  set_metadata(w, o, n_head_kv, n_vocab, *vocab_file);
 
   QuantModelInfo model;
   model.arch = o.arch;
@@ -133,28 +165,11 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
   model.n_head_kv = n_head_kv;
   model.has_output = true;
 
+  // Shapes as {row length, n_rows}: weights are [n_out][n_in], rows of n_in.
+  const uint64_t n_embd = o.n_embd, n_ff = o.n_ff, kv_dim = static_cast<uint64_t>(o.n_embd / o.n_head) * n_head_kv;
   std::vector<TensorJob> jobs;
-  // dims = {row length, n_rows}; 1-D tensors are norms (all ones).
   auto add = [&](const std::string& name, std::vector<uint64_t> dims) {
-    TensorJob job;
-    job.name = name;
-    const uint32_t n_dims = static_cast<uint32_t>(dims.size());
-    const TypeChoice choice = choose_tensor_type(o.scheme, model, name, n_dims, dims[0], GgmlType::F32);
-    job.type = choice.type;
-    job.fell_back = choice.fell_back;
-    job.n_bytes_in = 4 * dims[0] * (n_dims > 1 ? dims[1] : 1);
-    const int64_t n_cols = static_cast<int64_t>(dims[0]);
-    if (n_dims == 1) {
-      job.source = [n_cols](int64_t, float* row) { std::fill(row, row + n_cols, 1.0f); };
-    } else {
-      const uint64_t seed = o.seed, hash = fnv1a(name);
-      const float std_dev = o.weight_std;
-      job.source = [seed, hash, std_dev, n_cols](int64_t i_row, float* row) {
-        fill_normal_row(row_seed(seed, hash, i_row), std_dev, row, n_cols);
-      };
-    }
-    job.dims = std::move(dims);
-    jobs.push_back(std::move(job));
+    jobs.push_back(make_job(o, model, name, std::move(dims)));
   };
   add("token_embd.weight", {n_embd, n_vocab});
   for (int il = 0; il < o.n_layer; ++il) {
