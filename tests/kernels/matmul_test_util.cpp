@@ -55,13 +55,21 @@ double budget(const Problem& p, GgmlType act_type, int64_t r, int64_t c) {
   const float* x = p.x.data() + c * p.n;
   const int64_t wblock = quant::traits(p.type)->block_elems;
   const int64_t xblock = act_type == GgmlType::Q8_K ? 256 : 32;
+  // A_j / 2: the largest |w| of the weight block holding j.
+  std::vector<double> wmax(p.n);
+  for (int64_t b0 = 0; b0 < p.n; b0 += wblock) {
+    double m = 0.0;
+    for (int64_t i = b0; i < std::min(p.n, b0 + wblock); ++i) m = std::max(m, std::fabs(double(w[i])));
+    for (int64_t i = b0; i < std::min(p.n, b0 + wblock); ++i) wmax[i] = m;
+  }
   double act = 0.0, mins = 0.0, mag = 0.0;
   for (int64_t b0 = 0; b0 < p.n; b0 += xblock) {
     const int64_t b1 = std::min(p.n, b0 + xblock);
-    double amax = 0.0, sum_abs = 0.0;
+    double amax = 0.0, sum_abs = 0.0, block_wmax = 0.0;
     for (int64_t j = b0; j < b1; ++j) {
       amax = std::max(amax, std::fabs(double(x[j])));
       sum_abs += std::fabs(double(x[j]));
+      block_wmax = std::max(block_wmax, std::fabs(double(w[j])));
     }
     for (int64_t j = b0; j < b1; ++j) {
       double e = 0.0;
@@ -73,20 +81,19 @@ double budget(const Problem& p, GgmlType act_type, int64_t r, int64_t c) {
         default: break;
       }
       act += std::fabs(double(w[j])) * e;
-      // A_j: twice the largest |w| of the weight block holding j.
-      const int64_t wb0 = j / wblock * wblock;
-      double wmax = 0.0;
-      for (int64_t i = wb0; i < std::min(p.n, wb0 + wblock); ++i) wmax = std::max(wmax, std::fabs(double(w[i])));
-      mag += 2.0 * wmax * (std::fabs(double(x[j])) + e);
+      mag += 2.0 * wmax[j] * (std::fabs(double(x[j])) + e);
     }
-    if (act_type == GgmlType::Q8_1) {
-      // |m| <= largest |w| of the block (q = 0 decodes to m).
-      double wmax = 0.0;
-      for (int64_t j = b0; j < b1; ++j) wmax = std::max(wmax, std::fabs(double(w[j])));
-      mins += wmax * std::ldexp(sum_abs + 32.0 * amax / 127.0, -10);
-    }
+    // |m| <= largest |w| of the block (q = 0 decodes to m).
+    if (act_type == GgmlType::Q8_1) mins += block_wmax * std::ldexp(sum_abs + 32.0 * amax / 127.0, -10);
   }
   return act + mins + double(p.n + 256) * std::ldexp(mag, -24);
+}
+
+std::vector<double> budgets(const Problem& p, GgmlType act_type) {
+  std::vector<double> b(p.n_rows * p.n_cols);
+  for (int64_t c = 0; c < p.n_cols; ++c)
+    for (int64_t r = 0; r < p.n_rows; ++r) b[c * p.n_rows + r] = budget(p, act_type, r, c);
+  return b;
 }
 
 std::vector<uint8_t> quantize_activations(const MatmulKernels& k, const Problem& p, size_t x_stride) {

@@ -51,6 +51,8 @@ std::vector<float> reference(const Problem& p);
 
 // Error budget (see above) of output (r, c) for activations quantized to act_type.
 double budget(const Problem& p, gguf::GgmlType act_type, int64_t r, int64_t c);
+// All of them: [n_cols][n_rows].
+std::vector<double> budgets(const Problem& p, gguf::GgmlType act_type);
 
 // Quantize every activation row with k.quantize_act: [n_cols][x_stride] bytes.
 std::vector<uint8_t> quantize_activations(const MatmulKernels& k, const Problem& p, size_t x_stride);

@@ -30,6 +30,7 @@ TEST(MatmulDriver, MatchesReferenceForEveryTypeThreadCountAndTokenCount) {
       // 37 rows: a partial row tile for every max_rows > 1.
       const testing::Problem p = testing::make_problem(t, n, 37, n_tokens, static_cast<uint32_t>(n_tokens));
       const std::vector<float> want = testing::reference(p);
+      const std::vector<double> bounds = testing::budgets(p, k->act_type);
       WeightView view{tr, p.w.data(), p.n_rows, p.n, p.w_stride};
       for (int threads : {1, 2, 3}) {
         ThreadPool pool(threads);
@@ -37,7 +38,7 @@ TEST(MatmulDriver, MatchesReferenceForEveryTypeThreadCountAndTokenCount) {
         matmul(view, p.x.data(), y.data(), n_tokens, pool);
         for (int64_t c = 0; c < n_tokens; ++c)
           for (int64_t r = 0; r < p.n_rows; ++r)
-            ASSERT_LE(std::fabs(double(y[c * p.n_rows + r]) - want[c * p.n_rows + r]), testing::budget(p, k->act_type, r, c))
+            ASSERT_LE(std::fabs(double(y[c * p.n_rows + r]) - want[c * p.n_rows + r]), bounds[c * p.n_rows + r])
                 << tr->name << "@" << cpu_level_name(k->level) << " threads " << threads << " tokens " << n_tokens
                 << " r " << r << " c " << c << " got " << y[c * p.n_rows + r] << " want " << want[c * p.n_rows + r];
       }

@@ -18,7 +18,6 @@ namespace {
 
 using gguf::GgmlType;
 using testing::available_levels;
-using testing::budget;
 using testing::make_problem;
 using testing::Problem;
 
@@ -43,6 +42,7 @@ void check_all_shapes(const MatmulKernels& k, const Problem& p, const std::strin
   const size_t x_stride = act_row_bytes(k, p.n) + 48;  // padded: the tile must use the stride
   const std::vector<uint8_t> xq = testing::quantize_activations(k, p, x_stride);
   const std::vector<float> want = testing::reference(p);
+  const std::vector<double> bounds = testing::budgets(p, k.act_type);
   for (int nr = 1; nr <= k.max_rows; ++nr)
     for (int nc = 1; nc <= k.max_cols; ++nc) {
       const size_t ldy = static_cast<size_t>(nr) + 3;
@@ -51,7 +51,7 @@ void check_all_shapes(const MatmulKernels& k, const Problem& p, const std::strin
       for (int c = 0; c < nc; ++c) {
         for (int r = 0; r < nr; ++r) {
           const double err = std::fabs(double(y[c * ldy + r]) - want[c * p.n_rows + r]);
-          const double b = budget(p, k.act_type, r, c);
+          const double b = bounds[c * p.n_rows + r];
           *worst = std::max(*worst, b > 0 ? err / b : (err > 0 ? INFINITY : 0.0));
           ASSERT_LE(err, b) << what << " n=" << p.n << " tile " << nr << "x" << nc << " r=" << r << " c=" << c
                             << " got " << y[c * ldy + r] << " want " << want[c * p.n_rows + r];

@@ -36,11 +36,12 @@ struct Bf16W {
 
 template <class WT>
 struct FmaTile {
-  template <int R, int C>
+  template <int R, int C, bool kPrefetch = true>
   static inline void step(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, __m256 (&acc)[R][C]) {
     __m256 xv[C];
     for (int c = 0; c < C; ++c) xv[c] = _mm256_loadu_ps(reinterpret_cast<const float*>(x + c * x_stride));
     for (int r = 0; r < R; ++r) {
+      if constexpr (kPrefetch) prefetch_span<8 * WT::kElemBytes>(w + (r + R) * w_stride);  // next row tile (GEMV)
       const __m256 wv = WT::load(w + r * w_stride);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(wv, xv[c], acc[r][c]);
     }
@@ -60,7 +61,7 @@ struct FmaTile {
       uint8_t xt[C][8 * 4] = {};
       for (int r = 0; r < R; ++r) std::memcpy(wt[r], w + r * w_stride + i * WT::kElemBytes, tail * WT::kElemBytes);
       for (int c = 0; c < C; ++c) std::memcpy(xt[c], x + c * x_stride + i * 4, tail * 4);
-      step<R, C>(wt[0], sizeof(wt[0]), xt[0], sizeof(xt[0]), acc);
+      step<R, C, false>(wt[0], sizeof(wt[0]), xt[0], sizeof(xt[0]), acc);
     }
     store_tile(acc, y, ldy);
   }

@@ -151,7 +151,10 @@ struct KTile {
     zero_tile(acc);
     for (int64_t ib = 0; ib < n / kQK_K; ++ib) {
       KRow row[R];
-      for (int r = 0; r < R; ++r) KT::prepare(w + r * w_stride + ib * KT::kBytes, row[r]);
+      for (int r = 0; r < R; ++r) {
+        prefetch_span<KT::kBytes + 64>(w + (r + R) * w_stride + ib * KT::kBytes);  // next row tile (GEMV)
+        KT::prepare(w + r * w_stride + ib * KT::kBytes, row[r]);
+      }
       const uint8_t* xb = x + ib * kXBytes;
       __m256i isum[R][C];
       for (int r = 0; r < R; ++r)

@@ -164,7 +164,10 @@ struct LegacyTile {
     float min_acc[R][C] = {};  // sum of m * s (Q4_1, Q5_1)
     for (int64_t ib = 0; ib < n / 32; ++ib) {
       WBlock wb[R];
-      for (int r = 0; r < R; ++r) WT::load(w + r * w_stride + ib * WT::kBytes, wb[r]);
+      for (int r = 0; r < R; ++r) {
+        if (ib % 2 == 0) prefetch_span<2 * WT::kBytes + 64>(w + (r + R) * w_stride + ib * WT::kBytes);  // next row tile
+        WT::load(w + r * w_stride + ib * WT::kBytes, wb[r]);
+      }
       for (int c = 0; c < C; ++c) {
         const XBlock xb = load_x<WT>(x + c * x_stride + ib * kXBytes);
         for (int r = 0; r < R; ++r) {

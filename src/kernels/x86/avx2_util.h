@@ -30,6 +30,12 @@ inline __m256i load_256(const uint8_t* p) { return _mm256_loadu_si256(reinterpre
 
 inline float f16_to_f32(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
 
+// Prefetch kBytes starting at p into L1, one request per cache line.
+template <size_t kBytes>
+inline void prefetch_span(const uint8_t* p) {
+  for (size_t k = 0; k < kBytes; k += 64) _mm_prefetch(reinterpret_cast<const char*>(p + k), _MM_HINT_T0);
+}
+
 inline __m256i bytes(int v) { return _mm256_set1_epi8(static_cast<char>(v)); }
 
 inline float hsum(__m256 v) {

@@ -49,6 +49,7 @@ struct FmaTile {
     __m512 xv[C];
     for (int c = 0; c < C; ++c) xv[c] = _mm512_maskz_loadu_ps(m, x + c * x_stride + i * 4);
     for (int r = 0; r < R; ++r) {
+      prefetch_span<16 * WT::kElemBytes>(w + (r + R) * w_stride + i * WT::kElemBytes);  // next row tile (GEMV)
       const __m512 wv = WT::load(w + r * w_stride + i * WT::kElemBytes, m);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_fmadd_ps(wv, xv[c], acc[r][c]);
     }
@@ -76,6 +77,7 @@ struct DpBf16Tile {
     __m512i xv[C];
     for (int c = 0; c < C; ++c) xv[c] = _mm512_maskz_loadu_epi16(m, x + c * x_stride + i * 2);
     for (int r = 0; r < R; ++r) {
+      prefetch_span<64>(w + (r + R) * w_stride + i * 2);  // next row tile (GEMV)
       const __m512i wv = _mm512_maskz_loadu_epi16(m, w + r * w_stride + i * 2);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], (__m512bh)wv, (__m512bh)xv[c]);
     }

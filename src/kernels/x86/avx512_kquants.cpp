@@ -197,7 +197,10 @@ struct KTile {
     zero_tile(acc);
     for (int64_t ib = 0; ib < n / kQK_K; ++ib) {
       KRow row[R];
-      for (int r = 0; r < R; ++r) KT::prepare(w + r * w_stride + ib * KT::kBytes, row[r]);
+      for (int r = 0; r < R; ++r) {
+        prefetch_span<KT::kBytes + 64>(w + (r + R) * w_stride + ib * KT::kBytes);  // next row tile (GEMV)
+        KT::prepare(w + r * w_stride + ib * KT::kBytes, row[r]);
+      }
       const uint8_t* xb = x + ib * kXBytes;
       __m512i isum[R][C];
       for (int r = 0; r < R; ++r)
@@ -234,16 +237,53 @@ struct KTile {
   }
 };
 
-template <class KT, int R, int C>
-constexpr MatmulKernels row() {
-  return {GgmlType::Q8_K, avx512_quantize_q8_k, dispatch_tile<KTile<KT>, R, C>, R, C, CpuLevel::Avx512};
+constexpr int kTileRows = 2, kTileCols = 4;  // register tile of KTile
+constexpr int kPanelRows = 32, kPanelCols = 32, kPanelGroup = 8;  // avx512_panel_kquants.cpp
+
+// Register tiles over rows [0, n_rows) x columns [c0, n_cols).
+template <class KT>
+void tiles(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* x, size_t x_stride, int c0,
+           int n_cols, float* y, size_t ldy) {
+  for (int c = c0; c < n_cols; c += kTileCols)
+    for (int r = 0; r < n_rows; r += kTileRows)
+      dispatch_tile<KTile<KT>, kTileRows, kTileCols>(n, w + r * w_stride, w_stride,
+                                                     n_rows - r < kTileRows ? n_rows - r : kTileRows, x + c * x_stride,
+                                                     x_stride, n_cols - c < kTileCols ? n_cols - c : kTileCols,
+                                                     y + c * ldy + r, ldy);
 }
 
-constexpr MatmulKernels kQ2_K = row<Q2K, 2, 4>();
-constexpr MatmulKernels kQ3_K = row<Q3K, 2, 4>();
-constexpr MatmulKernels kQ4_K = row<Q45K<false>, 2, 4>();
-constexpr MatmulKernels kQ5_K = row<Q45K<true>, 2, 4>();
-constexpr MatmulKernels kQ6_K = row<Q6K, 2, 4>();
+// Types with a panel kernel: 32 rows x a multiple of 8 columns go to it; anything
+// else (decode, the last rows or tokens) to KTile in register-tile pieces.
+template <class KT, GgmlType kType>
+void panel_or_tiles(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
+                    float* y, size_t ldy) {
+  static const PanelFn panel = avx512_kquant_panel(kType);
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* xb = static_cast<const uint8_t*>(xq);
+  int c0 = 0;
+  if (n_rows == kPanelRows && n_cols >= kPanelGroup) {
+    c0 = n_cols / kPanelGroup * kPanelGroup;
+    panel(n, wb, w_stride, xb, x_stride, c0, y, ldy);
+  }
+  tiles<KT>(n, wb, w_stride, n_rows, xb, x_stride, c0, n_cols, y, ldy);
+}
+
+template <class KT>
+constexpr MatmulKernels row() {
+  return {GgmlType::Q8_K, avx512_quantize_q8_k, dispatch_tile<KTile<KT>, kTileRows, kTileCols>, kTileRows, kTileCols,
+          CpuLevel::Avx512};
+}
+
+template <class KT, GgmlType kType>
+constexpr MatmulKernels panel_row() {
+  return {GgmlType::Q8_K, avx512_quantize_q8_k, panel_or_tiles<KT, kType>, kPanelRows, kPanelCols, CpuLevel::Avx512};
+}
+
+constexpr MatmulKernels kQ2_K = row<Q2K>();
+constexpr MatmulKernels kQ3_K = row<Q3K>();
+constexpr MatmulKernels kQ4_K = panel_row<Q45K<false>, GgmlType::Q4_K>();
+constexpr MatmulKernels kQ5_K = row<Q45K<true>>();
+constexpr MatmulKernels kQ6_K = panel_row<Q6K, GgmlType::Q6_K>();
 
 }  // namespace
 

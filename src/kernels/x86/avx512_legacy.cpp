@@ -204,6 +204,9 @@ struct LegacyTile {
     XGroup xg[C];
     for (int c = 0; c < C; ++c) xg[c] = load_x<WT, NB>(x + c * x_stride);
     for (int r = 0; r < R; ++r) {
+      // The next row tile (the driver's next call) at the same offset: rows are
+      // short streams that the hardware prefetcher picks up too late.
+      prefetch_span<NB * WT::kBytes + 64>(w + (r + R) * w_stride);
       WGroup wg;
       WT::template load<NB>(w + r * w_stride, wg);
       for (int c = 0; c < C; ++c) {

@@ -87,6 +87,12 @@ inline int hsum_epi32(__m512i v) {
   return _mm_cvtsi128_si32(_mm_add_epi32(b, _mm_shuffle_epi32(b, 1)));
 }
 
+// Prefetch kBytes starting at p into L1, one request per cache line.
+template <size_t kBytes>
+inline void prefetch_span(const uint8_t* p) {
+  for (size_t k = 0; k < kBytes; k += 64) _mm_prefetch(reinterpret_cast<const char*>(p + k), _MM_HINT_T0);
+}
+
 inline __m512i bytes(int v) { return _mm512_set1_epi8(static_cast<char>(v)); }
 
 // Zero the accumulators of an R x C tile.

@@ -7,6 +7,7 @@
 //   avx512_legacy.cpp / avx2_legacy.cpp         Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL (32-element blocks)
 //   avx512_kquants.cpp / avx2_kquants.cpp       Q2_K Q3_K Q4_K Q5_K Q6_K (256-element super-blocks)
 //   avx512_float.cpp / avx2_float.cpp           F32 F16 BF16
+//   avx512_panel_kquants.cpp                    32-row GEMM panels for Q4_K, Q6_K (row-per-lane layout)
 //   avx512_matmul.cpp / avx2_matmul.cpp         the level's table: asks each family in turn
 //
 // ODR rule for every file compiled with -mavx*: include only <immintrin.h>,
@@ -16,6 +17,7 @@
 // merged by the linker into the AVX copy and break the portable build.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/matmul_kernels.h"
@@ -32,6 +34,12 @@ void avx2_quantize_q8_0(const float* x, void* xq, int64_t n);
 void avx2_quantize_q8_1(const float* x, void* xq, int64_t n);
 void avx2_quantize_q8_k(const float* x, void* xq, int64_t n);
 void avx2_convert_bf16(const float* x, void* xq, int64_t n);
+
+// A GEMM panel: 32 rows x n_cols columns (n_cols 8, 16, 24 or 32), arguments as
+// MatmulKernels::tile otherwise; for the types that have one.
+using PanelFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* xq, size_t x_stride, int n_cols,
+                         float* y, size_t ldy);
+PanelFn avx512_kquant_panel(gguf::GgmlType weight_type);
 
 // Each returns its family's row for the type, or nullptr.
 const MatmulKernels* avx512_legacy_kernels(gguf::GgmlType weight_type);

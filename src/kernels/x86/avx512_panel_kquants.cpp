@@ -1,0 +1,237 @@
+// AVX-512 VNNI panel kernels for prompt processing: 32 weight rows x 8, 16, 24 or 32
+// activation columns of Q4_K / Q6_K per call (the K-quant tiles hand full panels here).
+//
+// Row-per-lane layout: zmm lane r holds one dword (4 consecutive weights) of
+// row r. One broadcast activation dword feeds two vpdpbusd (rows 0..15 and
+// 16..31), and after a sub-block's dwords every lane holds its row's integer
+// sub-block dot, scaled once per 8 (Q4_K) or 4 (Q6_K) vpdpbusd:
+//
+//   t[c][h] = sum_k vpdpbusd(0, W[e][h], bcast(x_c dword e))     e = the sub-block's dwords
+//   sb[c][h] += f32(t) * (d * scale_s)                            lane r = row 16h + r
+//   sb[c][h] -= f32(sum_j vpdpwssd(pair[j][h], bcast(x_c bsums dword j))) * (dmin | 32 d)
+//   out[c][h] += sb[c][h] * dx_c                                  once per super-block
+//
+// Measured on Zen 5: one broadcast load per vpdpbusd caps it near 1.4/cycle,
+// one per two reaches the 2/cycle peak; 16 independent chains per sub-block
+// (8 columns x 2 halves) cover vpdpbusd's 5-cycle latency. Each super-block's
+// weights are decoded once into row-per-lane form (an 8 KB buffer that stays
+// in L1) and shared by up to 32 columns; activations are read in place (one
+// base register per column, constant offsets) and prefetched a block ahead. Same arithmetic as
+// avx512_kquants.cpp: integer dots are exact, f32 only in the scaling.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/x86/avx512_util.h"
+#include "kernels/x86/x86_impl.h"
+#include "quant/k_blocks.h"
+
+namespace tern::kernels::x86 {
+namespace {
+
+constexpr int kHalves = 2;                     // 16-row halves of a panel
+constexpr int kGroupCols = 8;                  // columns sharing one pass over the decoded weights
+constexpr int kMaxGroups = 4;                  // column groups per call (32 columns)
+constexpr int kDwords = quant::kQK_K / 4;      // activation dwords per super-block
+constexpr size_t kXBytes = sizeof(quant::BlockQ8_K);
+
+// One super-block of 32 rows in row-per-lane form: [h] = rows 16h .. 16h + 15.
+struct Decoded {
+  __m512i w[kDwords][kHalves];  // unsigned weights of element dword e
+  __m512 scale[16][kHalves];    // d * sub-block scale (Q4_K uses 8)
+  __m512i pair[8][kHalves];     // int16 pairs dotted with bsums dword j
+  __m512 corr_scale[kHalves];   // dmin (Q4_K) or 32 d (Q6_K)
+};
+
+// Dwords j..j+3 (the 16 bytes at p + r * stride) of 16 rows -> out[i] lane r = row r's dword j + i.
+inline void transpose_16x4(const uint8_t* p, size_t stride, __m512i out[4]) {
+  __m512i a[4];  // a[q] 128-bit lane L = the 16 bytes of row 4L + q
+  for (int q = 0; q < 4; ++q) {
+    __m512i v = _mm512_castsi128_si512(load_128(p + q * stride));
+    v = _mm512_inserti32x4(v, load_128(p + (4 + q) * stride), 1);
+    v = _mm512_inserti32x4(v, load_128(p + (8 + q) * stride), 2);
+    a[q] = _mm512_inserti32x4(v, load_128(p + (12 + q) * stride), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(a[0], a[1]), t1 = _mm512_unpackhi_epi32(a[0], a[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(a[2], a[3]), t3 = _mm512_unpackhi_epi32(a[2], a[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+inline __m512i bcast_dword(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(load_u32(p))); }
+
+// Unsigned / signed byte b (0..3) of every lane, as int32.
+inline __m512i byte_u(__m512i v, int b) { return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xff)); }
+inline __m512i byte_s(__m512i v, int b) { return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24); }
+
+// The f32 half in bits [16h, 16h + 16) of every lane.
+inline __m512 half_ps(__m512i v, int h) {
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h ? _mm512_srli_epi32(v, 16) : v));
+}
+
+// ---- Q4_K: sub-block s = element dwords 8s..8s+7; u = q (0..15) -----------------------------
+
+struct Q4KPanel {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ4_K);
+  static constexpr int kSubDwords = 8;
+  static void decode(const uint8_t* wb, size_t w_stride, Decoded& dec) {
+    for (int h = 0; h < kHalves; ++h) {
+      const uint8_t* p = wb + 16 * h * w_stride;
+      __m512i hdr[4];  // d | dmin << 16, then the 12 scale bytes as three words (unpack_q4k_scales)
+      transpose_16x4(p, w_stride, hdr);
+      const __m512 d = half_ps(hdr[0], 0);
+      dec.corr_scale[h] = half_ps(hdr[0], 1);
+      const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m4 = _mm512_set1_epi32(0x0f0f0f0f),
+                    m2 = _mm512_set1_epi32(0x03030303);
+      const __m512i sc_lo = _mm512_and_si512(hdr[1], m6), mn_lo = _mm512_and_si512(hdr[2], m6);
+      const __m512i sc_hi = _mm512_or_si512(_mm512_and_si512(hdr[3], m4),
+                                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hdr[1], 6), m2), 4));
+      const __m512i mn_hi = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(hdr[3], 4), m4),
+                                            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(hdr[2], 6), m2), 4));
+      for (int s = 0; s < 8; ++s) {
+        dec.scale[s][h] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(byte_u(s < 4 ? sc_lo : sc_hi, s % 4)));
+        const __m512i m = byte_u(s < 4 ? mn_lo : mn_hi, s % 4);
+        dec.pair[s][h] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));  // bsums dword s = sub-block s's two halves
+      }
+      // qs dwords 8c..8c+7: low nibbles are element dwords 16c + k, high nibbles 16c + 8 + k.
+      for (int c = 0; c < 4; ++c) {
+        __m512i t[8];
+        transpose_16x4(p + 16 + 32 * c, w_stride, t);
+        transpose_16x4(p + 32 + 32 * c, w_stride, t + 4);
+        for (int k = 0; k < 8; ++k) {
+          dec.w[16 * c + k][h] = _mm512_and_si512(t[k], _mm512_set1_epi8(0x0f));
+          dec.w[16 * c + 8 + k][h] = _mm512_and_si512(_mm512_srli_epi32(t[k], 4), _mm512_set1_epi8(0x0f));
+        }
+      }
+    }
+  }
+};
+
+// ---- Q6_K: sub-block s = element dwords 4s..4s+3; u = low4 | hi2 << 4 (0..63), value u - 32 --
+
+struct Q6KPanel {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ6_K);
+  static constexpr int kSubDwords = 4;
+  static void decode(const uint8_t* wb, size_t w_stride, Decoded& dec) {
+    for (int h = 0; h < kHalves; ++h) {
+      const uint8_t* p = wb + 16 * h * w_stride;
+      __m512i scw[4], tail[4];
+      transpose_16x4(p + 192, w_stride, scw);   // scales[0..15] (int8)
+      transpose_16x4(p + 194, w_stride, tail);  // dword 3 = scales[14..15] | d << 16 (stays inside the block)
+      const __m512 d = half_ps(tail[3], 1);
+      dec.corr_scale[h] = _mm512_mul_ps(d, _mm512_set1_ps(32.0f));
+      for (int s = 0; s < 16; ++s) dec.scale[s][h] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(byte_s(scw[s / 4], s % 4)));
+      for (int j = 0; j < 8; ++j) {  // (scale_2j, scale_2j+1) as int16, against bsums dword j
+        const __m512i v = scw[j / 2];
+        const __m512i lo = _mm512_srai_epi16(_mm512_slli_epi16(v, 8), 8), hi = _mm512_srai_epi16(v, 8);
+        dec.pair[j][h] = j % 2 ? _mm512_mask_blend_epi16(0xaaaaaaaau, _mm512_srli_epi32(lo, 16), hi)
+                               : _mm512_mask_blend_epi16(0xaaaaaaaau, lo, _mm512_slli_epi32(hi, 16));
+      }
+      // Element dword e = 32a + 8p + k (a: 128-element half, p: 32-element quarter): low 4 bits in
+      // ql dword 16a + 8(p & 1) + k (nibble p >> 1), top 2 bits in qh dword 8a + k (bits 2p).
+      for (int a = 0; a < 2; ++a) {
+        __m512i ql[16], qh[8];
+        for (int g = 0; g < 4; ++g) transpose_16x4(p + 64 * a + 16 * g, w_stride, ql + 4 * g);
+        for (int g = 0; g < 2; ++g) transpose_16x4(p + 128 + 32 * a + 16 * g, w_stride, qh + 4 * g);
+        for (int q = 0; q < 4; ++q)
+          for (int k = 0; k < 8; ++k) {
+            const __m512i lo = _mm512_and_si512(_mm512_srli_epi32(ql[8 * (q & 1) + k], 4 * (q >> 1)), _mm512_set1_epi8(0x0f));
+            const __m512i hi = _mm512_and_si512(_mm512_srli_epi32(qh[k], 2 * q), _mm512_set1_epi8(0x03));
+            dec.w[32 * a + 8 * q + k][h] = _mm512_or_si512(lo, _mm512_slli_epi32(hi, 4));
+          }
+      }
+    }
+  }
+};
+
+// One group of 8 columns over one decoded super-block: out[c][h] += its contribution.
+template <int kSubDwords>
+inline void group_block(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHalves]) {
+  constexpr int kSubs = kDwords / kSubDwords;
+  __m512 sb[kGroupCols][kHalves];
+  for (int c = 0; c < kGroupCols; ++c) sb[c][0] = sb[c][1] = _mm512_setzero_ps();
+  for (int s = 0; s < kSubs; ++s) {
+    __m512i t[kGroupCols][kHalves];
+    for (int c = 0; c < kGroupCols; ++c) t[c][0] = t[c][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int k = 0; k < kSubDwords; ++k) {
+      const int e = s * kSubDwords + k;
+      const __m512i w0 = dec.w[e][0], w1 = dec.w[e][1];
+#pragma GCC unroll 8
+      for (int c = 0; c < kGroupCols; ++c) {
+        const __m512i xv = bcast_dword(xc[c] + 4 + 4 * e);
+        t[c][0] = _mm512_dpbusd_epi32(t[c][0], w0, xv);
+        t[c][1] = _mm512_dpbusd_epi32(t[c][1], w1, xv);
+      }
+    }
+    const __m512 scale0 = dec.scale[s][0], scale1 = dec.scale[s][1];
+#pragma GCC unroll 8
+    for (int c = 0; c < kGroupCols; ++c) {
+      sb[c][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c][0]), scale0, sb[c][0]);
+      sb[c][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c][1]), scale1, sb[c][1]);
+    }
+  }
+  // Per column: the bsums correction (two short chains; columns overlap in flight), then the
+  // super-block total into out.
+  for (int c = 0; c < kGroupCols; ++c) {
+    __m512i corr0 = _mm512_setzero_si512(), corr1 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      const __m512i bv = bcast_dword(xc[c] + 4 + quant::kQK_K + 4 * j);
+      corr0 = _mm512_dpwssd_epi32(corr0, bv, dec.pair[j][0]);
+      corr1 = _mm512_dpwssd_epi32(corr1, bv, dec.pair[j][1]);
+    }
+    float dx;
+    std::memcpy(&dx, xc[c], sizeof(dx));
+    const __m512 vdx = _mm512_set1_ps(dx);
+    out[c][0] = _mm512_fmadd_ps(_mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr0), dec.corr_scale[0], sb[c][0]), vdx, out[c][0]);
+    out[c][1] = _mm512_fmadd_ps(_mm512_fnmadd_ps(_mm512_cvtepi32_ps(corr1), dec.corr_scale[1], sb[c][1]), vdx, out[c][1]);
+  }
+}
+
+// 32 rows x (8 * n_groups) columns, n_groups 1..4.
+template <class PT>
+void panel(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int n_groups, float* y,
+           size_t ldy) {
+  alignas(64) Decoded dec;
+  __m512 out[kMaxGroups * kGroupCols][kHalves];
+  for (int c = 0; c < kMaxGroups * kGroupCols; ++c) out[c][0] = out[c][1] = _mm512_setzero_ps();
+  const int n_cols = kGroupCols * n_groups;
+  const int64_t n_blocks = n / quant::kQK_K;
+  for (int64_t ib = 0; ib < n_blocks; ++ib) {
+    // The next super-block's activations and weights, so that neither waits on L2 (both stay there across
+    // the driver's panels; x is read in place: one base register per column).
+    if (ib + 1 < n_blocks) {
+      for (int c = 0; c < n_cols; ++c) prefetch_span<kXBytes>(x + c * x_stride + (ib + 1) * kXBytes);
+      for (int r = 0; r < 2 * 16; ++r) prefetch_span<PT::kBytes>(w + r * w_stride + (ib + 1) * PT::kBytes);
+    }
+    PT::decode(w + ib * PT::kBytes, w_stride, dec);
+    const uint8_t* xc[kMaxGroups * kGroupCols];
+    for (int c = 0; c < n_cols; ++c) xc[c] = x + c * x_stride + ib * kXBytes;
+    for (int g = 0; g < n_groups; ++g) group_block<PT::kSubDwords>(dec, xc + kGroupCols * g, out + kGroupCols * g);
+  }
+  for (int c = 0; c < n_cols; ++c)
+    for (int h = 0; h < kHalves; ++h) _mm512_storeu_ps(y + c * ldy + 16 * h, out[c][h]);
+}
+
+template <class PT>
+void panel_entry(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int n_cols, float* y,
+                 size_t ldy) {
+  panel<PT>(n, w, w_stride, x, x_stride, n_cols / kGroupCols, y, ldy);
+}
+
+}  // namespace
+
+PanelFn avx512_kquant_panel(gguf::GgmlType t) {
+  switch (t) {
+    case gguf::GgmlType::Q4_K: return panel_entry<Q4KPanel>;
+    case gguf::GgmlType::Q6_K: return panel_entry<Q6KPanel>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tern::kernels::x86
