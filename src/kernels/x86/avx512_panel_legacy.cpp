@@ -1,0 +1,183 @@
+// AVX-512 VNNI panel kernels for prompt processing with 32-element block
+// weights: Q4_0, Q8_0, IQ4_NL against Q8_0 activations, 32 rows x 8..32 columns.
+//
+// The row-per-lane scheme of avx512_panel_kquants.cpp (read that first), per
+// block b of 8 dwords, with weights made unsigned by an offset o:
+//
+//   Q4_0    u = q (0..15),          o = 8
+//   Q8_0    u = w + 128,            o = 128
+//   IQ4_NL  u = code book + 128,    o = 128
+//
+//   t[c][h] = vpdpbusd chain over the 8 dwords, seeded with -o * sum(x_c,b)
+//   out[c][h] += f32(t) * (dw[h] * dx_c,b)
+//
+// sum(x_c,b) comes from vpsadbw once per column and block and is shared by the
+// 32 rows; the chain is exact in int32 (|t| <= 32 * 255 * 127). Two multiply-
+// port instructions (the scale product and the FMA) per 8 vpdpbusd.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/x86/avx512_util.h"
+#include "kernels/x86/x86_impl.h"
+#include "quant/blocks.h"
+
+namespace tern::kernels::x86 {
+namespace {
+
+using gguf::GgmlType;
+
+constexpr int kHalves = 2;      // 16-row halves of a panel
+constexpr int kGroupCols = 8;   // columns sharing one pass over a decoded block
+constexpr int kMaxGroups = 4;   // column groups per call
+constexpr int kMaxCols = kGroupCols * kMaxGroups;
+constexpr size_t kXBytes = sizeof(quant::BlockQ8_0);
+
+// One block of 32 rows in row-per-lane form: [h] = rows 16h .. 16h + 15.
+struct Decoded {
+  __m512i w[8][kHalves];  // unsigned weights of element dword k
+  __m512 d[kHalves];      // dw
+};
+
+// Dwords j..j+3 (the 16 bytes at p + r * stride) of 16 rows -> out[i] lane r = row r's dword j + i.
+inline void transpose_16x4(const uint8_t* p, size_t stride, __m512i out[4]) {
+  __m512i a[4];
+  for (int q = 0; q < 4; ++q) {
+    __m512i v = _mm512_castsi128_si512(load_128(p + q * stride));
+    v = _mm512_inserti32x4(v, load_128(p + (4 + q) * stride), 1);
+    v = _mm512_inserti32x4(v, load_128(p + (8 + q) * stride), 2);
+    a[q] = _mm512_inserti32x4(v, load_128(p + (12 + q) * stride), 3);
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(a[0], a[1]), t1 = _mm512_unpackhi_epi32(a[0], a[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(a[2], a[3]), t3 = _mm512_unpackhi_epi32(a[2], a[3]);
+  out[0] = _mm512_unpacklo_epi64(t0, t2);
+  out[1] = _mm512_unpackhi_epi64(t0, t2);
+  out[2] = _mm512_unpacklo_epi64(t1, t3);
+  out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+inline __m512i bcast_dword(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(load_u32(p))); }
+
+// The fp16 d in the low half of every lane of the block's first dword, as f32.
+inline __m512 d_ps(__m512i first) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(first)); }
+
+// Nibbles of 16 qs bytes (dwords t[0..3]): low nibbles are element dwords 0..3, high 4..7.
+inline void split_nibbles(const __m512i t[4], int h, Decoded& dec) {
+  for (int k = 0; k < 4; ++k) {
+    dec.w[k][h] = _mm512_and_si512(t[k], _mm512_set1_epi8(0x0f));
+    dec.w[k + 4][h] = _mm512_and_si512(_mm512_srli_epi32(t[k], 4), _mm512_set1_epi8(0x0f));
+  }
+}
+
+struct Q4_0 {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
+  static constexpr int kOffset = 8;
+  static void decode(const uint8_t* p, size_t w_stride, int h, Decoded& dec) {
+    __m512i hdr[4], t[4];
+    transpose_16x4(p, w_stride, hdr);
+    transpose_16x4(p + 2, w_stride, t);
+    dec.d[h] = d_ps(hdr[0]);
+    split_nibbles(t, h, dec);
+  }
+};
+
+struct Iq4Nl {
+  static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
+  static constexpr int kOffset = 128;
+  static void decode(const uint8_t* p, size_t w_stride, int h, Decoded& dec) {
+    __m512i hdr[4], t[4];
+    transpose_16x4(p, w_stride, hdr);
+    transpose_16x4(p + 2, w_stride, t);
+    dec.d[h] = d_ps(hdr[0]);
+    alignas(16) uint8_t shifted[16];
+    for (int i = 0; i < 16; ++i) shifted[i] = static_cast<uint8_t>(quant::kIq4nlValues[i] + 128);
+    const __m512i table = _mm512_broadcast_i32x4(load_128(shifted));
+    split_nibbles(t, h, dec);
+    for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_shuffle_epi8(table, dec.w[k][h]);
+  }
+};
+
+struct Q8_0 {
+  static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
+  static constexpr int kOffset = 128;
+  static void decode(const uint8_t* p, size_t w_stride, int h, Decoded& dec) {
+    __m512i hdr[4], t[8];
+    transpose_16x4(p, w_stride, hdr);
+    transpose_16x4(p + 2, w_stride, t);
+    transpose_16x4(p + 18, w_stride, t + 4);
+    dec.d[h] = d_ps(hdr[0]);
+    for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_xor_si512(t[k], _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+};
+
+// -o * sum of the 32 int8 activations of a Q8_0 block at xb: vpsadbw of x + 128 against 0.
+template <int kOffset>
+inline int neg_offset_sum(const uint8_t* xb) {
+  const __m256i u = _mm256_xor_si256(load_256(xb + 2), _mm256_set1_epi8(static_cast<char>(0x80)));
+  const __m256i s4 = _mm256_sad_epu8(u, _mm256_setzero_si256());
+  const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+  const int sum = static_cast<int>(_mm_cvtsi128_si64(_mm_add_epi64(s2, _mm_unpackhi_epi64(s2, s2)))) - 32 * 128;
+  return -kOffset * sum;
+}
+
+// One group of 8 columns over one decoded block.
+template <int kOffset>
+inline void group_block(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHalves]) {
+  __m512i t[kGroupCols][kHalves];
+#pragma GCC unroll 8
+  for (int c = 0; c < kGroupCols; ++c) t[c][0] = t[c][1] = _mm512_set1_epi32(neg_offset_sum<kOffset>(xc[c]));
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    const __m512i w0 = dec.w[k][0], w1 = dec.w[k][1];
+#pragma GCC unroll 8
+    for (int c = 0; c < kGroupCols; ++c) {
+      const __m512i xv = bcast_dword(xc[c] + 2 + 4 * k);
+      t[c][0] = _mm512_dpbusd_epi32(t[c][0], w0, xv);
+      t[c][1] = _mm512_dpbusd_epi32(t[c][1], w1, xv);
+    }
+  }
+#pragma GCC unroll 8
+  for (int c = 0; c < kGroupCols; ++c) {
+    const __m512 dx = _mm512_set1_ps(_cvtsh_ss(load_u16(xc[c])));
+    out[c][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c][0]), _mm512_mul_ps(dec.d[0], dx), out[c][0]);
+    out[c][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c][1]), _mm512_mul_ps(dec.d[1], dx), out[c][1]);
+  }
+}
+
+// 32 rows x (8 * n_groups) columns.
+template <class WT>
+void panel(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int n_cols, float* y,
+           size_t ldy) {
+  const int n_groups = n_cols / kGroupCols;
+  alignas(64) Decoded dec;
+  __m512 out[kMaxCols][kHalves];
+  for (int c = 0; c < kMaxCols; ++c) out[c][0] = out[c][1] = _mm512_setzero_ps();
+  const int64_t n_blocks = n / 32;
+  for (int64_t ib = 0; ib < n_blocks; ++ib) {
+    if (ib % 2 == 0 && ib + 2 < n_blocks) {  // two blocks ahead, every other block
+      for (int c = 0; c < n_cols; ++c) prefetch_span<2 * kXBytes>(x + c * x_stride + (ib + 2) * kXBytes);
+      for (int r = 0; r < 2 * 16; ++r) prefetch_span<2 * WT::kBytes>(w + r * w_stride + (ib + 2) * WT::kBytes);
+    }
+    for (int h = 0; h < kHalves; ++h) WT::decode(w + 16 * h * w_stride + ib * WT::kBytes, w_stride, h, dec);
+    const uint8_t* xc[kMaxCols];
+    for (int c = 0; c < n_cols; ++c) xc[c] = x + c * x_stride + ib * kXBytes;
+    for (int g = 0; g < n_groups; ++g) group_block<WT::kOffset>(dec, xc + kGroupCols * g, out + kGroupCols * g);
+  }
+  for (int c = 0; c < n_cols; ++c)
+    for (int h = 0; h < kHalves; ++h) _mm512_storeu_ps(y + c * ldy + 16 * h, out[c][h]);
+}
+
+}  // namespace
+
+PanelFn avx512_legacy_panel(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_0: return panel<Q4_0>;
+    case GgmlType::Q8_0: return panel<Q8_0>;
+    case GgmlType::IQ4_NL: return panel<Iq4Nl>;
+    default: return nullptr;
+  }
+}
+
+}  // namespace tern::kernels::x86
