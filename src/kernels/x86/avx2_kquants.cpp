@@ -149,10 +149,11 @@ struct KTile {
                    size_t ldy) {
     __m256 acc[R][C];
     zero_tile(acc);
+    const size_t ahead = prefetch_ahead(R, w_stride);
     for (int64_t ib = 0; ib < n / kQK_K; ++ib) {
       KRow row[R];
       for (int r = 0; r < R; ++r) {
-        prefetch_span<KT::kBytes + 64>(w + (r + R) * w_stride + ib * KT::kBytes);  // next row tile (GEMV)
+        prefetch_span<KT::kBytes + 64>(w + r * w_stride + ahead + ib * KT::kBytes);  // later rows (GEMV)
         KT::prepare(w + r * w_stride + ib * KT::kBytes, row[r]);
       }
       const uint8_t* xb = x + ib * kXBytes;

@@ -162,10 +162,11 @@ struct LegacyTile {
     __m256 acc[R][C];
     zero_tile(acc);
     float min_acc[R][C] = {};  // sum of m * s (Q4_1, Q5_1)
+    const size_t ahead = prefetch_ahead(R, w_stride);
     for (int64_t ib = 0; ib < n / 32; ++ib) {
       WBlock wb[R];
       for (int r = 0; r < R; ++r) {
-        if (ib % 2 == 0) prefetch_span<2 * WT::kBytes + 64>(w + (r + R) * w_stride + ib * WT::kBytes);  // next row tile
+        if (ib % 2 == 0) prefetch_span<2 * WT::kBytes + 64>(w + r * w_stride + ahead + ib * WT::kBytes);  // later rows
         WT::load(w + r * w_stride + ib * WT::kBytes, wb[r]);
       }
       for (int c = 0; c < C; ++c) {

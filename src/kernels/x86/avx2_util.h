@@ -30,6 +30,16 @@ inline __m256i load_256(const uint8_t* p) { return _mm256_loadu_si256(reinterpre
 
 inline float f16_to_f32(const uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
 
+// Bytes ahead of the current row at which a GEMV tile prefetches weights: the
+// rows the driver's next tiles will read, at least 16 KiB ahead (about a
+// microsecond of streaming, several DRAM latencies) and at least the tile.
+inline size_t prefetch_ahead(int rows_in_tile, size_t w_stride) {
+  size_t rows = (16384 + w_stride - 1) / w_stride;
+  if (rows < static_cast<size_t>(rows_in_tile)) rows = static_cast<size_t>(rows_in_tile);
+  if (rows > 64) rows = 64;
+  return rows * w_stride;
+}
+
 // Prefetch kBytes starting at p into L1, one request per cache line.
 template <size_t kBytes>
 inline void prefetch_span(const uint8_t* p) {

@@ -195,10 +195,11 @@ struct KTile {
                    size_t ldy) {
     __m512 acc[R][C];
     zero_tile(acc);
+    const size_t ahead = prefetch_ahead(R, w_stride);
     for (int64_t ib = 0; ib < n / kQK_K; ++ib) {
       KRow row[R];
       for (int r = 0; r < R; ++r) {
-        prefetch_span<KT::kBytes + 64>(w + (r + R) * w_stride + ib * KT::kBytes);  // next row tile (GEMV)
+        prefetch_span<KT::kBytes + 64>(w + r * w_stride + ahead + ib * KT::kBytes);  // later rows (GEMV)
         KT::prepare(w + r * w_stride + ib * KT::kBytes, row[r]);
       }
       const uint8_t* xb = x + ib * kXBytes;
@@ -282,7 +283,7 @@ constexpr MatmulKernels panel_row() {
 constexpr MatmulKernels kQ2_K = row<Q2K>();
 constexpr MatmulKernels kQ3_K = row<Q3K>();
 constexpr MatmulKernels kQ4_K = panel_row<Q45K<false>, GgmlType::Q4_K>();
-constexpr MatmulKernels kQ5_K = row<Q45K<true>>();
+constexpr MatmulKernels kQ5_K = panel_row<Q45K<true>, GgmlType::Q5_K>();
 constexpr MatmulKernels kQ6_K = panel_row<Q6K, GgmlType::Q6_K>();
 
 }  // namespace

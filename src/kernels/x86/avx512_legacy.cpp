@@ -200,13 +200,14 @@ struct LegacyTile {
   static constexpr size_t kXBytes = WT::kAct == GgmlType::Q8_1 ? sizeof(quant::BlockQ8_1) : sizeof(quant::BlockQ8_0);
 
   template <int R, int C, int NB>
-  static inline void step(const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, __m512 (&acc)[R][C]) {
+  static inline void step(const uint8_t* w, size_t w_stride, size_t ahead, const uint8_t* x, size_t x_stride,
+                          __m512 (&acc)[R][C]) {
     XGroup xg[C];
     for (int c = 0; c < C; ++c) xg[c] = load_x<WT, NB>(x + c * x_stride);
     for (int r = 0; r < R; ++r) {
-      // The next row tile (the driver's next call) at the same offset: rows are
-      // short streams that the hardware prefetcher picks up too late.
-      prefetch_span<NB * WT::kBytes + 64>(w + (r + R) * w_stride);
+      // Rows the next tiles will read, at the same offset: rows are short
+      // streams that the hardware prefetcher picks up too late.
+      prefetch_span<NB * WT::kBytes + 64>(w + r * w_stride + ahead);
       WGroup wg;
       WT::template load<NB>(w + r * w_stride, wg);
       for (int c = 0; c < C; ++c) {
@@ -224,9 +225,10 @@ struct LegacyTile {
     zero_tile(acc);
     const int64_t nb = n / 32;
     int64_t ib = 0;
+    const size_t ahead = prefetch_ahead(R, w_stride);
     for (; ib + kGroup <= nb; ib += kGroup)
-      step<R, C, kGroup>(w + ib * WT::kBytes, w_stride, x + ib * kXBytes, x_stride, acc);
-    for (; ib < nb; ++ib) step<R, C, 1>(w + ib * WT::kBytes, w_stride, x + ib * kXBytes, x_stride, acc);
+      step<R, C, kGroup>(w + ib * WT::kBytes, w_stride, ahead, x + ib * kXBytes, x_stride, acc);
+    for (; ib < nb; ++ib) step<R, C, 1>(w + ib * WT::kBytes, w_stride, ahead, x + ib * kXBytes, x_stride, acc);
     store_tile(acc, y, ldy);
   }
 };

@@ -1,5 +1,5 @@
 // AVX-512 VNNI panel kernels for prompt processing: 32 weight rows x 8, 16, 24 or 32
-// activation columns of Q4_K / Q6_K per call (the K-quant tiles hand full panels here).
+// activation columns of Q4_K / Q5_K / Q6_K per call (the K-quant tiles hand full panels here).
 //
 // Row-per-lane layout: zmm lane r holds one dword (4 consecutive weights) of
 // row r. One broadcast activation dword feeds two vpdpbusd (rows 0..15 and
@@ -73,10 +73,12 @@ inline __m512 half_ps(__m512i v, int h) {
   return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(h ? _mm512_srli_epi32(v, 16) : v));
 }
 
-// ---- Q4_K: sub-block s = element dwords 8s..8s+7; u = q (0..15) -----------------------------
+// ---- Q4_K / Q5_K: sub-block s = element dwords 8s..8s+7; u = q (0..15, Q5_K 0..31) -----------
 
-struct Q4KPanel {
-  static constexpr size_t kBytes = sizeof(quant::BlockQ4_K);
+template <bool kFifth>
+struct Q45KPanel {
+  static constexpr size_t kBytes = kFifth ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
+  static constexpr int kQs = kFifth ? 48 : 16;  // qs offset; Q5_K's qh[32] sits at 16
   static constexpr int kSubDwords = 8;
   static void decode(const uint8_t* wb, size_t w_stride, Decoded& dec) {
     for (int h = 0; h < kHalves; ++h) {
@@ -98,13 +100,26 @@ struct Q4KPanel {
         dec.pair[s][h] = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));  // bsums dword s = sub-block s's two halves
       }
       // qs dwords 8c..8c+7: low nibbles are element dwords 16c + k, high nibbles 16c + 8 + k.
+      // Q5_K: the fifth bit of element dword e is bit e / 8 of each byte of qh dword e % 8.
+      __m512i qh[8];
+      if constexpr (kFifth) {
+        transpose_16x4(p + 16, w_stride, qh);
+        transpose_16x4(p + 32, w_stride, qh + 4);
+      }
       for (int c = 0; c < 4; ++c) {
         __m512i t[8];
-        transpose_16x4(p + 16 + 32 * c, w_stride, t);
-        transpose_16x4(p + 32 + 32 * c, w_stride, t + 4);
+        transpose_16x4(p + kQs + 32 * c, w_stride, t);
+        transpose_16x4(p + kQs + 16 + 32 * c, w_stride, t + 4);
         for (int k = 0; k < 8; ++k) {
-          dec.w[16 * c + k][h] = _mm512_and_si512(t[k], _mm512_set1_epi8(0x0f));
-          dec.w[16 * c + 8 + k][h] = _mm512_and_si512(_mm512_srli_epi32(t[k], 4), _mm512_set1_epi8(0x0f));
+          __m512i lo = _mm512_and_si512(t[k], _mm512_set1_epi8(0x0f));
+          __m512i hi = _mm512_and_si512(_mm512_srli_epi32(t[k], 4), _mm512_set1_epi8(0x0f));
+          if constexpr (kFifth) {
+            const __m512i one = _mm512_set1_epi8(1);
+            lo = _mm512_or_si512(lo, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh[k], 2 * c), one), 4));
+            hi = _mm512_or_si512(hi, _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(qh[k], 2 * c + 1), one), 4));
+          }
+          dec.w[16 * c + k][h] = lo;
+          dec.w[16 * c + 8 + k][h] = hi;
         }
       }
     }
@@ -228,7 +243,8 @@ void panel_entry(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x,
 
 PanelFn avx512_kquant_panel(gguf::GgmlType t) {
   switch (t) {
-    case gguf::GgmlType::Q4_K: return panel_entry<Q4KPanel>;
+    case gguf::GgmlType::Q4_K: return panel_entry<Q45KPanel<false>>;
+    case gguf::GgmlType::Q5_K: return panel_entry<Q45KPanel<true>>;
     case gguf::GgmlType::Q6_K: return panel_entry<Q6KPanel>;
     default: return nullptr;
   }

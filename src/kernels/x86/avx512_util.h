@@ -87,6 +87,16 @@ inline int hsum_epi32(__m512i v) {
   return _mm_cvtsi128_si32(_mm_add_epi32(b, _mm_shuffle_epi32(b, 1)));
 }
 
+// Bytes ahead of the current row at which a GEMV tile prefetches weights: the
+// rows the driver's next tiles will read, at least 16 KiB ahead (about a
+// microsecond of streaming, several DRAM latencies) and at least the tile.
+inline size_t prefetch_ahead(int rows_in_tile, size_t w_stride) {
+  size_t rows = (16384 + w_stride - 1) / w_stride;
+  if (rows < static_cast<size_t>(rows_in_tile)) rows = static_cast<size_t>(rows_in_tile);
+  if (rows > 64) rows = 64;
+  return rows * w_stride;
+}
+
 // Prefetch kBytes starting at p into L1, one request per cache line.
 template <size_t kBytes>
 inline void prefetch_span(const uint8_t* p) {

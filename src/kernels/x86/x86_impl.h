@@ -7,7 +7,7 @@
 //   avx512_legacy.cpp / avx2_legacy.cpp         Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL (32-element blocks)
 //   avx512_kquants.cpp / avx2_kquants.cpp       Q2_K Q3_K Q4_K Q5_K Q6_K (256-element super-blocks)
 //   avx512_float.cpp / avx2_float.cpp           F32 F16 BF16
-//   avx512_panel_kquants.cpp                    32-row GEMM panels for Q4_K, Q6_K (row-per-lane layout)
+//   avx512_panel_kquants.cpp                    32-row GEMM panels for Q4_K, Q5_K, Q6_K (row-per-lane layout)
 //   avx512_panel_legacy.cpp                     32-row GEMM panels for Q4_0, Q8_0, IQ4_NL
 //   avx512_matmul.cpp / avx2_matmul.cpp         the level's table: asks each family in turn
 //
@@ -40,7 +40,7 @@ void avx2_convert_bf16(const float* x, void* xq, int64_t n);
 // MatmulKernels::tile otherwise; for the types that have one.
 using PanelFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* xq, size_t x_stride, int n_cols,
                          float* y, size_t ldy);
-PanelFn avx512_kquant_panel(gguf::GgmlType weight_type);   // Q4_K Q6_K
+PanelFn avx512_kquant_panel(gguf::GgmlType weight_type);   // Q4_K Q5_K Q6_K
 PanelFn avx512_legacy_panel(gguf::GgmlType weight_type);   // Q4_0 Q8_0 IQ4_NL
 
 // Each returns its family's row for the type, or nullptr.
