@@ -108,9 +108,11 @@ struct Q3K {
   static constexpr bool kMins = false;
   static void prepare(const uint8_t* b, KRow& row) {
     row.b = b;
-    uint8_t s6[16];
+    uint32_t s6[4];
     unpack_q3k_scales(b + 96, s6);
-    const __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(load_128(s6), _mm_set1_epi8(32)));
+    const __m128i s6v = _mm_set_epi32(static_cast<int>(s6[3]), static_cast<int>(s6[2]), static_cast<int>(s6[1]),
+                                      static_cast<int>(s6[0]));
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(s6v, _mm_set1_epi8(32)));
     row.sc_lo = _mm256_permute2x128_si256(sc, sc, 0x00);
     row.sc_hi = _mm256_permute2x128_si256(sc, sc, 0x11);
     row.corr = _mm256_mullo_epi16(sc, _mm256_set1_epi16(-4));

@@ -143,9 +143,11 @@ struct Q3K {
   static constexpr bool kSplit = false, kMins = false;
   static void prepare(const uint8_t* b, KRow& row) {
     row.b = b;
-    uint8_t s6[16];
+    uint32_t s6[4];
     unpack_q3k_scales(b + 96, s6);
-    const __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(load_128(s6), _mm_set1_epi8(32)));
+    const __m128i s6v = _mm_set_epi32(static_cast<int>(s6[3]), static_cast<int>(s6[2]), static_cast<int>(s6[1]),
+                                      static_cast<int>(s6[0]));
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(s6v, _mm_set1_epi8(32)));
     row.scales = _mm512_castsi256_si512(sc);
     row.corr = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc, _mm256_set1_epi16(-4)));
     row.d = bcast_f16(b + 108);
@@ -258,7 +260,7 @@ void tiles(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
 template <class KT, GgmlType kType>
 void panel_or_tiles(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
                     float* y, size_t ldy) {
-  static const PanelFn panel = avx512_kquant_panel(kType);
+  const PanelFn panel = avx512_kquant_panel(kType);
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(xq);
   int c0 = 0;

@@ -241,7 +241,7 @@ constexpr int kPanelRows = 32, kPanelCols = 32, kPanelGroup = 8;  // avx512_pane
 template <class WT, GgmlType kType>
 void panel_or_tiles(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
                     float* y, size_t ldy) {
-  static const PanelFn panel = avx512_legacy_panel(kType);
+  const PanelFn panel = avx512_legacy_panel(kType);
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(xq);
   int c0 = 0;

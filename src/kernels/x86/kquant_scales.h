@@ -29,15 +29,15 @@ inline void unpack_q4k_scales(const uint8_t* s, uint64_t* sc, uint64_t* m) {
   *m = m_lo | static_cast<uint64_t>(m_hi) << 32;
 }
 
-// Q3_K: 16 six-bit scales, still offset by 32 (S in 0..63), sub-block s in byte s of out[16]:
+// Q3_K: 16 six-bit scales, still offset by 32 (S in 0..63), sub-block s in byte s % 4 of w[s / 4]:
 // low 4 bits in the nibbles of scales[0..7] (s < 8 low, else high), top 2 bits in scales[8 + s % 4] >> 2(s / 4).
-inline void unpack_q3k_scales(const uint8_t* s, uint8_t out[16]) {
+// (Words, not bytes in memory: callers build a vector from them without a store-forwarding stall.)
+inline void unpack_q3k_scales(const uint8_t* s, uint32_t w[4]) {
   const uint32_t a0 = scales_word(s), a1 = scales_word(s + 4), t = scales_word(s + 8);
-  const uint32_t w[4] = {(a0 & 0x0f0f0f0fu) | (t & 0x03030303u) << 4,
-                         (a1 & 0x0f0f0f0fu) | ((t >> 2) & 0x03030303u) << 4,
-                         ((a0 >> 4) & 0x0f0f0f0fu) | ((t >> 4) & 0x03030303u) << 4,
-                         ((a1 >> 4) & 0x0f0f0f0fu) | ((t >> 6) & 0x03030303u) << 4};
-  std::memcpy(out, w, 16);
+  w[0] = (a0 & 0x0f0f0f0fu) | (t & 0x03030303u) << 4;
+  w[1] = (a1 & 0x0f0f0f0fu) | ((t >> 2) & 0x03030303u) << 4;
+  w[2] = ((a0 >> 4) & 0x0f0f0f0fu) | ((t >> 4) & 0x03030303u) << 4;
+  w[3] = ((a1 >> 4) & 0x0f0f0f0fu) | ((t >> 6) & 0x03030303u) << 4;
 }
 
 }  // namespace
