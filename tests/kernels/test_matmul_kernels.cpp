@@ -84,6 +84,38 @@ TEST(MatmulKernels, EveryTypeAndLevelMatchesScalarWithinBudget) {
   }
 }
 
+// Batch invariance at the kernel level: output (r, c) is bit-identical whatever
+// tile shape it was computed in (and so whatever the batch size), as the
+// engine's invariance tests require of the whole forward pass.
+TEST(MatmulKernels, ResultsDoNotDependOnTileShape) {
+  for (GgmlType t : kTypes) {
+    for (CpuLevel level : available_levels()) {
+      const MatmulKernels* k = matmul_kernels_at(t, level);
+      if (!k) continue;
+      const int64_t n = quant::traits(t)->block_elems == 1 ? 100 : 512;
+      const Problem p = make_problem(t, n, k->max_rows, k->max_cols, 7);
+      const size_t x_stride = act_row_bytes(*k, p.n);
+      const std::vector<uint8_t> xq = testing::quantize_activations(*k, p, x_stride);
+      const size_t ldy = static_cast<size_t>(k->max_rows);
+      std::vector<float> full(ldy * k->max_cols);
+      k->tile(p.n, p.w.data(), p.w_stride, k->max_rows, xq.data(), x_stride, k->max_cols, full.data(), ldy);
+      for (int nr = 1; nr <= k->max_rows; ++nr)
+        for (int nc = 1; nc <= k->max_cols; ++nc)
+          for (int r0 : {0, k->max_rows - nr})
+            for (int c0 : {0, k->max_cols - nc}) {
+              std::vector<float> y(ldy * nc);
+              k->tile(p.n, p.w.data() + r0 * p.w_stride, p.w_stride, nr, xq.data() + c0 * x_stride, x_stride, nc,
+                      y.data(), ldy);
+              for (int c = 0; c < nc; ++c)
+                for (int r = 0; r < nr; ++r)
+                  ASSERT_EQ(y[c * ldy + r], full[(c0 + c) * ldy + r0 + r])
+                      << label(t, level) << " tile " << nr << "x" << nc << " at (" << r0 << ", " << c0 << ") r " << r
+                      << " c " << c;
+            }
+    }
+  }
+}
+
 // Large-magnitude and all-zero rows: the integer paths must not overflow or
 // produce NaN (Q8_0 x Q8_0 at full scale is the worst case for vpdpbusd sums).
 TEST(MatmulKernels, ExtremeValuesStayFinite) {

@@ -255,20 +255,12 @@ void tiles(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
                                                      y + c * ldy + r, ldy);
 }
 
-// Types with a panel kernel: 32 rows x a multiple of 8 columns go to it; anything
-// else (decode, the last rows or tokens) to KTile in register-tile pieces.
-template <class KT, GgmlType kType>
-void panel_or_tiles(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
-                    float* y, size_t ldy) {
-  const PanelFn panel = avx512_kquant_panel(kType);
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* xb = static_cast<const uint8_t*>(xq);
-  int c0 = 0;
-  if (n_rows == kPanelRows && n_cols >= kPanelGroup) {
-    c0 = n_cols / kPanelGroup * kPanelGroup;
-    panel(n, wb, w_stride, xb, x_stride, c0, y, ldy);
-  }
-  tiles<KT>(n, wb, w_stride, n_rows, xb, x_stride, c0, n_cols, y, ldy);
+// Types with a panel kernel run every tile through it (avx512_panel_kquants.cpp).
+template <GgmlType kType>
+void panel_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
+                float* y, size_t ldy) {
+  avx512_kquant_panel(kType)(n, static_cast<const uint8_t*>(w), w_stride, n_rows, static_cast<const uint8_t*>(xq),
+                             x_stride, n_cols, y, ldy);
 }
 
 template <class KT>
@@ -277,16 +269,16 @@ constexpr MatmulKernels row() {
           CpuLevel::Avx512};
 }
 
-template <class KT, GgmlType kType>
+template <GgmlType kType>
 constexpr MatmulKernels panel_row() {
-  return {GgmlType::Q8_K, avx512_quantize_q8_k, panel_or_tiles<KT, kType>, kPanelRows, kPanelCols, CpuLevel::Avx512};
+  return {GgmlType::Q8_K, avx512_quantize_q8_k, panel_tile<kType>, kPanelRows, kPanelCols, CpuLevel::Avx512};
 }
 
 constexpr MatmulKernels kQ2_K = row<Q2K>();
 constexpr MatmulKernels kQ3_K = row<Q3K>();
-constexpr MatmulKernels kQ4_K = panel_row<Q45K<false>, GgmlType::Q4_K>();
-constexpr MatmulKernels kQ5_K = panel_row<Q45K<true>, GgmlType::Q5_K>();
-constexpr MatmulKernels kQ6_K = panel_row<Q6K, GgmlType::Q6_K>();
+constexpr MatmulKernels kQ4_K = panel_row<GgmlType::Q4_K>();
+constexpr MatmulKernels kQ5_K = panel_row<GgmlType::Q5_K>();
+constexpr MatmulKernels kQ6_K = panel_row<GgmlType::Q6_K>();
 
 }  // namespace
 

@@ -236,26 +236,12 @@ struct LegacyTile {
 constexpr int kTileRows = 4, kTileCols = 4;                       // register tile of LegacyTile
 constexpr int kPanelRows = 32, kPanelCols = 32, kPanelGroup = 8;  // avx512_panel_legacy.cpp
 
-// Panel types: 32 rows x a multiple of 8 columns go to the panel; the rest
-// (decode, the last rows or tokens) to LegacyTile in register-tile pieces.
-template <class WT, GgmlType kType>
-void panel_or_tiles(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
-                    float* y, size_t ldy) {
-  const PanelFn panel = avx512_legacy_panel(kType);
-  const auto* wb = static_cast<const uint8_t*>(w);
-  const auto* xb = static_cast<const uint8_t*>(xq);
-  int c0 = 0;
-  if (n_rows == kPanelRows && n_cols >= kPanelGroup) {
-    c0 = n_cols / kPanelGroup * kPanelGroup;
-    panel(n, wb, w_stride, xb, x_stride, c0, y, ldy);
-  }
-  for (int c = c0; c < n_cols; c += kTileCols)
-    for (int r = 0; r < n_rows; r += kTileRows)
-      dispatch_tile<LegacyTile<WT>, kTileRows, kTileCols>(n, wb + r * w_stride, w_stride,
-                                                          n_rows - r < kTileRows ? n_rows - r : kTileRows,
-                                                          xb + c * x_stride, x_stride,
-                                                          n_cols - c < kTileCols ? n_cols - c : kTileCols,
-                                                          y + c * ldy + r, ldy);
+// Types with a panel kernel run every tile through it (avx512_panel_legacy.cpp).
+template <GgmlType kType>
+void panel_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
+                float* y, size_t ldy) {
+  avx512_legacy_panel(kType)(n, static_cast<const uint8_t*>(w), w_stride, n_rows, static_cast<const uint8_t*>(xq),
+                             x_stride, n_cols, y, ldy);
 }
 
 template <class WT>
@@ -265,17 +251,17 @@ constexpr MatmulKernels row() {
           CpuLevel::Avx512};
 }
 
-template <class WT, GgmlType kType>
+template <GgmlType kType>
 constexpr MatmulKernels panel_row() {
-  return {GgmlType::Q8_0, avx512_quantize_q8_0, panel_or_tiles<WT, kType>, kPanelRows, kPanelCols, CpuLevel::Avx512};
+  return {GgmlType::Q8_0, avx512_quantize_q8_0, panel_tile<kType>, kPanelRows, kPanelCols, CpuLevel::Avx512};
 }
 
-constexpr MatmulKernels kQ4_0 = panel_row<Q4_0, GgmlType::Q4_0>();
+constexpr MatmulKernels kQ4_0 = panel_row<GgmlType::Q4_0>();
 constexpr MatmulKernels kQ4_1 = row<Q4_1>();
 constexpr MatmulKernels kQ5_0 = row<Q5_0>();
 constexpr MatmulKernels kQ5_1 = row<Q5_1>();
-constexpr MatmulKernels kQ8_0 = panel_row<Q8_0, GgmlType::Q8_0>();
-constexpr MatmulKernels kIq4Nl = panel_row<Iq4Nl, GgmlType::IQ4_NL>();
+constexpr MatmulKernels kQ8_0 = panel_row<GgmlType::Q8_0>();
+constexpr MatmulKernels kIq4Nl = panel_row<GgmlType::IQ4_NL>();
 
 }  // namespace
 

@@ -1,5 +1,7 @@
 // AVX-512 VNNI panel kernels for prompt processing with 32-element block
-// weights: Q4_0, Q8_0, IQ4_NL against Q8_0 activations, 32 rows x 8..32 columns.
+// weights: Q4_0, Q8_0, IQ4_NL against Q8_0 activations, up to 32 rows x any columns.
+// Every tile of these types runs here, prompt and decode alike, so that a
+// (row, token) result is the same sequence of operations whatever the batch.
 //
 // The row-per-lane scheme of avx512_panel_kquants.cpp (read that first), per
 // block b of 8 dwords, with weights made unsigned by an offset o:
@@ -31,8 +33,7 @@ using gguf::GgmlType;
 
 constexpr int kHalves = 2;      // 16-row halves of a panel
 constexpr int kGroupCols = 8;   // columns sharing one pass over a decoded block
-constexpr int kMaxGroups = 4;   // column groups per call
-constexpr int kMaxCols = kGroupCols * kMaxGroups;
+constexpr int kMaxCols = 32;    // columns whose results are accumulated at once
 constexpr size_t kXBytes = sizeof(quant::BlockQ8_0);
 
 // One block of 32 rows in row-per-lane form: [h] = rows 16h .. 16h + 15.
@@ -41,14 +42,14 @@ struct Decoded {
   __m512 d[kHalves];      // dw
 };
 
-// Dwords j..j+3 (the 16 bytes at p + r * stride) of 16 rows -> out[i] lane r = row r's dword j + i.
-inline void transpose_16x4(const uint8_t* p, size_t stride, __m512i out[4]) {
-  __m512i a[4];
+// Dwords j..j+3 (the 16 bytes at rows[r] + off, r < 16) -> out[i] lane r = row r's dword j + i.
+inline void transpose_16x4(const uint8_t* const* rows, size_t off, __m512i out[4]) {
+  __m512i a[4];  // a[q] 128-bit lane L = the 16 bytes of row 4L + q
   for (int q = 0; q < 4; ++q) {
-    __m512i v = _mm512_castsi128_si512(load_128(p + q * stride));
-    v = _mm512_inserti32x4(v, load_128(p + (4 + q) * stride), 1);
-    v = _mm512_inserti32x4(v, load_128(p + (8 + q) * stride), 2);
-    a[q] = _mm512_inserti32x4(v, load_128(p + (12 + q) * stride), 3);
+    __m512i v = _mm512_castsi128_si512(load_128(rows[q] + off));
+    v = _mm512_inserti32x4(v, load_128(rows[4 + q] + off), 1);
+    v = _mm512_inserti32x4(v, load_128(rows[8 + q] + off), 2);
+    a[q] = _mm512_inserti32x4(v, load_128(rows[12 + q] + off), 3);
   }
   const __m512i t0 = _mm512_unpacklo_epi32(a[0], a[1]), t1 = _mm512_unpackhi_epi32(a[0], a[1]);
   const __m512i t2 = _mm512_unpacklo_epi32(a[2], a[3]), t3 = _mm512_unpackhi_epi32(a[2], a[3]);
@@ -56,6 +57,30 @@ inline void transpose_16x4(const uint8_t* p, size_t stride, __m512i out[4]) {
   out[1] = _mm512_unpackhi_epi64(t0, t2);
   out[2] = _mm512_unpacklo_epi64(t1, t3);
   out[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// The 32 rows of a panel; rows at or past n_rows repeat the last real row
+// (their lanes are computed but never stored), so every load stays in bounds.
+struct PanelRows {
+  const uint8_t* p[32];
+  PanelRows(const uint8_t* w, size_t w_stride, int n_rows) {
+    for (int r = 0; r < 32; ++r) p[r] = w + static_cast<size_t>(r < n_rows ? r : n_rows - 1) * w_stride;
+  }
+};
+
+// Lanes of half h that hold real rows.
+inline __mmask16 row_mask(int n_rows, int h) {
+  const int k = n_rows - 16 * h;
+  return k >= 16 ? static_cast<__mmask16>(0xffff) : k <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << k) - 1);
+}
+
+// GEMV: prefetch the next panel (the 32 rows after these, one contiguous
+// region) as a linear sweep spread over this panel's n_blocks blocks, one
+// request per cache line: a sequential stream for DRAM, one panel ahead.
+inline void prefetch_next_panel(const uint8_t* w, size_t w_stride, int64_t ib, int64_t n_blocks) {
+  const size_t total = 32 * w_stride, chunk = (total + n_blocks - 1) / n_blocks;
+  const uint8_t* begin = w + total + static_cast<size_t>(ib) * chunk;
+  for (size_t k = 0; k < chunk; k += 64) _mm_prefetch(reinterpret_cast<const char*>(begin + k), _MM_HINT_T0);
 }
 
 inline __m512i bcast_dword(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(load_u32(p))); }
@@ -74,10 +99,10 @@ inline void split_nibbles(const __m512i t[4], int h, Decoded& dec) {
 struct Q4_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
   static constexpr int kOffset = 8;
-  static void decode(const uint8_t* p, size_t w_stride, int h, Decoded& dec) {
+  static void decode(const uint8_t* const* rows, size_t off, int h, Decoded& dec) {
     __m512i hdr[4], t[4];
-    transpose_16x4(p, w_stride, hdr);
-    transpose_16x4(p + 2, w_stride, t);
+    transpose_16x4(rows, off, hdr);
+    transpose_16x4(rows, off + 2, t);
     dec.d[h] = d_ps(hdr[0]);
     split_nibbles(t, h, dec);
   }
@@ -86,10 +111,10 @@ struct Q4_0 {
 struct Iq4Nl {
   static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
   static constexpr int kOffset = 128;
-  static void decode(const uint8_t* p, size_t w_stride, int h, Decoded& dec) {
+  static void decode(const uint8_t* const* rows, size_t off, int h, Decoded& dec) {
     __m512i hdr[4], t[4];
-    transpose_16x4(p, w_stride, hdr);
-    transpose_16x4(p + 2, w_stride, t);
+    transpose_16x4(rows, off, hdr);
+    transpose_16x4(rows, off + 2, t);
     dec.d[h] = d_ps(hdr[0]);
     alignas(16) uint8_t shifted[16];
     for (int i = 0; i < 16; ++i) shifted[i] = static_cast<uint8_t>(quant::kIq4nlValues[i] + 128);
@@ -102,11 +127,11 @@ struct Iq4Nl {
 struct Q8_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
   static constexpr int kOffset = 128;
-  static void decode(const uint8_t* p, size_t w_stride, int h, Decoded& dec) {
+  static void decode(const uint8_t* const* rows, size_t off, int h, Decoded& dec) {
     __m512i hdr[4], t[8];
-    transpose_16x4(p, w_stride, hdr);
-    transpose_16x4(p + 2, w_stride, t);
-    transpose_16x4(p + 18, w_stride, t + 4);
+    transpose_16x4(rows, off, hdr);
+    transpose_16x4(rows, off + 2, t);
+    transpose_16x4(rows, off + 18, t + 4);
     dec.d[h] = d_ps(hdr[0]);
     for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_xor_si512(t[k], _mm512_set1_epi8(static_cast<char>(0x80)));
   }
@@ -122,51 +147,69 @@ inline int neg_offset_sum(const uint8_t* xb) {
   return -kOffset * sum;
 }
 
-// One group of 8 columns over one decoded block.
-template <int kOffset>
+// One group of C <= 8 columns over one decoded block. The operations on one
+// (row, column) lane do not depend on C or on the other columns.
+template <int kOffset, int C>
 inline void group_block(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHalves]) {
-  __m512i t[kGroupCols][kHalves];
+  __m512i t[C][kHalves];
 #pragma GCC unroll 8
-  for (int c = 0; c < kGroupCols; ++c) t[c][0] = t[c][1] = _mm512_set1_epi32(neg_offset_sum<kOffset>(xc[c]));
+  for (int c = 0; c < C; ++c) t[c][0] = t[c][1] = _mm512_set1_epi32(neg_offset_sum<kOffset>(xc[c]));
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) {
     const __m512i w0 = dec.w[k][0], w1 = dec.w[k][1];
 #pragma GCC unroll 8
-    for (int c = 0; c < kGroupCols; ++c) {
+    for (int c = 0; c < C; ++c) {
       const __m512i xv = bcast_dword(xc[c] + 2 + 4 * k);
       t[c][0] = _mm512_dpbusd_epi32(t[c][0], w0, xv);
       t[c][1] = _mm512_dpbusd_epi32(t[c][1], w1, xv);
     }
   }
 #pragma GCC unroll 8
-  for (int c = 0; c < kGroupCols; ++c) {
+  for (int c = 0; c < C; ++c) {
     const __m512 dx = _mm512_set1_ps(_cvtsh_ss(load_u16(xc[c])));
     out[c][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c][0]), _mm512_mul_ps(dec.d[0], dx), out[c][0]);
     out[c][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c][1]), _mm512_mul_ps(dec.d[1], dx), out[c][1]);
   }
 }
 
-// 32 rows x (8 * n_groups) columns.
-template <class WT>
-void panel(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* x, size_t x_stride, int n_cols, float* y,
-           size_t ldy) {
-  const int n_groups = n_cols / kGroupCols;
-  alignas(64) Decoded dec;
-  __m512 out[kMaxCols][kHalves];
-  for (int c = 0; c < kMaxCols; ++c) out[c][0] = out[c][1] = _mm512_setzero_ps();
-  const int64_t n_blocks = n / 32;
-  for (int64_t ib = 0; ib < n_blocks; ++ib) {
-    if (ib % 2 == 0 && ib + 2 < n_blocks) {  // two blocks ahead, every other block
-      for (int c = 0; c < n_cols; ++c) prefetch_span<2 * kXBytes>(x + c * x_stride + (ib + 2) * kXBytes);
-      for (int r = 0; r < 2 * 16; ++r) prefetch_span<2 * WT::kBytes>(w + r * w_stride + (ib + 2) * WT::kBytes);
-    }
-    for (int h = 0; h < kHalves; ++h) WT::decode(w + 16 * h * w_stride + ib * WT::kBytes, w_stride, h, dec);
-    const uint8_t* xc[kMaxCols];
-    for (int c = 0; c < n_cols; ++c) xc[c] = x + c * x_stride + ib * kXBytes;
-    for (int g = 0; g < n_groups; ++g) group_block<WT::kOffset>(dec, xc + kGroupCols * g, out + kGroupCols * g);
+template <int kOffset, int C>
+void tail_group(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHalves], int n) {
+  if constexpr (C > 1) {
+    if (n < C) return tail_group<kOffset, C - 1>(dec, xc, out, n);
   }
-  for (int c = 0; c < n_cols; ++c)
-    for (int h = 0; h < kHalves; ++h) _mm512_storeu_ps(y + c * ldy + 16 * h, out[c][h]);
+  group_block<kOffset, C>(dec, xc, out);
+}
+
+// n_rows <= 32 rows x n_cols columns (any), in groups of 8 columns.
+template <class WT>
+void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* x, size_t x_stride, int n_cols,
+           float* y, size_t ldy) {
+  const PanelRows rows(w, w_stride, n_rows);
+  alignas(64) Decoded dec;
+  for (int c0 = 0; c0 < n_cols; c0 += kMaxCols) {  // columns in chunks of 32 (out stays in L1)
+    const int nc = n_cols - c0 < kMaxCols ? n_cols - c0 : kMaxCols;
+    __m512 out[kMaxCols][kHalves];
+    for (int c = 0; c < nc; ++c) out[c][0] = out[c][1] = _mm512_setzero_ps();
+    const int64_t n_blocks = n / 32;
+    for (int64_t ib = 0; ib < n_blocks; ++ib) {
+      if (nc >= kGroupCols) {
+        if (ib % 4 == 0 && ib + 4 < n_blocks) {  // GEMM: the next four blocks of activations and weights, from L2
+          for (int c = 0; c < nc; ++c) prefetch_span<4 * kXBytes>(x + (c0 + c) * x_stride + (ib + 4) * kXBytes);
+          for (int r = 0; r < n_rows; ++r) prefetch_span<4 * WT::kBytes>(rows.p[r] + (ib + 4) * WT::kBytes);
+        }
+      } else {
+        prefetch_next_panel(w, w_stride, ib, n_blocks);  // GEMV: the next panel from DRAM
+      }
+      for (int h = 0; h < kHalves; ++h) WT::decode(rows.p + 16 * h, ib * WT::kBytes, h, dec);
+      const uint8_t* xc[kMaxCols];
+      for (int c = 0; c < nc; ++c) xc[c] = x + (c0 + c) * x_stride + ib * kXBytes;
+      int c = 0;
+      for (; c + kGroupCols <= nc; c += kGroupCols) group_block<WT::kOffset, kGroupCols>(dec, xc + c, out + c);
+      if (c < nc) tail_group<WT::kOffset, kGroupCols - 1>(dec, xc + c, out + c, nc - c);
+    }
+    for (int c = 0; c < nc; ++c)
+      for (int h = 0; h < kHalves; ++h) _mm512_mask_storeu_ps(y + (c0 + c) * ldy + 16 * h, row_mask(n_rows, h), out[c][h]);
+  }
 }
 
 }  // namespace

@@ -36,10 +36,11 @@ void avx2_quantize_q8_1(const float* x, void* xq, int64_t n);
 void avx2_quantize_q8_k(const float* x, void* xq, int64_t n);
 void avx2_convert_bf16(const float* x, void* xq, int64_t n);
 
-// A GEMM panel: 32 rows x n_cols columns (n_cols 8, 16, 24 or 32), arguments as
-// MatmulKernels::tile otherwise; for the types that have one.
-using PanelFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, const uint8_t* xq, size_t x_stride, int n_cols,
-                         float* y, size_t ldy);
+// A panel tile: n_rows <= 32 rows x any n_cols, arguments as MatmulKernels::tile.
+// Types with one run every tile through it (decode too): a result is then the
+// same operations whatever the tile shape, i.e. bit-exact across batch sizes.
+using PanelFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* xq, size_t x_stride,
+                         int n_cols, float* y, size_t ldy);
 PanelFn avx512_kquant_panel(gguf::GgmlType weight_type);   // Q4_K Q5_K Q6_K
 PanelFn avx512_legacy_panel(gguf::GgmlType weight_type);   // Q4_0 Q8_0 IQ4_NL
 
