@@ -1,7 +1,9 @@
-// AVX-512 VNNI tiles for the K-quant super-blocks: Q2_K Q3_K Q4_K Q5_K Q6_K, with Q8_K activations.
+// AVX-512 VNNI K-quant table (Q8_K activations). Q4_K, Q5_K and Q6_K run every
+// tile through the row-per-lane panels of avx512_panel_kquants.cpp; Q2_K and Q3_K
+// use the register tiles below.
 //
-// A 256-element super-block is four chunks of 64 weights, each decoded to
-// unsigned bytes u in one zmm ("chunk k"). Sub-block scales are small
+// A 256-element super-block is four chunks of 64 weights in element order, each
+// decoded to unsigned bytes u in one zmm ("chunk k"). Sub-block scales are small
 // integers, so the whole super-block accumulates in int32 before touching f32:
 //
 //   i32 += vpdpwssd(vpmaddubsw(u, x), scale16)        per chunk (u*x pairs fit int16)
@@ -13,13 +15,7 @@
 // that are constant over a sub-block:
 //   Q2_K  u = q (0..3),  4-bit scale, 4-bit min per 16:  x = d*sc*q - dmin*m
 //   Q3_K  u = q + 4 (0..7), 6-bit signed scale per 16:   offset o = 4
-//   Q4_K  u = q (0..15), 6-bit scale and min per 32
-//   Q5_K  u = q (0..31), as Q4_K
-//   Q6_K  u = q + 32 (0..63), int8 scale per 16:         offset o = 32
-// maddubs cannot saturate: 63 * 127 * 2 < 32767. Chunks follow element order
-// except in Q4_K/Q5_K, whose nibble layout makes chunk k hold sub-blocks
-// (2k', 2k'+2) or (2k'+1, 2k'+3); the activations are loaded in that order.
-// Bit layouts: quant/k_blocks.h.
+// maddubs cannot saturate: 7 * 127 * 2 < 32767. Bit layouts: quant/k_blocks.h.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -61,12 +57,6 @@ inline __m512i natural_scale_idx(int k) {
                                             3));
 }
 
-// Q4_K / Q5_K chunk k holds sub-blocks a = 4(k/2) + k%2 (lanes 0..15) and a + 2 (lanes 16..31).
-inline __m512i split_scale_idx(int k) {
-  const short a = static_cast<short>(4 * (k / 2) + k % 2);
-  return _mm512_mask_blend_epi16(0xffff0000u, _mm512_set1_epi16(a), _mm512_set1_epi16(static_cast<short>(a + 2)));
-}
-
 // The 2-bit fields of 32 bytes at p for p-shifts (2a, 2b) into chunk halves: bits (v >> 2a) & 3 | (v >> 2b) & 3.
 inline __m512i two_bit_chunk(const uint8_t* p, int a, int b) {
   const __m256i v = load_256(p);
@@ -85,62 +75,9 @@ inline __mmask64 bit_chunk(const uint8_t* p, int a, int b) {
   return _mm512_test_epi8_mask(both, sel);
 }
 
-// Q4_K and Q5_K share the scale block and the nibble layout; Q5_K adds qh.
-template <bool kFifth>
-struct Q45K {
-  static constexpr size_t kBytes = kFifth ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
-  static constexpr bool kSplit = true, kMins = true;
-  static constexpr int kQs = kFifth ? 48 : 16;
-  static void prepare(const uint8_t* b, KRow& row) {
-    uint64_t sc, m;
-    unpack_q4k_scales(b + 4, &sc, &m);
-    row.b = b;
-    row.scales = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_cvtsi64_si128(static_cast<long long>(sc))));
-    // bsums lane i (elements 16i..16i+15) belongs to sub-block i / 2.
-    const __m512i mins = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(_mm_cvtsi64_si128(static_cast<long long>(m))));
-    const __m512i idx = _mm512_srli_epi16(_mm512_set_epi16(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 15, 14, 13,
-                                                           12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                          1);
-    row.corr = _mm512_maskz_permutexvar_epi16(0xffff, idx, mins);
-    row.d = bcast_f16(b);
-    row.dmin = bcast_f16(b + 2);
-  }
-  static __m512i quants(const KRow& row, int k) {
-    const __m512i v = load_512(row.b + kQs + 64 * (k / 2));
-    __m512i u = _mm512_and_si512(k % 2 ? _mm512_srli_epi16(v, 4) : v, bytes(0x0f));
-    if constexpr (kFifth) {
-      const int a = 4 * (k / 2) + k % 2;
-      u = _mm512_mask_add_epi8(u, bit_chunk(row.b + 16, a, a + 2), u, bytes(16));
-    }
-    return u;
-  }
-  static __m512i scale_idx(int k) { return split_scale_idx(k); }
-};
-
-struct Q6K {
-  static constexpr size_t kBytes = sizeof(quant::BlockQ6_K);
-  static constexpr bool kSplit = false, kMins = false;
-  static void prepare(const uint8_t* b, KRow& row) {
-    row.b = b;
-    const __m256i sc = _mm256_cvtepi8_epi16(load_128(b + 192));
-    row.scales = _mm512_castsi256_si512(sc);
-    row.corr = _mm512_zextsi256_si512(_mm256_mullo_epi16(sc, _mm256_set1_epi16(-32)));
-    row.d = bcast_f16(b + 208);
-  }
-  // Chunk k = elements 64k..64k+63: low nibbles (k even) or high nibbles (k odd) of ql[64(k/2) ..],
-  // top bits from qh[32(k/2) + r] >> 2p with p = 2(k%2) (first 32) and 2(k%2) + 1 (last 32).
-  static __m512i quants(const KRow& row, int k) {
-    const __m512i v = load_512(row.b + 64 * (k / 2));
-    const __m512i lo = _mm512_and_si512(k % 2 ? _mm512_srli_epi16(v, 4) : v, bytes(0x0f));
-    const __m512i hi = two_bit_chunk(row.b + 128 + 32 * (k / 2), 2 * (k % 2), 2 * (k % 2) + 1);
-    return _mm512_or_si512(lo, _mm512_slli_epi16(hi, 4));
-  }
-  static __m512i scale_idx(int k) { return natural_scale_idx(k); }
-};
-
 struct Q3K {
   static constexpr size_t kBytes = sizeof(quant::BlockQ3_K);
-  static constexpr bool kSplit = false, kMins = false;
+  static constexpr bool kMins = false;
   static void prepare(const uint8_t* b, KRow& row) {
     row.b = b;
     uint32_t s6[4];
@@ -164,7 +101,7 @@ struct Q3K {
 
 struct Q2K {
   static constexpr size_t kBytes = sizeof(quant::BlockQ2_K);
-  static constexpr bool kSplit = false, kMins = true;
+  static constexpr bool kMins = true;
   static void prepare(const uint8_t* b, KRow& row) {
     row.b = b;
     const __m128i s = load_128(b);
@@ -179,16 +116,6 @@ struct Q2K {
   }
   static __m512i scale_idx(int k) { return natural_scale_idx(k); }
 };
-
-// Activations of chunk k of one Q8_K block, in the weight chunk's element order.
-template <bool kSplit>
-inline __m512i x_chunk(const uint8_t* qs, int k) {
-  if constexpr (kSplit) {
-    const uint8_t* p = qs + 128 * (k / 2) + 32 * (k % 2);
-    return _mm512_inserti64x4(_mm512_castsi256_si512(load_256(p)), load_256(p + 64), 1);
-  }
-  return load_512(qs + 64 * k);
-}
 
 template <class KT>
 struct KTile {
@@ -210,7 +137,7 @@ struct KTile {
         for (int c = 0; c < C; ++c) isum[r][c] = _mm512_setzero_si512();
       for (int k = 0; k < 4; ++k) {
         __m512i xk[C];
-        for (int c = 0; c < C; ++c) xk[c] = x_chunk<KT::kSplit>(xb + c * x_stride + 4, k);
+        for (int c = 0; c < C; ++c) xk[c] = load_512(xb + c * x_stride + 4 + 64 * k);
         const __m512i idx = KT::scale_idx(k);
         for (int r = 0; r < R; ++r) {
           const __m512i u = KT::quants(row[r], k);
@@ -241,19 +168,7 @@ struct KTile {
 };
 
 constexpr int kTileRows = 2, kTileCols = 4;  // register tile of KTile
-constexpr int kPanelRows = 32, kPanelCols = 32, kPanelGroup = 8;  // avx512_panel_kquants.cpp
-
-// Register tiles over rows [0, n_rows) x columns [c0, n_cols).
-template <class KT>
-void tiles(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* x, size_t x_stride, int c0,
-           int n_cols, float* y, size_t ldy) {
-  for (int c = c0; c < n_cols; c += kTileCols)
-    for (int r = 0; r < n_rows; r += kTileRows)
-      dispatch_tile<KTile<KT>, kTileRows, kTileCols>(n, w + r * w_stride, w_stride,
-                                                     n_rows - r < kTileRows ? n_rows - r : kTileRows, x + c * x_stride,
-                                                     x_stride, n_cols - c < kTileCols ? n_cols - c : kTileCols,
-                                                     y + c * ldy + r, ldy);
-}
+constexpr int kPanelRows = 32, kPanelCols = 32;                   // avx512_panel_kquants.cpp
 
 // Types with a panel kernel run every tile through it (avx512_panel_kquants.cpp).
 template <GgmlType kType>

@@ -1,23 +1,22 @@
-// AVX-512 VNNI tiles for the 32-element block types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL.
+// AVX-512 VNNI table for the 32-element block types. Q4_0, Q8_0 and IQ4_NL run
+// every tile through the row-per-lane panels of avx512_panel_legacy.cpp; Q4_1,
+// Q5_0 and Q5_1 use the register tiles below.
 //
 // Work goes in groups of four blocks ("x4 lanes", avx512_util.h): one zmm
 // holds elements 0..15 of four consecutive blocks ("lo"), another their
-// elements 16..31 ("hi"), so the nibble halves of Q4/Q5/IQ4 blocks need no
+// elements 16..31 ("hi"), so the nibble halves of Q4/Q5 blocks need no
 // shuffle and two vpdpbusd give every block's dot in its own 128-bit lane.
 // Each lane group is then scaled by dw * dx of its block in f32:
 //
 //   acc[r][c] += f32(int_dot) * (dw ⊙ dx)        [+ m ⊙ s for Q4_1/Q5_1]
 //
-// vpdpbusd multiplies unsigned by signed bytes, so each type is arranged to
-// have one unsigned side:
-//   Q4_0, Q5_0  q unsigned (0..15 / 0..31), x signed: dot(q - o, x) = dot(q, x) - o * sum(x)
-//   IQ4_NL      code book shifted to unsigned (value + 128): the same with o = 128
-//   Q4_1, Q5_1  q unsigned, no offset; the minimum enters as m * s (s = dx * sum(xq), Q8_1)
-//   Q8_0        x shifted to unsigned (x + 128): dot(w, x) = dot(w, x + 128) - 128 * sum(w)
-// The o * sum(x) terms are computed once per column and group and shared by
-// every row of the tile; 128 * sum(w) once per row and shared by every column.
-// All integer sums are exact; the f32 part differs from the scalar reference
-// only in summation order.
+// vpdpbusd multiplies unsigned by signed bytes; q is unsigned here:
+//   Q5_0        q in 0..31, x signed: dot(q - 16, x) = dot(q, x) - 16 * sum(x)
+//   Q4_1, Q5_1  no offset; the minimum enters as m * s (s = dx * sum(xq), Q8_1)
+// The 16 * sum(x) term is computed once per column and group and shared by
+// every row of the tile. Integer sums are exact; the f32 part differs from the
+// scalar reference only in summation order. Each (row, column) result is the
+// same operations whatever the tile shape (batch invariance).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -38,7 +37,7 @@ constexpr int kGroup = 4;  // blocks per step
 
 // One column's activations for a group of blocks.
 struct XGroup {
-  __m512i lo, hi;  // x4 lanes of int8 (shifted to unsigned for Q8_0 weights)
+  __m512i lo, hi;  // x4 lanes of int8
   __m512 d;        // dx per block, x4
   __m512i init;    // -o * sum(x) per lane (offset types), else unused
   __m512 s;        // Q8_1 s once per block (Q4_1, Q5_1), else unused
@@ -49,7 +48,6 @@ struct WGroup {
   __m512i lo, hi;  // x4 lanes of weight bytes
   __m512 d;        // dw per block, x4
   __m512 m;        // minimum per block, x4 (Q4_1, Q5_1)
-  __m512i init;    // -128 * sum(w) per lane (Q8_0)
 };
 
 // Nibbles of NB blocks whose 16 qs bytes sit at p + k * stride.
@@ -73,23 +71,11 @@ inline void add_fifth_bits(const uint8_t* p, size_t stride, WGroup& g) {
   g.hi = _mm512_mask_add_epi8(g.hi, m_hi, g.hi, bytes(16));
 }
 
-struct Q4_0 {
-  static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
-  static constexpr GgmlType kAct = GgmlType::Q8_0;
-  static constexpr int kOffset = 8;
-  static constexpr bool kMin = false, kSignedW = false;
-  template <int NB>
-  static void load(const uint8_t* p, WGroup& g) {
-    load_nibbles<NB>(p + 2, kBytes, g);
-    g.d = spread_x4(load_f16x4<NB>(p, kBytes));
-  }
-};
-
 struct Q4_1 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_1);
   static constexpr GgmlType kAct = GgmlType::Q8_1;
   static constexpr int kOffset = 0;
-  static constexpr bool kMin = true, kSignedW = false;
+  static constexpr bool kMin = true;
   template <int NB>
   static void load(const uint8_t* p, WGroup& g) {
     load_nibbles<NB>(p + 4, kBytes, g);
@@ -102,7 +88,7 @@ struct Q5_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ5_0);
   static constexpr GgmlType kAct = GgmlType::Q8_0;
   static constexpr int kOffset = 16;
-  static constexpr bool kMin = false, kSignedW = false;
+  static constexpr bool kMin = false;
   template <int NB>
   static void load(const uint8_t* p, WGroup& g) {
     load_nibbles<NB>(p + 6, kBytes, g);
@@ -115,54 +101,13 @@ struct Q5_1 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ5_1);
   static constexpr GgmlType kAct = GgmlType::Q8_1;
   static constexpr int kOffset = 0;
-  static constexpr bool kMin = true, kSignedW = false;
+  static constexpr bool kMin = true;
   template <int NB>
   static void load(const uint8_t* p, WGroup& g) {
     load_nibbles<NB>(p + 8, kBytes, g);
     add_fifth_bits<NB>(p + 4, kBytes, g);
     g.d = spread_x4(load_f16x4<NB>(p, kBytes));
     g.m = spread_x4(load_f16x4<NB>(p + 2, kBytes));
-  }
-};
-
-struct Q8_0 {
-  static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
-  static constexpr GgmlType kAct = GgmlType::Q8_0;
-  static constexpr int kOffset = 0;
-  static constexpr bool kMin = false, kSignedW = true;
-  template <int NB>
-  static void load(const uint8_t* p, WGroup& g) {
-    g.lo = load_128x4<NB>(p + 2, kBytes);
-    g.hi = load_128x4<NB>(p + 18, kBytes);
-    g.d = spread_x4(load_f16x4<NB>(p, kBytes));
-    const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), bytes(0x80), g.lo), bytes(0x80), g.hi);
-    g.init = _mm512_sub_epi32(_mm512_setzero_si512(), s);
-  }
-};
-
-// kIq4nlValues + 128: the code book as unsigned bytes.
-struct ShiftedTable {
-  uint8_t v[16];
-};
-constexpr ShiftedTable shifted_iq4nl() {
-  ShiftedTable t{};
-  for (int i = 0; i < 16; ++i) t.v[i] = static_cast<uint8_t>(quant::kIq4nlValues[i] + 128);
-  return t;
-}
-alignas(16) constexpr ShiftedTable kIq4nlShifted = shifted_iq4nl();
-
-struct Iq4Nl {
-  static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
-  static constexpr GgmlType kAct = GgmlType::Q8_0;
-  static constexpr int kOffset = 128;
-  static constexpr bool kMin = false, kSignedW = false;
-  template <int NB>
-  static void load(const uint8_t* p, WGroup& g) {
-    const __m512i table = _mm512_broadcast_i32x4(load_128(kIq4nlShifted.v));
-    load_nibbles<NB>(p + 2, kBytes, g);
-    g.lo = _mm512_shuffle_epi8(table, g.lo);
-    g.hi = _mm512_shuffle_epi8(table, g.hi);
-    g.d = spread_x4(load_f16x4<NB>(p, kBytes));
   }
 };
 
@@ -180,17 +125,12 @@ inline XGroup load_x(const uint8_t* p) {
     const __m512i s = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), o, g.lo), o, g.hi);
     g.init = _mm512_sub_epi32(_mm512_setzero_si512(), s);
   }
-  if constexpr (WT::kSignedW) {
-    g.lo = _mm512_xor_si512(g.lo, bytes(0x80));
-    g.hi = _mm512_xor_si512(g.hi, bytes(0x80));
-  }
   if constexpr (WT::kMin) g.s = spread_once_x4(load_f16x4<NB>(p + 2, kStride));
   return g;
 }
 
 template <class WT>
 inline __m512i block_dots(const WGroup& w, const XGroup& x) {
-  if constexpr (WT::kSignedW) return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(w.init, x.lo, w.lo), x.hi, w.hi);
   const __m512i init = WT::kOffset != 0 ? x.init : _mm512_setzero_si512();
   return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, w.lo, x.lo), w.hi, x.hi);
 }
@@ -234,7 +174,7 @@ struct LegacyTile {
 };
 
 constexpr int kTileRows = 4, kTileCols = 4;                       // register tile of LegacyTile
-constexpr int kPanelRows = 32, kPanelCols = 32, kPanelGroup = 8;  // avx512_panel_legacy.cpp
+constexpr int kPanelRows = 32, kPanelCols = 32;                   // avx512_panel_legacy.cpp
 
 // Types with a panel kernel run every tile through it (avx512_panel_legacy.cpp).
 template <GgmlType kType>
