@@ -294,8 +294,12 @@ TEST(Archs, KeyLengthDiffersFromEmbdPerHead) {
 
 // Every matrix (token_embd and output included) stored as F16, BF16, Q8_0 and
 // Q4_0. Against the reference built from the same file's dequantized weights
-// the engine is as exact as in f32 (it multiplies the very same numbers), so
-// kTol holds for every type. Against the f32 model the logits move by the
+// the engine differs only by how its fast kernels round the activations: F16
+// weights take f32 activations (kTol holds); BF16 weights take bf16
+// activations (2^-9 relative per element) and Q8_0/Q4_0 weights take Q8_0
+// activations (amax/254 per element). On these logits (|l| ~ 5) that measured
+// max |diff| 0.033 (bf16) and 0.11 (Q8_0 acts); the budgets 0.1 and 0.3 are ~3x
+// that and far below a wrong kernel (differences of several units). Against the f32 model the logits move by the
 // weight rounding: the relative RMS error of the logits must stay under a
 // budget per type. The weights' own relative RMS rounding error is ~2e-4
 // (f16), ~2e-3 (bf16, 8 significant bits), ~5e-3 (Q8_0, amax/127 steps) and
@@ -316,13 +320,14 @@ TEST(Archs, WeightTypes) {
   const struct {
     GgmlType type;
     double rel_budget;
-  } cases[] = {{GgmlType::F16, 2e-3}, {GgmlType::BF16, 2e-2}, {GgmlType::Q8_0, 5e-2}, {GgmlType::Q4_0, 0.6}};
+    double act_tol;
+  } cases[] = {{GgmlType::F16, 2e-3, kTol}, {GgmlType::BF16, 2e-2, 0.1}, {GgmlType::Q8_0, 5e-2, 0.3}, {GgmlType::Q4_0, 0.6, 0.3}};
   for (const auto& c : cases) {
     SCOPED_TRACE(gguf::type_name(c.type));
     Loaded l = load(sm, c.type);
     ASSERT_TRUE(l.model);
     EXPECT_EQ(l.model->file().find_tensor("blk.0.attn_q.weight")->type, c.type);
-    const Rows got = expect_matches(*l.model, l.ref, tokens);
+    const Rows got = expect_matches(*l.model, l.ref, tokens, c.act_tol);
     double err = 0.0;
     for (size_t t = 0; t < got.size(); ++t)
       for (size_t v = 0; v < got[t].size(); ++v) err += (got[t][v] - want_f32[t][v]) * (got[t][v] - want_f32[t][v]);
