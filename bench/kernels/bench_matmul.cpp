@@ -22,7 +22,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/ref/ops.h"
-#include "machine_limits.h"
+#include "kernels/roofline.h"
 #include "quant/quant.h"
 
 namespace tern::bench {
@@ -144,9 +144,9 @@ int run(const Options& opt) {
   const double min_s = opt.quick ? 0.2 : 0.6;
   for (int n_threads : opt.threads) {
     ThreadPool pool(n_threads);
-    const MachineLimits lim = measure_machine_limits(pool);
+    const kernels::MachineLimits lim = kernels::measure_machine_limits(pool);
     std::printf("## %d thread%s: read %.1f GB/s, int8 VNNI peak %.0f GOP/s, f32 FMA peak %.0f GFLOP/s, bf16 peak %.0f GFLOP/s\n\n",
-                n_threads, n_threads > 1 ? "s" : "", lim.read_gbs, lim.int8_gops, lim.f32_gflops, lim.bf16_gflops);
+                n_threads, n_threads > 1 ? "s" : "", lim.read_bw_gbs, lim.peak_gops_int8, lim.peak_gflops_f32, lim.peak_gflops_bf16);
     std::printf("| type | act | tile | GEMV 4096x4096 GB/s | GEMV 11008x4096 GB/s | GEMV 8192x2048 GB/s | %% of read BW |"
                 " GEMM 4096x4096x%lld GOP/s | GEMM 8192x2048x%lld GOP/s | %% of peak |\n",
                 static_cast<long long>(n_tokens), static_cast<long long>(n_tokens));
@@ -162,11 +162,11 @@ int run(const Options& opt) {
       for (int i = 0; i < 3; ++i) gemv[i] = bench_gemv(*tr, gemv_shapes[i], pool, min_s);
       for (int i = 0; i < 2; ++i) gemm[i] = bench_gemm(*tr, gemm_shapes[i], n_tokens, pool, min_s);
       const bool is_float = k->act_type == GgmlType::F32 || k->act_type == GgmlType::F16;
-      const double peak = k->act_type == GgmlType::BF16 ? lim.bf16_gflops : is_float ? lim.f32_gflops : lim.int8_gops;
+      const double peak = k->act_type == GgmlType::BF16 ? lim.peak_gflops_bf16 : is_float ? lim.peak_gflops_f32 : lim.peak_gops_int8;
       const double best_gemv = std::max({gemv[0], gemv[1], gemv[2]}), best_gemm = std::max(gemm[0], gemm[1]);
       std::printf("| %s | %s | %dx%d | %.1f | %.1f | %.1f | %.0f%% | %.0f | %.0f | %.0f%% |\n", name.c_str(),
                   std::string(gguf::type_name(k->act_type)).c_str(), k->max_rows, k->max_cols, gemv[0], gemv[1], gemv[2],
-                  100.0 * best_gemv / lim.read_gbs, gemm[0], gemm[1], peak > 0 ? 100.0 * best_gemm / peak : 0.0);
+                  100.0 * best_gemv / lim.read_bw_gbs, gemm[0], gemm[1], peak > 0 ? 100.0 * best_gemm / peak : 0.0);
       std::fflush(stdout);
     }
     std::printf("\n");

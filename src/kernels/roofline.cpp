@@ -2,10 +2,8 @@
 
 #include <immintrin.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -17,97 +15,132 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// The loops below live in functions with a `target` attribute: they are
-// only called after the CPU check, and nothing else is compiled for AVX.
-__attribute__((target("avx512f"))) double fma_loop_avx512(int64_t iters) {
-  __m512 a[8];
-  for (int i = 0; i < 8; ++i) a[i] = _mm512_set1_ps(1.0f + i * 1e-3f);
-  const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 8; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
-  __m512 s = a[0];
-  for (int i = 1; i < 8; ++i) s = _mm512_add_ps(s, a[i]);
-  return _mm512_reduce_add_ps(s);
-}
+// The loops below are functions with a `target` attribute: they are called
+// only after the CPU check, and nothing outside them is compiled for AVX.
+// Each keeps kAcc independent accumulators, more than latency x throughput of
+// its unit, so the loop measures throughput.
+constexpr int kAcc = 16;
 
-__attribute__((target("avx2,fma"))) double fma_loop_avx2(int64_t iters) {
-  __m256 a[8];
-  for (int i = 0; i < 8; ++i) a[i] = _mm256_set1_ps(1.0f + i * 1e-3f);
-  const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-7f);
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 8; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
-  float out[8];
-  __m256 s = a[0];
-  for (int i = 1; i < 8; ++i) s = _mm256_add_ps(s, a[i]);
-  _mm256_storeu_ps(out, s);
-  return out[0];
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vnni"))) double vnni_loop_avx512(int64_t iters) {
-  __m512i a[8];
-  for (int i = 0; i < 8; ++i) a[i] = _mm512_set1_epi32(i);
-  const __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(-2);
-  for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 8; ++i) a[i] = _mm512_dpbusd_epi32(a[i], x, y);
-  __m512i s = a[0];
-  for (int i = 1; i < 8; ++i) s = _mm512_add_epi32(s, a[i]);
-  return static_cast<double>(_mm512_reduce_add_epi32(s));
-}
-
-// Streams `n` bytes with wide loads and sums them (so the loads cannot be elided).
-uint64_t read_stream(const uint64_t* p, size_t n_words) {
-  uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  size_t i = 0;
-  for (; i + 4 <= n_words; i += 4) {
-    s0 += p[i];
-    s1 += p[i + 1];
-    s2 += p[i + 2];
-    s3 += p[i + 3];
+__attribute__((target("avx512f"))) double fma_loop_avx512(long iters) {
+  __m512 a[kAcc];
+  for (int i = 0; i < kAcc; ++i) a[i] = _mm512_set1_ps(0.001f * i);
+  __m512 m = _mm512_set1_ps(0.999f), c = _mm512_set1_ps(0.001f);
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) a[i] = _mm512_fmadd_ps(a[i], m, c);
+    __asm__ volatile("" : "+v"(m), "+v"(c));
   }
-  for (; i < n_words; ++i) s0 += p[i];
-  return s0 + s1 + s2 + s3;
+  for (int i = 1; i < kAcc; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
+  return _mm512_reduce_add_ps(a[0]);
+}
+
+__attribute__((target("avx2,fma"))) double fma_loop_avx2(long iters) {
+  __m256 a[kAcc];
+  for (int i = 0; i < kAcc; ++i) a[i] = _mm256_set1_ps(0.001f * i);
+  __m256 m = _mm256_set1_ps(0.999f), c = _mm256_set1_ps(0.001f);
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) a[i] = _mm256_fmadd_ps(a[i], m, c);
+    __asm__ volatile("" : "+x"(m), "+x"(c));
+  }
+  for (int i = 1; i < kAcc; ++i) a[0] = _mm256_add_ps(a[0], a[i]);
+  float out[8];
+  _mm256_storeu_ps(out, a[0]);
+  return out[0] + out[7];
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) double vnni_loop_avx512(long iters) {
+  __m512i a[kAcc];
+  for (int i = 0; i < kAcc; ++i) a[i] = _mm512_set1_epi32(i);
+  __m512i u = _mm512_set1_epi8(3), s = _mm512_set1_epi8(-5);
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) a[i] = _mm512_dpbusd_epi32(a[i], u, s);
+    __asm__ volatile("" : "+v"(u), "+v"(s));
+  }
+  for (int i = 1; i < kAcc; ++i) a[0] = _mm512_add_epi32(a[0], a[i]);
+  return static_cast<double>(_mm512_reduce_add_epi32(a[0]));
+}
+
+__attribute__((target("avx512f,avx512bw,avx512bf16"))) double bf16_loop_avx512(long iters) {
+  __m512 a[kAcc];
+  for (int i = 0; i < kAcc; ++i) a[i] = _mm512_set1_ps(0.001f * i);
+  __m512bh u = (__m512bh)_mm512_set1_epi16(0x3c00), v = (__m512bh)_mm512_set1_epi16(0x3c00);
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) a[i] = _mm512_dpbf16_ps(a[i], u, v);
+    __asm__ volatile("" : "+v"(u), "+v"(v));
+  }
+  for (int i = 1; i < kAcc; ++i) a[0] = _mm512_add_ps(a[0], a[i]);
+  return _mm512_reduce_add_ps(a[0]);
+}
+
+// Sums n bytes (a multiple of 256) with 512-bit loads, prefetching 16 KiB
+// ahead as the GEMV kernels do: a single stream without it stays well under
+// the DRAM bandwidth here. May prefetch (never load) past p + n.
+__attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t n) {
+  __m512i a = _mm512_setzero_si512(), b = a, c = a, d = a;
+  for (size_t i = 0; i < n; i += 256) {
+    for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(p + i + 16384 + 64 * l), _MM_HINT_T0);
+    a = _mm512_add_epi64(a, _mm512_loadu_si512(p + i));
+    b = _mm512_add_epi64(b, _mm512_loadu_si512(p + i + 64));
+    c = _mm512_add_epi64(c, _mm512_loadu_si512(p + i + 128));
+    d = _mm512_add_epi64(d, _mm512_loadu_si512(p + i + 192));
+  }
+  return static_cast<uint64_t>(_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d))));
+}
+
+uint64_t read_scalar(const uint8_t* p, size_t n) {
+  uint64_t s[4] = {0, 0, 0, 0};
+  for (size_t i = 0; i < n; i += 32)
+    for (int j = 0; j < 4; ++j) {
+      uint64_t w;
+      std::memcpy(&w, p + i + 8 * j, 8);
+      s[j] += w;
+    }
+  return s[0] ^ s[1] ^ s[2] ^ s[3];
+}
+
+// Runs loop(iters) on every pool thread at once; returns total iterations per second.
+double parallel_rate(ThreadPool& pool, long iters, double (*loop)(long)) {
+  const int n = pool.n_threads();
+  std::vector<double> sink(static_cast<size_t>(n) * 8);
+  pool.parallel_for(n, [&](size_t, size_t, int ti) { sink[ti * 8] += loop(iters / 8); });  // warm-up, clocks settle
+  const auto t0 = Clock::now();
+  pool.parallel_for(n, [&](size_t b, size_t e, int ti) {
+    for (size_t i = b; i < e; ++i) sink[ti * 8] += loop(iters);
+  });
+  return static_cast<double>(iters) * n / seconds_since(t0);
 }
 
 }  // namespace
 
 MachineLimits measure_machine_limits(ThreadPool& pool) {
   MachineLimits lim;
-  const int nt = pool.n_threads();
-
-  // Read bandwidth: 512 MiB, best of 3 passes, every thread streaming its share.
-  const size_t bytes = size_t{512} << 20;
-  std::vector<uint64_t> buf(bytes / 8);
-  pool.parallel_for(buf.size(), [&](size_t b, size_t e, int) {
-    for (size_t i = b; i < e; ++i) buf[i] = i;
-  }, 1 << 16);
-  std::vector<uint64_t> sink(nt * 8);
-  double best = 1e30;
+  // Read bandwidth: every thread streams its share of 1 GiB; best of 3 passes.
+  const size_t n_bytes = size_t{1} << 30, n_chunks = n_bytes / 256;
+  std::vector<uint8_t> buf(n_bytes);
+  pool.parallel_for(n_chunks, [&](size_t b, size_t e, int) { std::memset(&buf[b * 256], 1, (e - b) * 256); });
+  const bool wide = cpu_supports(CpuLevel::Avx512);
+  std::vector<uint64_t> sink(static_cast<size_t>(pool.n_threads()) * 8);
   for (int pass = 0; pass < 3; ++pass) {
     const auto t0 = Clock::now();
-    pool.parallel_for(static_cast<size_t>(nt), [&](size_t b, size_t e, int ti) {
-      for (size_t part = b; part < e; ++part) {
-        const size_t n = buf.size() / nt;
-        sink[ti * 8] += read_stream(buf.data() + part * n, n);
-      }
-    });
-    best = std::min(best, seconds_since(t0));
+    pool.parallel_for(n_chunks, [&](size_t b, size_t e, int ti) {
+      const uint8_t* p = &buf[b * 256];
+      sink[ti * 8] += wide ? read_avx512(p, (e - b) * 256) : read_scalar(p, (e - b) * 256);
+    }, /*min_chunk=*/n_chunks / pool.n_threads());
+    const double gbs = n_bytes / seconds_since(t0) / 1e9;
+    if (gbs > lim.read_bw_gbs) lim.read_bw_gbs = gbs;
   }
-  lim.read_bw_gbs = bytes / best / 1e9;
 
-  // Compute peaks: each thread runs a register-only loop; time the slowest.
-  const int64_t iters = 20'000'000;
-  auto run = [&](double (*loop)(int64_t), double ops_per_iter) {
-    std::vector<double> out(nt);
-    const auto t0 = Clock::now();
-    pool.parallel_for(static_cast<size_t>(nt), [&](size_t b, size_t e, int ti) {
-      for (size_t i = b; i < e; ++i) out[ti] += loop(iters);
-    });
-    return ops_per_iter * iters * nt / seconds_since(t0) / 1e9;
-  };
   const CpuFeatures& f = cpu_features();
-  if (f.avx512f) lim.peak_gflops_f32 = run(fma_loop_avx512, 8 * 16 * 2);
-  else if (f.avx2 && f.fma) lim.peak_gflops_f32 = run(fma_loop_avx2, 8 * 8 * 2);
-  if (f.avx512f && f.avx512bw && f.avx512vnni) lim.peak_gops_int8 = run(vnni_loop_avx512, 8 * 64 * 2);
+  const long iters = 20'000'000;
+  if (f.avx512f) lim.peak_gflops_f32 = parallel_rate(pool, iters, fma_loop_avx512) * kAcc * 16 * 2 / 1e9;
+  else if (f.avx2 && f.fma) lim.peak_gflops_f32 = parallel_rate(pool, iters, fma_loop_avx2) * kAcc * 8 * 2 / 1e9;
+  if (f.avx512f && f.avx512bw && f.avx512vnni)
+    lim.peak_gops_int8 = parallel_rate(pool, iters, vnni_loop_avx512) * kAcc * 64 * 2 / 1e9;
+  if (f.avx512f && f.avx512bw && f.avx512bf16)
+    lim.peak_gflops_bf16 = parallel_rate(pool, iters, bf16_loop_avx512) * kAcc * 32 * 2 / 1e9;
   return lim;
 }
 

@@ -1,5 +1,6 @@
 // kernels/roofline.h — measured limits of this machine, for benchmarks that
-// report how close a run is to what the hardware allows.
+// report how close a run is to what the hardware allows (`tern bench`,
+// bench/kernels/bench_matmul).
 #pragma once
 
 #include "core/thread_pool.h"
@@ -7,13 +8,16 @@
 namespace tern::kernels {
 
 struct MachineLimits {
-  double read_bw_gbs = 0;      // sustained read bandwidth from memory, all threads
-  double peak_gflops_f32 = 0;  // f32 FMA throughput, all threads (2 flops per FMA lane)
-  double peak_gops_int8 = 0;   // int8 dot-product throughput (VNNI / maddubs), 2 ops per MAC
+  double read_bw_gbs = 0;       // streaming read from DRAM (1 GiB buffer), all threads; 512-bit loads
+                                // with software prefetch where the CPU has AVX-512, as the GEMV kernels do
+  double peak_gflops_f32 = 0;   // f32 FMA throughput, all threads (2 flops per lane)
+  double peak_gops_int8 = 0;    // vpdpbusd zmm throughput x 64 MACs x 2 ops (0 without AVX-512 VNNI)
+  double peak_gflops_bf16 = 0;  // vdpbf16ps zmm throughput x 32 MACs x 2 flops (0 without AVX-512 BF16)
 };
 
-// Takes about a second: streams a buffer several times larger than the
-// last-level cache and runs register-only FMA / dot-product loops per thread.
+// About two seconds: a read stream over a buffer far larger than the caches
+// and register-only loops on every thread (after a short warm-up that lets
+// the clocks settle).
 MachineLimits measure_machine_limits(ThreadPool& pool);
 
 }  // namespace tern::kernels
