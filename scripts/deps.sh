@@ -3,7 +3,7 @@
 # Safe to run repeatedly: it only calls apt-get when something is absent.
 set -euo pipefail
 
-packages=(build-essential cmake ninja-build pkg-config git libgtest-dev libgmock-dev libicu-dev)
+packages=(build-essential cmake ninja-build pkg-config git libgtest-dev libgmock-dev libicu-dev liblz4-dev libzstd-dev nlohmann-json3-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -13,6 +13,8 @@ const char* finish_reason_name(FinishReason r) {
     case FinishReason::Stop: return "stop";
     case FinishReason::Eos: return "eos";
     case FinishReason::Context: return "context";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: return "error";
   }
   return "?";
 }

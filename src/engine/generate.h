@@ -16,6 +16,7 @@
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
+#include "tern/engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tern {
@@ -30,8 +31,7 @@ struct GenerateOptions {
   bool penalize_prompt = true;  // repetition penalties see prompt tokens too
 };
 
-enum class FinishReason { Length, Stop, Eos, Context };
-const char* finish_reason_name(FinishReason r);
+// FinishReason and finish_reason_name() come from tern/engine.h.
 
 struct GenerateResult {
   std::vector<TokenId> tokens;  // generated ids (including a final EOS if one was sampled)

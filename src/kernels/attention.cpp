@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "core/assert.h"
+#include "core/fp16.h"
 #include "kernels/cpu_features.h"
 
 namespace tern::kernels {
@@ -75,11 +77,15 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
       }
   }
   thread_local std::vector<float> scratch;  // per item: o [rows][hd], m [rows], l [rows]
+  thread_local std::vector<float> tiles;    // per thread: one f32 key/value tile
   if (scratch.size() < scratch_floats) scratch.resize(scratch_floats);
+  const size_t tile_floats = attention_scratch_floats(hd);
+  if (tiles.size() < tile_floats * pool.n_threads()) tiles.resize(tile_floats * pool.n_threads());
   float* const base = scratch.data();
+  float* const tile_base = tiles.data();
   const AttentionKernels& k = kernels ? *kernels : attention_kernels();
 
-  pool.parallel_for(items.size(), [&](size_t begin, size_t end, int) {
+  pool.parallel_for(items.size(), [&](size_t begin, size_t end, int tid) {
     for (size_t i = begin; i < end; ++i) {
       const WorkItem& it = items[i];
       const QueryBlock& b = blocks[it.block];
@@ -91,7 +97,7 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
       std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
       std::fill(l, l + rows, 0.0f);
       const QueryBlockView v = view_of(b);
-      k.partial(s, v, it.kv_head, it.kv_begin, it.kv_end, o, m, l);
+      k.partial(s, v, it.kv_head, it.kv_begin, it.kv_end, o, m, l, tile_base + tile_floats * tid);
     }
   });
 
@@ -132,9 +138,17 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
   });
 }
 
+namespace {
+// Element i of a key/value row stored as f32 or IEEE half.
+double kv_elem(const void* base, size_t index, bool f16) {
+  return f16 ? fp16_to_float(static_cast<const uint16_t*>(base)[index]) : static_cast<const float*>(base)[index];
+}
+}  // namespace
+
 void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) {
   const int group = s.n_head / s.n_head_kv;
-  const int hd = s.head_dim, row_elems = s.n_head_kv * hd;
+  const int hd = s.head_dim;
+  const size_t row_elems = static_cast<size_t>(s.n_head_kv) * hd;
   for (QueryBlock& b : blocks) {
     for (int t = 0; t < b.n_q; ++t) {
       const int32_t qpos = b.pos0 + t;
@@ -142,16 +156,16 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
       for (int h = 0; h < s.n_head; ++h) {
         const float* q = b.q + (static_cast<size_t>(t) * s.n_head + h) * hd;
         std::vector<double> w;
-        std::vector<const float*> vs;
+        std::vector<std::pair<const void*, size_t>> vs;  // value row base, element offset
         for (const KvRun& run : b.runs)
           for (int32_t j = 0; j < run.n; ++j) {
             const int32_t pos = run.pos0 + j;
             if (pos > qpos || pos < lo) continue;
-            const float* k = run.k + static_cast<size_t>(j) * row_elems + (h / group) * hd;
+            const size_t off = static_cast<size_t>(j) * row_elems + static_cast<size_t>(h / group) * hd;
             double dot = 0;
-            for (int i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * k[i];
+            for (int i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * kv_elem(run.k, off + i, s.kv_f16);
             w.push_back(dot * s.scale);
-            vs.push_back(run.v + static_cast<size_t>(j) * row_elems + (h / group) * hd);
+            vs.push_back({run.v, off});
           }
         const double mx = w.empty() ? 0.0 : *std::max_element(w.begin(), w.end());
         double sum = 0;
@@ -159,7 +173,7 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
         float* out = b.out + (static_cast<size_t>(t) * s.n_head + h) * hd;
         for (int i = 0; i < hd; ++i) {
           double acc = 0;
-          for (size_t j = 0; j < w.size(); ++j) acc += w[j] * vs[j][i];
+          for (size_t j = 0; j < w.size(); ++j) acc += w[j] * kv_elem(vs[j].first, vs[j].second + i, s.kv_f16);
           out[i] = sum > 0 ? static_cast<float>(acc / sum) : 0.0f;
         }
       }

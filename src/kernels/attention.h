@@ -26,10 +26,11 @@
 
 namespace tern::kernels {
 
-// Positions [pos0, pos0 + n) of one sequence: rows of [n_head_kv][head_dim] f32.
+// Positions [pos0, pos0 + n) of one sequence: rows of [n_head_kv][head_dim],
+// f32 or IEEE half (AttentionShape::kv_f16).
 struct KvRun {
-  const float* k;
-  const float* v;
+  const void* k;
+  const void* v;
   int32_t pos0;
   int32_t n;
 };
@@ -40,6 +41,7 @@ struct AttentionShape {
   int head_dim = 0;
   float scale = 1.0f;       // usually 1/sqrt(head_dim)
   int sliding_window = 0;   // 0 = full causal; else attend to positions > pos - sliding_window
+  bool kv_f16 = false;      // keys/values stored as IEEE half
 };
 
 struct QueryBlock {
@@ -68,14 +70,20 @@ struct QueryBlockView {
   int n_runs;
 };
 
+// Positions per score tile; tiles sit on absolute multiples of this, whatever
+// the runs look like, so results do not depend on the cache layout.
+constexpr int kAttentionTile = 64;
+constexpr size_t attention_scratch_floats(int head_dim) { return 2u * kAttentionTile * static_cast<size_t>(head_dim); }
+
 // Tile kernel table (one per CPU level).
 struct AttentionKernels {
   // Accumulates, for query rows of one KV head, the unnormalised output o,
   // running max m and running sum l over positions [kv_begin, kv_end).
   // Rows: row = t * group + g for token t < n_q and head g < group of this KV head.
   // o: [n_q * group][head_dim]; m, l: [n_q * group]; initialise m = -inf, l = 0, o = 0.
+  // scratch: attention_scratch_floats(head_dim) floats (one tile of keys and values as f32).
   void (*partial)(const AttentionShape& shape, const QueryBlockView& block, int kv_head, int32_t kv_begin,
-                  int32_t kv_end, float* o, float* m, float* l);
+                  int32_t kv_end, float* o, float* m, float* l, float* scratch);
 };
 const AttentionKernels& attention_kernels();
 // The table compiled for `level`, or nullptr when this CPU cannot run it.

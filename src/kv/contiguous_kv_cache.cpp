@@ -1,3 +1,4 @@
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -22,9 +23,9 @@ class ContiguousKvCache final : public KvCache {
                                               " (raise the context size)");
     Slot& s = slots_[seq.value];
     if (s.keys.empty()) {
-      const size_t n = static_cast<size_t>(shape_.n_layer) * max_positions_ * shape_.row_elems();
-      s.keys.assign(n, 0.0f);
-      s.values.assign(n, 0.0f);
+      const size_t n = static_cast<size_t>(shape_.n_layer) * max_positions_ * shape_.row_bytes();
+      s.keys.assign(n, std::byte{0});
+      s.values.assign(n, std::byte{0});
     }
     s.n_reserved = std::max(s.n_reserved, n_positions);
     return Status::ok();
@@ -47,8 +48,8 @@ class ContiguousKvCache final : public KvCache {
     s.n_valid = std::min(s.n_valid, n);
   }
 
-  float* key_row(int layer, SeqId seq, int32_t pos) override { return row(slot(seq).keys, layer, seq, pos); }
-  float* value_row(int layer, SeqId seq, int32_t pos) override { return row(slot(seq).values, layer, seq, pos); }
+  void* key_row(int layer, SeqId seq, int32_t pos) override { return row(slot(seq).keys, layer, seq, pos); }
+  void* value_row(int layer, SeqId seq, int32_t pos) override { return row(slot(seq).values, layer, seq, pos); }
 
   void rows(int layer, SeqId seq, int32_t begin, int32_t end, std::vector<KvRows>& out) override {
     if (begin >= end) return;
@@ -66,8 +67,8 @@ class ContiguousKvCache final : public KvCache {
 
  private:
   struct Slot {
-    std::vector<float> keys;    // [n_layer][max_positions][row_elems]
-    std::vector<float> values;  // [n_layer][max_positions][row_elems]
+    std::vector<std::byte> keys;    // [n_layer][max_positions][row_elems] of shape_.type
+    std::vector<std::byte> values;  // [n_layer][max_positions][row_elems] of shape_.type
     int32_t n_valid = 0;
     int32_t n_reserved = 0;
   };
@@ -78,9 +79,9 @@ class ContiguousKvCache final : public KvCache {
   }
   const Slot& slot(SeqId seq) const { return const_cast<ContiguousKvCache*>(this)->slot(seq); }
 
-  float* row(std::vector<float>& buf, int layer, SeqId seq, int32_t pos) {
+  void* row(std::vector<std::byte>& buf, int layer, SeqId seq, int32_t pos) {
     TERN_ASSERT(pos >= 0 && pos < slot(seq).n_reserved && layer >= 0 && layer < shape_.n_layer);
-    return buf.data() + (static_cast<size_t>(layer) * max_positions_ + pos) * shape_.row_elems();
+    return buf.data() + (static_cast<size_t>(layer) * max_positions_ + pos) * shape_.row_bytes();
   }
 
   int32_t max_positions_;

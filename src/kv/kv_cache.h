@@ -1,8 +1,8 @@
 // kv/kv_cache.h — the key/value cache seen by the model's attention.
 //
 // Contract: a cache stores, per layer and per sequence, one key row and one
-// value row ([n_kv_head * head_dim] f32 each) per position 0..n-1 of that
-// sequence. The model calls reserve() for the positions a batch will write
+// value row ([n_kv_head * head_dim] elements of shape().type, F32 or F16) per
+// position 0..n-1 of that sequence. The model calls reserve() for the positions a batch will write
 // before it runs, writes rows through key_row()/value_row(), and attention
 // reads the rows of positions [begin, end) of one sequence. Positions of a
 // sequence are dense and start at 0. The paged cache of the serving engine
@@ -21,11 +21,16 @@
 
 namespace tern {
 
+// Element type of stored keys and values.
+enum class KvType : uint8_t { F32, F16 };
+const char* kv_type_name(KvType t);
+size_t kv_type_size(KvType t);
+
 // Positions [pos0, pos0 + n) of one sequence and layer stored contiguously:
-// k, v: [n][n_kv_head][head_dim].
+// k, v: [n][n_kv_head][head_dim] elements of the cache's KvType.
 struct KvRows {
-  const float* k;
-  const float* v;
+  const void* k;
+  const void* v;
   int32_t pos0;
   int32_t n;
 };
@@ -34,7 +39,9 @@ struct KvShape {
   int n_layer = 0;
   int n_kv_head = 0;
   int head_dim = 0;
+  KvType type = KvType::F32;
   int row_elems() const { return n_kv_head * head_dim; }
+  size_t row_bytes() const { return static_cast<size_t>(row_elems()) * kv_type_size(type); }
 };
 
 class KvCache {
@@ -54,9 +61,11 @@ class KvCache {
   // Drops positions >= n of `seq` (n = 0 frees the sequence).
   virtual void truncate(SeqId seq, int32_t n) = 0;
 
-  // [n_kv_head][head_dim] rows; pos must be < the reserved size.
-  virtual float* key_row(int layer, SeqId seq, int32_t pos) = 0;
-  virtual float* value_row(int layer, SeqId seq, int32_t pos) = 0;
+  // [n_kv_head][head_dim] rows of shape().type; pos must be < the reserved size.
+  virtual void* key_row(int layer, SeqId seq, int32_t pos) = 0;
+  virtual void* value_row(int layer, SeqId seq, int32_t pos) = 0;
+  // Writes one position's key and value rows (f32, converted to the cache type).
+  void store(int layer, SeqId seq, int32_t pos, const float* k, const float* v);
 
   // Appends to `out` the contiguous runs that hold positions [begin, end) of
   // `seq` in `layer`, in position order (attention reads through these).

@@ -68,6 +68,9 @@ std::vector<BlockSpan> query_blocks(const Batch& b) {
 }
 
 Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logits, ThreadPool& pool) const {
+  const KvShape& ks = kv.shape();
+  if (ks.n_layer != hp_.n_layer || ks.n_kv_head != hp_.n_head_kv || ks.head_dim != hp_.head_dim)
+    return error(ErrorKind::InvalidArgument, "KV cache shape does not match the model (layers, KV heads, head size)");
   std::unordered_map<int32_t, int32_t> next_pos;  // seq id -> position after its last token in this batch
   TERN_RETURN_IF_ERROR(validate_batch(batch, kv, hp_.n_vocab, next_pos));
   for (const auto& [seq, end] : next_pos) TERN_RETURN_IF_ERROR(kv.reserve(SeqId(seq), end));
@@ -88,7 +91,8 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
   std::vector<kernels::QueryBlock> blocks(spans.size());
   std::vector<KvRows> kv_rows;
   const kernels::AttentionShape attn_shape{hp_.n_head, hp_.n_head_kv, hp_.head_dim,
-                                           1.0f / std::sqrt(static_cast<float>(hp_.head_dim)), hp_.sliding_window};
+                                           1.0f / std::sqrt(static_cast<float>(hp_.head_dim)), hp_.sliding_window,
+                                           kv.shape().type == KvType::F16};
 
   for (int64_t t = 0; t < n; ++t)
     tok_embd_.traits->to_float(tok_embd_.row(batch.tokens[t]), x.data() + t * n_embd, n_embd);
@@ -107,8 +111,7 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
     for (int64_t t = 0; t < n; ++t) {
       kernels::rope(q.data() + t * q_dim, hp_.n_head, hp_.head_dim, batch.positions[t], hp_.rope);
       kernels::rope(k.data() + t * kv_dim, hp_.n_head_kv, hp_.head_dim, batch.positions[t], hp_.rope);
-      std::copy_n(k.data() + t * kv_dim, kv_dim, kv.key_row(il, batch.seq_ids[t], batch.positions[t]));
-      std::copy_n(v.data() + t * kv_dim, kv_dim, kv.value_row(il, batch.seq_ids[t], batch.positions[t]));
+      kv.store(il, batch.seq_ids[t], batch.positions[t], k.data() + t * kv_dim, v.data() + t * kv_dim);
     }
     for (size_t ib = 0; ib < spans.size(); ++ib) {
       const BlockSpan& sp = spans[ib];

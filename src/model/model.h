@@ -59,7 +59,7 @@ class Model {
 
   const HParams& hparams() const { return hp_; }
   const gguf::GgufFile& file() const { return file_; }
-  KvShape kv_shape() const { return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim}; }
+  KvShape kv_shape(KvType type = KvType::F32) const { return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim, type}; }
   // Bytes of weights read per generated token (all matrices once): for roofline figures.
   uint64_t weight_bytes() const { return weight_bytes_; }
 

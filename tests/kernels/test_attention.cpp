@@ -4,6 +4,7 @@
 #include <random>
 #include <vector>
 
+#include "core/fp16.h"
 #include "kernels/attention.h"
 
 namespace tern::kernels {
@@ -16,12 +17,15 @@ struct Case {
   int run_len;                   // split the cache into runs of this many positions (paged layout)
 };
 
-void check(const Case& c, int threads, const AttentionKernels* kernels) {
+// Runs attention over keys/values stored as f32 or half; returns the outputs per block.
+std::vector<std::vector<float>> run_case(const Case& c, int threads, const AttentionKernels* kernels, bool f16,
+                                         int run_len, std::vector<std::vector<float>>* refs_out) {
   std::mt19937 rng(c.head_dim * 131 + c.window);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   const int row = c.n_head_kv * c.head_dim;
-  AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window};
+  AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, f16};
   std::vector<std::vector<float>> ks, vs, qs, outs, refs;
+  std::vector<std::vector<uint16_t>> kh, vh;
   std::vector<QueryBlock> blocks, ref_blocks;
   for (size_t b = 0; b < c.block_sizes.size(); ++b) {
     const int n_q = c.block_sizes[b], total = c.ctx_before[b] + n_q;
@@ -29,22 +33,38 @@ void check(const Case& c, int threads, const AttentionKernels* kernels) {
     vs.emplace_back(static_cast<size_t>(total) * row);
     qs.emplace_back(static_cast<size_t>(n_q) * c.n_head * c.head_dim);
     for (auto* v : {&ks.back(), &vs.back(), &qs.back()})
-      for (auto& x : *v) x = dist(rng) * 2.0f;  // peaked softmax: attention is not uniform
+      for (auto& x : *v) x = dist(rng) * 2.0f;
+    kh.emplace_back();
+    vh.emplace_back();
+    for (float x : ks.back()) kh.back().push_back(float_to_fp16(x));
+    for (float x : vs.back()) vh.back().push_back(float_to_fp16(x));
     outs.emplace_back(qs.back().size(), -1.0f);
     refs.emplace_back(qs.back().size(), -2.0f);
   }
+  const size_t elem = f16 ? 2 : 4;
   for (size_t b = 0; b < c.block_sizes.size(); ++b) {
     const int n_q = c.block_sizes[b], total = c.ctx_before[b] + n_q;
+    const char* kb = f16 ? reinterpret_cast<const char*>(kh[b].data()) : reinterpret_cast<const char*>(ks[b].data());
+    const char* vb = f16 ? reinterpret_cast<const char*>(vh[b].data()) : reinterpret_cast<const char*>(vs[b].data());
     std::vector<KvRun> runs;
-    for (int p = 0; p < total; p += c.run_len)
-      runs.push_back({ks[b].data() + static_cast<size_t>(p) * row, vs[b].data() + static_cast<size_t>(p) * row, p,
-                      std::min(c.run_len, total - p)});
+    for (int p = 0; p < total; p += run_len)
+      runs.push_back({kb + static_cast<size_t>(p) * row * elem, vb + static_cast<size_t>(p) * row * elem, p,
+                      std::min(run_len, total - p)});
     blocks.push_back({qs[b].data(), outs[b].data(), n_q, c.ctx_before[b], runs});
     ref_blocks.push_back({qs[b].data(), refs[b].data(), n_q, c.ctx_before[b], runs});
   }
   ThreadPool pool(threads);
   attention(s, blocks, pool, kernels);
-  attention_reference(s, ref_blocks);
+  if (refs_out) {
+    attention_reference(s, ref_blocks);
+    *refs_out = refs;
+  }
+  return outs;
+}
+
+void check(const Case& c, int threads, const AttentionKernels* kernels, bool f16 = false) {
+  std::vector<std::vector<float>> refs;
+  const auto outs = run_case(c, threads, kernels, f16, c.run_len, &refs);
   for (size_t b = 0; b < outs.size(); ++b)
     for (size_t i = 0; i < outs[b].size(); ++i)
       ASSERT_NEAR(outs[b][i], refs[b][i], 2e-5f * 8) << "block " << b << " elem " << i << " threads " << threads;
@@ -68,7 +88,30 @@ TEST(Attention, MatchesReferenceAcrossShapesSplitsAndLayouts) {
     if (!k) continue;  // this CPU lacks the level
     SCOPED_TRACE(cpu_level_name(level));
     for (const auto& c : cases)
-      for (int threads : {1, 2, 3}) check(c, threads, k);
+      for (int threads : {1, 2, 3}) {
+        check(c, threads, k);
+        check(c, threads, k, /*f16=*/true);  // reference reads the same halves
+      }
+  }
+}
+
+// Score tiles sit at absolute positions whatever the runs are, so a paged
+// cache (runs of 16 or 7 positions) gives bit-identical output to one run.
+TEST(Attention, OutputDoesNotDependOnRunLayout) {
+  const Case cases[] = {
+      {8, 2, 16, 0, {1}, {700}, 0},
+      {6, 3, 32, 0, {5, 1, 1, 20}, {3, 90, 0, 150}, 0},
+      {8, 2, 64, 9, {30}, {100}, 0},
+  };
+  for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+    const AttentionKernels* k = attention_kernels_at(level);
+    if (!k) continue;
+    SCOPED_TRACE(cpu_level_name(level));
+    for (const auto& c : cases)
+      for (bool f16 : {false, true}) {
+        const auto one = run_case(c, 2, k, f16, 1 << 20, nullptr);
+        for (int run_len : {16, 7, 1}) EXPECT_EQ(run_case(c, 2, k, f16, run_len, nullptr), one) << run_len;
+      }
   }
 }
 

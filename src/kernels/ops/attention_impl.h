@@ -8,6 +8,10 @@
 
 #include "kernels/attention.h"
 
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
 // No std:: templates or inline library functions are used below: a copy
 // instantiated in an AVX-compiled file could be picked by the linker for
 // baseline code (one-definition rule), breaking CPUs without AVX.
@@ -17,7 +21,6 @@ namespace {
 constexpr float kNegInf = -__builtin_inff();
 inline float max_f(float a, float b) { return a > b ? a : b; }
 inline int32_t min_i(int32_t a, int32_t b) { return a < b ? a : b; }
-inline int32_t max_i(int32_t a, int32_t b) { return a > b ? a : b; }
 
 // Sums in a fixed order: kLanes independent partial sums, then a fixed tree.
 // (A compiler-vectorised reduction may peel for alignment, which would make a
@@ -40,8 +43,7 @@ inline float dot_fixed(const float* a, const float* b, int n) {
   return reduce_lanes(acc);
 }
 
-constexpr int kKvTile = 64;     // positions per score tile
-constexpr int kMaxRows = 64;    // query rows (tokens x grouped heads) per pass
+constexpr int kKvTile = kAttentionTile;  // positions per score tile
 
 // exp for softmax weights: arguments are <= 0. A polynomial with range
 // reduction (2^k * e^r) that vectorises, accurate to ~1e-7 relative.
@@ -63,64 +65,108 @@ inline float fast_exp(float x) {
   return p * scale;
 }
 
+// IEEE half -> f32, exact (the hardware conversion where the level has one).
+inline void half_to_float_row(const void* src_v, float* dst, int n) {
+  const uint16_t* src = static_cast<const uint16_t*>(src_v);
+  int i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+#endif
+#if defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
+#else
+  for (; i < n; ++i) {
+    const uint32_t h = src[i];
+    const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+    uint32_t bits;
+    if (exp == 0x1f) {
+      bits = sign | 0x7f800000u | (mant << 13);
+    } else if (exp == 0) {
+      const float v = static_cast<float>(mant) * (1.0f / 16777216.0f);  // subnormal: mant * 2^-24
+      dst[i] = sign ? -v : v;
+      continue;
+    } else {
+      bits = sign | ((exp + 112u) << 23) | (mant << 13);
+    }
+    __builtin_memcpy(dst + i, &bits, 4);
+  }
+#endif
+}
+
+// Tiles are 64 positions at absolute multiples of 64, gathered across the runs
+// (a paged cache's blocks), so a row's arithmetic is the same for any layout.
+// Half keys/values are converted once per tile into scratch and shared by all
+// query rows of the KV head.
 void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, int kv_head, int32_t kv_begin,
-                            int32_t kv_end, float* o, float* m, float* l) {
+                            int32_t kv_end, float* o, float* m, float* l, float* scratch) {
   const int hd = s.head_dim;
   const int group = s.n_head / s.n_head_kv;
-  const int n_rows_total = b.n_q * group;
-  const int row_elems = s.n_head_kv * hd;
-  float scores[kMaxRows][kKvTile];
-  for (int row0 = 0; row0 < n_rows_total; row0 += kMaxRows) {
-    const int n_rows = min_i(kMaxRows, n_rows_total - row0);
-    for (int ir = 0; ir < b.n_runs; ++ir) {
+  const int n_rows = b.n_q * group;
+  const size_t elem = s.kv_f16 ? 2 : 4;
+  const size_t row_bytes = static_cast<size_t>(s.n_head_kv) * hd * elem;
+  const size_t head_offset = static_cast<size_t>(kv_head) * hd * elem;
+  float* k_tile = scratch;                                   // [kKvTile][hd]
+  float* v_tile = scratch + static_cast<size_t>(kKvTile) * hd;  // [kKvTile][hd]
+  const float* kp[kKvTile];
+  const float* vp[kKvTile];
+  float sc[kKvTile];
+  int ir = 0;  // run cursor: runs are ascending
+  for (int32_t p0 = kv_begin; p0 < kv_end;) {
+    const int n_pos = min_i((p0 / kKvTile + 1) * kKvTile, kv_end) - p0;
+    for (int j = 0; j < n_pos; ++j) {
+      const int32_t pos = p0 + j;
+      while (ir < b.n_runs && b.runs[ir].pos0 + b.runs[ir].n <= pos) ++ir;
       const KvRun& run = b.runs[ir];
-      const int32_t run_begin = max_i(kv_begin, run.pos0);
-      const int32_t run_end = min_i(kv_end, run.pos0 + run.n);
-      // Tiles sit on absolute multiples of kKvTile (cut by run ends), so which
-      // positions share a tile never depends on how the batch was formed.
-      for (int32_t p0 = run_begin; p0 < run_end;) {
-        const int n_pos = min_i((p0 / kKvTile + 1) * kKvTile, run_end) - p0;
-        const float* k0 = run.k + static_cast<size_t>(p0 - run.pos0) * row_elems + kv_head * hd;
-        const float* v0 = run.v + static_cast<size_t>(p0 - run.pos0) * row_elems + kv_head * hd;
-        for (int r = 0; r < n_rows; ++r) {
-          const int row = row0 + r;
-          const int t = row / group, g = row % group;
-          const int32_t qpos = b.pos0 + t;
-          const int32_t lo = s.sliding_window > 0 ? qpos - s.sliding_window + 1 : 0;
-          const float* q = b.q + (static_cast<size_t>(t) * s.n_head + kv_head * group + g) * hd;
-          float* sc = scores[r];
-          float tile_max = kNegInf;
-          for (int j = 0; j < n_pos; ++j) {
-            const int32_t pos = p0 + j;
-            if (pos > qpos || pos < lo) {
-              sc[j] = kNegInf;
-              continue;
-            }
-            const float* k = k0 + static_cast<size_t>(j) * row_elems;
-            sc[j] = dot_fixed(q, k, hd) * s.scale;
-            tile_max = max_f(tile_max, sc[j]);
-          }
-          if (tile_max == kNegInf) continue;  // fully masked tile
-          const float m_new = max_f(m[row], tile_max);
-          const float corr = fast_exp(m[row] - m_new);  // 0 when m was -inf
-          for (int j = 0; j < n_pos; ++j) sc[j] = sc[j] == kNegInf ? 0.0f : fast_exp(sc[j] - m_new);
-          float lanes[kLanes] = {};
-          for (int j = 0; j < n_pos; ++j) lanes[j % kLanes] += sc[j];
-          const float sum = reduce_lanes(lanes);
-          float* orow = o + static_cast<size_t>(row) * hd;
-          for (int i = 0; i < hd; ++i) orow[i] *= corr;
-          for (int j = 0; j < n_pos; ++j) {
-            const float p = sc[j];
-            if (p == 0.0f) continue;
-            const float* v = v0 + static_cast<size_t>(j) * row_elems;
-            for (int i = 0; i < hd; ++i) orow[i] += p * v[i];
-          }
-          l[row] = l[row] * corr + sum;
-          m[row] = m_new;
-        }
-        p0 += n_pos;
+      const size_t off = static_cast<size_t>(pos - run.pos0) * row_bytes + head_offset;
+      const void* k = static_cast<const char*>(run.k) + off;
+      const void* v = static_cast<const char*>(run.v) + off;
+      if (s.kv_f16) {
+        half_to_float_row(k, k_tile + static_cast<size_t>(j) * hd, hd);
+        half_to_float_row(v, v_tile + static_cast<size_t>(j) * hd, hd);
+        kp[j] = k_tile + static_cast<size_t>(j) * hd;
+        vp[j] = v_tile + static_cast<size_t>(j) * hd;
+      } else {
+        kp[j] = static_cast<const float*>(k);
+        vp[j] = static_cast<const float*>(v);
       }
     }
+    for (int row = 0; row < n_rows; ++row) {
+      const int t = row / group, g = row % group;
+      const int32_t qpos = b.pos0 + t;
+      const int32_t lo = s.sliding_window > 0 ? qpos - s.sliding_window + 1 : 0;
+      const float* q = b.q + (static_cast<size_t>(t) * s.n_head + kv_head * group + g) * hd;
+      float tile_max = kNegInf;
+      for (int j = 0; j < n_pos; ++j) {
+        const int32_t pos = p0 + j;
+        if (pos > qpos || pos < lo) {
+          sc[j] = kNegInf;
+          continue;
+        }
+        sc[j] = dot_fixed(q, kp[j], hd) * s.scale;
+        tile_max = max_f(tile_max, sc[j]);
+      }
+      if (tile_max == kNegInf) continue;  // fully masked tile
+      const float m_new = max_f(m[row], tile_max);
+      const float corr = fast_exp(m[row] - m_new);  // 0 when m was -inf
+      for (int j = 0; j < n_pos; ++j) sc[j] = sc[j] == kNegInf ? 0.0f : fast_exp(sc[j] - m_new);
+      float lanes[kLanes] = {};
+      for (int j = 0; j < n_pos; ++j) lanes[j % kLanes] += sc[j];
+      const float sum = reduce_lanes(lanes);
+      float* orow = o + static_cast<size_t>(row) * hd;
+      for (int i = 0; i < hd; ++i) orow[i] *= corr;
+      for (int j = 0; j < n_pos; ++j) {
+        const float p = sc[j];
+        if (p == 0.0f) continue;
+        const float* v = vp[j];
+        for (int i = 0; i < hd; ++i) orow[i] += p * v[i];
+      }
+      l[row] = l[row] * corr + sum;
+      m[row] = m_new;
+    }
+    p0 += n_pos;
   }
 }
 

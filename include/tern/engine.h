@@ -1,0 +1,175 @@
+// tern/engine.h — the serving engine: many concurrent requests over one model.
+//
+// Contract: add requests (text or token ids, sampling parameters, priority,
+// tenant, limits, stop strings) from any thread; each request's outputs
+// (token, text piece, logprob, finish reason) are delivered in order through
+// its callback, on the engine's step thread. cancel() frees a request's KV
+// blocks at the next step. stats() is a consistent snapshot.
+//
+// Inside, one thread runs the step loop: schedule (continuous batching with
+// chunked prefill under a token budget, policies, preemption) -> one forward
+// pass over a ragged batch on the paged KV cache (prefix caching, F16 by
+// default) -> sample -> deliver. Greedy results do not depend on what else
+// is running (batch invariance).
+//
+// Threading: every public method is thread-safe. Callbacks must not block
+// for long (they stall the step loop); an OutputQueue decouples them.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/status.h"
+#include "sampling/sampler.h"
+
+namespace tern {
+
+struct EngineConfig {
+  std::string model_path;
+  int n_threads = 0;                 // 0 = hardware concurrency
+  // KV pool: kv_memory_bytes if > 0, else kv_memory_fraction of available RAM.
+  int64_t kv_memory_bytes = 0;
+  double kv_memory_fraction = 0.25;
+  int block_size = 16;
+  bool kv_f16 = true;                // F16 keys/values (false = F32)
+  bool prefix_caching = true;
+  int32_t n_ctx = 0;                 // per-sequence context limit; 0 = the model's training context
+  std::string policy = "fcfs";       // fcfs | priority | sjf | fair
+  std::string preemption = "recompute";  // recompute | swap
+  std::string swap_compression = "none"; // none | lz4 | zstd
+  int max_num_seqs = 64;
+  int32_t max_batched_tokens = 512;
+  double watermark = 0.01;
+  double ageing_per_s = 1.0;
+  std::vector<std::pair<std::string, double>> tenant_weights;
+};
+
+enum class FinishReason { Length, Stop, Eos, Context, Cancelled, Error };
+const char* finish_reason_name(FinishReason r);
+
+struct GenerationRequest {
+  std::string prompt;                // used when prompt_tokens is empty
+  std::vector<int32_t> prompt_tokens;
+  bool add_special = true;           // BOS etc. when tokenising `prompt`
+  SamplingParams sampling;
+  int32_t max_tokens = 128;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int n_logprobs = -1;               // -1 none; 0 the sampled token's; k > 0 also the top k
+  int priority = 0;                  // lower = more urgent
+  std::string tenant;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+// One streamed output. The last one of a request has finish set.
+struct RequestOutput {
+  RequestId id;
+  bool has_token = false;
+  int32_t token = 0;
+  std::string text;                  // complete UTF-8; may be empty (held back for a stop string)
+  float logprob = 0;
+  std::vector<TokenLogprob> top_logprobs;
+  std::optional<FinishReason> finish;
+  std::string error;                 // when finish == Error
+  // Final-output figures.
+  int32_t n_tokens_prompt = 0;
+  int32_t n_tokens_generated = 0;
+  int32_t n_tokens_cached = 0;       // prompt tokens served from the prefix cache (first admission)
+  int n_preemptions = 0;
+  double ttft_ms = 0;
+  double itl_ms_mean = 0;
+  double e2e_ms = 0;
+};
+
+using OutputCallback = std::function<void(const RequestOutput&)>;
+
+struct EngineStats {
+  int n_waiting = 0, n_running = 0, n_swapped = 0;
+  int kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
+  int kv_blocks_peak = 0;
+  int64_t prefix_lookup_tokens = 0, prefix_hit_tokens = 0;
+  double prefix_hit_rate = 0;        // hit / lookup tokens
+  int64_t n_steps = 0;
+  int64_t n_tokens_stepped = 0;      // tokens run through the model
+  double tokens_per_step = 0;
+  int64_t n_preemptions = 0;
+  int64_t n_requests_finished = 0;
+  int64_t n_tokens_prompt = 0, n_tokens_generated = 0;
+  int block_size = 0;
+  int64_t kv_block_bytes = 0;
+};
+
+struct ModelInfo {
+  std::string name;
+  int32_t n_ctx = 0;
+  int32_t n_vocab = 0;
+};
+
+class EngineCore;
+
+class Engine {
+ public:
+  static Result<std::unique_ptr<Engine>> create(const EngineConfig& config);
+  ~Engine();
+
+  // Validates and queues a request; errors (bad parameters, prompt longer than
+  // the context or the KV pool) are returned here, before any output.
+  Result<RequestId> add_request(GenerationRequest request, OutputCallback on_output);
+  // The request finishes with FinishReason::Cancelled at the next step.
+  void cancel(RequestId id);
+  EngineStats stats() const;
+  ModelInfo model_info() const;
+  // Token ids <-> text with the model's tokenizer (thread-safe, no step needed).
+  std::vector<int32_t> tokenize(const std::string& text, bool add_special) const;
+  std::string detokenize(const std::vector<int32_t>& tokens) const;
+  // Stops the step loop; unfinished requests finish with Cancelled.
+  void shutdown();
+
+ private:
+  Engine() = default;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A thread-safe queue of outputs: pass queue.callback() as the OutputCallback
+// and pop() from a consumer thread.
+class OutputQueue {
+ public:
+  OutputCallback callback() {
+    return [this](const RequestOutput& o) { push(o); };
+  }
+  void push(RequestOutput o) {
+    {
+      std::lock_guard lock(mu_);
+      items_.push_back(std::move(o));
+    }
+    cv_.notify_one();
+  }
+  RequestOutput pop() {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return !items_.empty(); });
+    RequestOutput o = std::move(items_.front());
+    items_.pop_front();
+    return o;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<RequestOutput> items_;
+};
+
+}  // namespace tern
