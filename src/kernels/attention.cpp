@@ -51,7 +51,7 @@ struct WorkItem {
 
 void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool& pool,
                const AttentionKernels* kernels) {
-  TERN_ASSERT(s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0);
+  TERN_ASSERT(s.n_head_kv > 0 && s.n_head % s.n_head_kv == 0 && s.head_dim > 0 && s.head_dim <= kMaxHeadDim);
   const int group = s.n_head / s.n_head_kv;
   const int hd = s.head_dim;
   const size_t base_items = blocks.size() * s.n_head_kv;

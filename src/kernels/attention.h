@@ -73,6 +73,7 @@ struct QueryBlockView {
 // Positions per score tile; tiles sit on absolute multiples of this, whatever
 // the runs look like, so results do not depend on the cache layout.
 constexpr int kAttentionTile = 64;
+constexpr int kMaxHeadDim = 512;  // head sizes the kernels accept
 constexpr size_t attention_scratch_floats(int head_dim) { return 2u * kAttentionTile * static_cast<size_t>(head_dim); }
 
 // Tile kernel table (one per CPU level).

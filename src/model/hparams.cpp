@@ -62,6 +62,8 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
   if (static_cast<int64_t>(hp.n_head) * hp.head_dim > (int64_t{1} << 24))
     return error(ErrorKind::InvalidFile, "head_count " + std::to_string(hp.n_head) + " x key_length " +
                                              std::to_string(hp.head_dim) + " is implausibly large");
+  if (hp.head_dim > 512)
+    return error(ErrorKind::Unsupported, "head size " + std::to_string(hp.head_dim) + " exceeds the 512 the attention kernels support");
 
   auto eps = f.get_f64_or(p + "attention.layer_norm_rms_epsilon", 1e-5);
   if (!eps) return eps.status();

@@ -34,16 +34,24 @@ inline float reduce_lanes(const float* acc) {
   return (t[0] + t[2]) + (t[1] + t[3]);
 }
 
-inline float dot_fixed(const float* a, const float* b, int n) {
-  float acc[kLanes] = {};
-  int i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
-  for (int j = 0; i + j < n; ++j) acc[j] += a[i + j] * b[i + j];
-  return reduce_lanes(acc);
-}
+// 16 f32 lanes as a GCC vector: one zmm at the AVX-512 level, two ymm at
+// AVX2, SSE pairs in the baseline build. Kept in registers across loops, which
+// plain arrays are not.
+// (Passed only between always-inlined helpers, so the -Wpsabi note about the
+// calling convention of such types without AVX-512 does not apply.)
+#pragma GCC diagnostic ignored "-Wpsabi"
+typedef float f32x16 __attribute__((vector_size(64)));
 
-constexpr int kKvTile = kAttentionTile;  // positions per score tile
+__attribute__((always_inline)) inline f32x16 load16(const float* p) {
+  f32x16 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+__attribute__((always_inline)) inline void store16(float* p, f32x16 v) { __builtin_memcpy(p, &v, sizeof v); }
+
+constexpr int kKvTile = kAttentionTile;  // positions per score tile (the code assumes 64)
+static_assert(kKvTile == 64);
+constexpr int kRowBlock = 4;  // query rows sharing each key/value load
 
 // exp for softmax weights: arguments are <= 0. A polynomial with range
 // reduction (2^k * e^r) that vectorises, accurate to ~1e-7 relative.
@@ -98,8 +106,10 @@ inline void half_to_float_row(const void* src_v, float* dst, int n) {
 
 // Tiles are 64 positions at absolute multiples of 64, gathered across the runs
 // (a paged cache's blocks), so a row's arithmetic is the same for any layout.
-// Half keys/values are converted once per tile into scratch and shared by all
-// query rows of the KV head.
+// Keys are transposed into the tile ([head_dim][64], converted from half when
+// needed) so that one query row's 64 scores accumulate in four 16-lane
+// registers with no horizontal sums; values are read row by row (converted
+// into scratch when half). Every sum runs in a fixed order.
 void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, int kv_head, int32_t kv_begin,
                             int32_t kv_end, float* o, float* m, float* l, float* scratch) {
   const int hd = s.head_dim;
@@ -108,11 +118,11 @@ void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, in
   const size_t elem = s.kv_f16 ? 2 : 4;
   const size_t row_bytes = static_cast<size_t>(s.n_head_kv) * hd * elem;
   const size_t head_offset = static_cast<size_t>(kv_head) * hd * elem;
-  float* k_tile = scratch;                                   // [kKvTile][hd]
-  float* v_tile = scratch + static_cast<size_t>(kKvTile) * hd;  // [kKvTile][hd]
-  const float* kp[kKvTile];
+  float* k_t = scratch;                                          // [hd][kKvTile], transposed keys
+  float* v_tile = scratch + static_cast<size_t>(kKvTile) * hd;   // [kKvTile][hd], half values as f32
   const float* vp[kKvTile];
-  float sc[kKvTile];
+  float sc[kRowBlock][kKvTile];
+  float k_row[kMaxHeadDim];
   int ir = 0;  // run cursor: runs are ascending
   for (int32_t p0 = kv_begin; p0 < kv_end;) {
     const int n_pos = min_i((p0 / kKvTile + 1) * kKvTile, kv_end) - p0;
@@ -123,48 +133,99 @@ void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, in
       const size_t off = static_cast<size_t>(pos - run.pos0) * row_bytes + head_offset;
       const void* k = static_cast<const char*>(run.k) + off;
       const void* v = static_cast<const char*>(run.v) + off;
+      const float* kf = static_cast<const float*>(k);
       if (s.kv_f16) {
-        half_to_float_row(k, k_tile + static_cast<size_t>(j) * hd, hd);
+        half_to_float_row(k, k_row, hd);
+        kf = k_row;
         half_to_float_row(v, v_tile + static_cast<size_t>(j) * hd, hd);
-        kp[j] = k_tile + static_cast<size_t>(j) * hd;
         vp[j] = v_tile + static_cast<size_t>(j) * hd;
       } else {
-        kp[j] = static_cast<const float*>(k);
         vp[j] = static_cast<const float*>(v);
       }
+      for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = kf[i];
     }
-    for (int row = 0; row < n_rows; ++row) {
-      const int t = row / group, g = row % group;
-      const int32_t qpos = b.pos0 + t;
-      const int32_t lo = s.sliding_window > 0 ? qpos - s.sliding_window + 1 : 0;
-      const float* q = b.q + (static_cast<size_t>(t) * s.n_head + kv_head * group + g) * hd;
-      float tile_max = kNegInf;
-      for (int j = 0; j < n_pos; ++j) {
-        const int32_t pos = p0 + j;
-        if (pos > qpos || pos < lo) {
-          sc[j] = kNegInf;
+    for (int j = n_pos; j < kKvTile; ++j)
+      for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = 0.0f;
+
+    // Query rows four at a time: each key or value load feeds four rows.
+    for (int row0 = 0; row0 < n_rows; row0 += kRowBlock) {
+      const int nr = min_i(kRowBlock, n_rows - row0);
+      const float* q[kRowBlock];
+      int32_t qpos[kRowBlock], lo[kRowBlock];
+      for (int r = 0; r < kRowBlock; ++r) {
+        const int row = row0 + min_i(r, nr - 1);  // missing rows repeat the last one; results unused
+        const int t = row / group, g = row % group;
+        qpos[r] = b.pos0 + t;
+        lo[r] = s.sliding_window > 0 ? qpos[r] - s.sliding_window + 1 : 0;
+        q[r] = b.q + (static_cast<size_t>(t) * s.n_head + kv_head * group + g) * hd;
+      }
+      f32x16 acc[kRowBlock][4] = {};
+      for (int i = 0; i < hd; ++i) {
+        const float* kr = k_t + i * kKvTile;
+        const f32x16 k0 = load16(kr), k1 = load16(kr + 16), k2 = load16(kr + 32), k3 = load16(kr + 48);
+        for (int r = 0; r < kRowBlock; ++r) {
+          const float qi = q[r][i];
+          acc[r][0] += qi * k0;
+          acc[r][1] += qi * k1;
+          acc[r][2] += qi * k2;
+          acc[r][3] += qi * k3;
+        }
+      }
+      float corr[kRowBlock];
+      bool live[kRowBlock];
+      for (int r = 0; r < kRowBlock; ++r) {
+        float* p = sc[r];
+        for (int c = 0; c < 4; ++c) store16(p + 16 * c, acc[r][c]);
+        live[r] = false;
+        corr[r] = 1.0f;
+        if (r >= nr) {
+          for (int j = 0; j < kKvTile; ++j) p[j] = 0.0f;
           continue;
         }
-        sc[j] = dot_fixed(q, kp[j], hd) * s.scale;
-        tile_max = max_f(tile_max, sc[j]);
+        const int row = row0 + r;
+        float tile_max = kNegInf;
+        for (int j = 0; j < kKvTile; ++j) {
+          const int32_t pos = p0 + j;
+          const bool valid = j < n_pos && pos <= qpos[r] && pos >= lo[r];
+          p[j] = valid ? p[j] * s.scale : kNegInf;
+          tile_max = max_f(tile_max, p[j]);
+        }
+        if (tile_max == kNegInf) {  // fully masked tile: this row is unchanged
+          for (int j = 0; j < kKvTile; ++j) p[j] = 0.0f;
+          continue;
+        }
+        live[r] = true;
+        const float m_new = max_f(m[row], tile_max);
+        corr[r] = fast_exp(m[row] - m_new);  // 0 when m was -inf
+        for (int j = 0; j < kKvTile; ++j) p[j] = p[j] == kNegInf ? 0.0f : fast_exp(p[j] - m_new);
+        float lanes[kLanes] = {};
+        for (int j = 0; j < kKvTile; ++j) lanes[j % kLanes] += p[j];
+        l[row] = l[row] * corr[r] + reduce_lanes(lanes);
+        m[row] = m_new;
       }
-      if (tile_max == kNegInf) continue;  // fully masked tile
-      const float m_new = max_f(m[row], tile_max);
-      const float corr = fast_exp(m[row] - m_new);  // 0 when m was -inf
-      for (int j = 0; j < n_pos; ++j) sc[j] = sc[j] == kNegInf ? 0.0f : fast_exp(sc[j] - m_new);
-      float lanes[kLanes] = {};
-      for (int j = 0; j < n_pos; ++j) lanes[j % kLanes] += sc[j];
-      const float sum = reduce_lanes(lanes);
-      float* orow = o + static_cast<size_t>(row) * hd;
-      for (int i = 0; i < hd; ++i) orow[i] *= corr;
-      for (int j = 0; j < n_pos; ++j) {
-        const float p = sc[j];
-        if (p == 0.0f) continue;
-        const float* v = vp[j];
-        for (int i = 0; i < hd; ++i) orow[i] += p * v[i];
+      // o = o * corr + P V, 16 lanes of head_dim at a time.
+      int i0 = 0;
+      for (; i0 + 16 <= hd; i0 += 16) {
+        f32x16 ov[kRowBlock] = {};
+        for (int j = 0; j < n_pos; ++j) {
+          const f32x16 v = load16(vp[j] + i0);
+          for (int r = 0; r < kRowBlock; ++r) ov[r] += sc[r][j] * v;
+        }
+        for (int r = 0; r < nr; ++r) {
+          if (!live[r]) continue;
+          float* orow = o + static_cast<size_t>(row0 + r) * hd;
+          store16(orow + i0, load16(orow + i0) * corr[r] + ov[r]);
+        }
       }
-      l[row] = l[row] * corr + sum;
-      m[row] = m_new;
+      for (int r = 0; r < nr; ++r) {  // head sizes that are not a multiple of 16
+        if (!live[r]) continue;
+        float* orow = o + static_cast<size_t>(row0 + r) * hd;
+        for (int i = i0; i < hd; ++i) {
+          float a = 0.0f;
+          for (int j = 0; j < n_pos; ++j) a += sc[r][j] * vp[j][i];
+          orow[i] = orow[i] * corr[r] + a;
+        }
+      }
     }
     p0 += n_pos;
   }
