@@ -1,0 +1,334 @@
+// scheduler/scheduler.cpp — one schedule() call is four passes over the queues:
+//   1. decodes: one token to each running request that needs exactly one,
+//   2. prefill chunks to running requests still catching up,
+//   3. swapped requests restored (swap_in) and given a chunk,
+//   4. waiting requests admitted under max_num_seqs, the budget and the
+//      block watermark.
+// Passes 1-2 preempt the lowest-ranked running request when blocks run out;
+// when they did, passes 3-4 are skipped (blocks are short: admitting now would
+// only cause more preemption). docs/scheduler.md explains the choices.
+#include <algorithm>
+#include <limits>
+
+#include "core/assert.h"
+#include "core/log.h"
+#include "scheduler/scheduler.h"
+
+namespace tern {
+
+struct Scheduler::Step {
+  KvAllocator& kv;
+  double now_s = 0;
+  SchedulerOutput out;
+  int32_t budget = 0;                      // tokens still free this step
+  TenantTimes vt;                          // tenant_served_ plus this step's chunks (FairShare)
+  std::vector<RequestId> order;            // running at call start, best first; victims from the end
+  std::unordered_set<uint64_t> preempted;  // in this call: not re-admitted by it (no self-preemption loop)
+  std::unordered_set<uint64_t> admitted;   // in this call: not victims of admission preemption
+};
+
+namespace {
+
+// Removes `id` from an unordered id list (order does not matter for waiting_,
+// but running_ keeps admission order, so erase rather than swap-pop).
+void erase_id(std::vector<RequestId>& ids, RequestId id) {
+  auto it = std::find(ids.begin(), ids.end(), id);
+  TERN_ASSERT(it != ids.end());
+  ids.erase(it);
+}
+
+}  // namespace
+
+Scheduler::Scheduler(SchedulerConfig cfg) : config_(std::move(cfg)) {
+  TERN_ASSERT(config_.max_num_seqs >= 1);
+  TERN_ASSERT(config_.max_batched_tokens >= 1);
+  TERN_ASSERT(config_.watermark >= 0 && config_.watermark < 1);
+  TERN_ASSERT(config_.ageing_per_s >= 0);
+  for (const auto& [tenant, w] : config_.tenant_weights) TERN_ASSERT_MSG(w > 0, "tenant weights must be > 0");
+}
+
+void Scheduler::add(SchedRequest r) {
+  TERN_ASSERT_MSG(!requests_.contains(r.id.value), "request id added twice");
+  TERN_ASSERT(r.n_tokens >= 1 && r.n_computed >= 0 && r.n_computed <= r.n_tokens);
+  r.status = SeqStatus::Waiting;
+  activate_tenant(r.tenant);
+  waiting_.push_back(r.id);
+  requests_.emplace(r.id.value, std::move(r));
+}
+
+void Scheduler::remove(RequestId id, KvAllocator& kv) {
+  SchedRequest& r = at(id);
+  if (r.status == SeqStatus::Running) {
+    kv.free_slots(r);
+    erase_id(running_, id);
+  } else {
+    if (r.status == SeqStatus::Swapped) kv.free_slots(r);  // drops the host copy
+    erase_id(waiting_, id);
+  }
+  --tenant_live_[r.tenant];
+  warned_never_fits_.erase(id.value);
+  requests_.erase(id.value);
+}
+
+SchedRequest* Scheduler::find(RequestId id) {
+  auto it = requests_.find(id.value);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
+SchedRequest& Scheduler::at(RequestId id) {
+  auto it = requests_.find(id.value);
+  TERN_ASSERT_MSG(it != requests_.end(), "unknown request id");
+  return it->second;
+}
+
+SchedulerOutput Scheduler::schedule(KvAllocator& kv, double now_s) {
+  Step st{kv, now_s, {}, config_.max_batched_tokens, tenant_served_, {}, {}, {}};
+  st.order = ranked(running_, now_s, tenant_served_);
+  schedule_decodes(st);
+  schedule_prefills(st);
+  if (st.out.preempted.empty() && !restore_swapped(st)) admit_waiting(st);
+  // A swapped-in request may decode in pass 3: keep single decode tokens first.
+  std::stable_partition(st.out.chunks.begin(), st.out.chunks.end(), [&](const ScheduledChunk& c) {
+    const SchedRequest& r = at(c.id);
+    return c.n_tokens == 1 && r.n_tokens - r.n_computed == 1;
+  });
+  return std::move(st.out);
+}
+
+void Scheduler::schedule_decodes(Step& st) {
+  for (RequestId id : st.order) {
+    if (st.budget == 0) break;
+    SchedRequest& r = at(id);
+    if (r.status != SeqStatus::Running || r.n_tokens - r.n_computed != 1) continue;
+    grow_running(st, r, 1);
+  }
+}
+
+// FairShare re-picks after every chunk (the tenant least served so far,
+// counting this step); other policies' keys do not depend on st.vt, so the
+// pick is the static rank order.
+void Scheduler::schedule_prefills(Step& st) {
+  std::vector<RequestId> todo;
+  for (RequestId id : st.order) {
+    const SchedRequest& r = at(id);
+    if (r.status == SeqStatus::Running && r.n_tokens - r.n_computed > 1) todo.push_back(id);
+  }
+  while (!todo.empty() && st.budget > 0) {
+    auto best = std::min_element(todo.begin(), todo.end(), [&](RequestId a, RequestId b) {
+      return rank_key(at(a), st.now_s, st.vt) < rank_key(at(b), st.now_s, st.vt);
+    });
+    SchedRequest& r = at(*best);
+    todo.erase(best);
+    if (r.status != SeqStatus::Running) continue;  // preempted as a victim meanwhile
+    grow_running(st, r, std::min(r.n_tokens - r.n_computed, st.budget));
+  }
+}
+
+// Swapped requests come back before any new admission, best ranked first.
+// Returns true when one of them is held back by blocks (then new requests
+// wait too, so that swapped ones are not starved by fresh arrivals).
+bool Scheduler::restore_swapped(Step& st) {
+  std::vector<RequestId> swapped;
+  for (RequestId id : waiting_)
+    if (at(id).status == SeqStatus::Swapped && !st.preempted.contains(id.value)) swapped.push_back(id);
+  for (RequestId id : ranked(std::move(swapped), st.now_s, st.vt)) {
+    if (static_cast<int>(running_.size()) >= config_.max_num_seqs || st.budget == 0) return true;
+    SchedRequest& r = at(id);
+    const int32_t remaining = r.n_tokens - r.n_computed;
+    if (remaining == 0 || never_fits(st.kv, r)) continue;
+    const int32_t n = std::min(remaining, st.budget);
+    // An estimate: it counts a prefix hit that swap_in does not take; swap_in
+    // and the chunk's own allocation have the final say.
+    if (!fits_with_watermark(st.kv, st.kv.n_blocks_needed(r, r.n_computed + n))) return true;
+    if (!st.kv.swap_in(r)) return true;
+    erase_id(waiting_, id);
+    running_.push_back(id);
+    r.status = SeqStatus::Running;
+    st.admitted.insert(id.value);
+    try_chunk(st, r, n);  // it holds its blocks now; without a chunk it runs next step
+  }
+  return false;
+}
+
+// Strict order: the best waiting request that does not fit stops admission,
+// so a large request is not overtaken forever by small ones.
+void Scheduler::admit_waiting(Step& st) {
+  std::vector<RequestId> todo;
+  for (RequestId id : waiting_)
+    if (at(id).status == SeqStatus::Waiting && !st.preempted.contains(id.value)) todo.push_back(id);
+  while (!todo.empty()) {
+    if (static_cast<int>(running_.size()) >= config_.max_num_seqs || st.budget == 0) return;
+    auto best = std::min_element(todo.begin(), todo.end(), [&](RequestId a, RequestId b) {
+      return rank_key(at(a), st.now_s, st.vt) < rank_key(at(b), st.now_s, st.vt);
+    });
+    SchedRequest& r = at(*best);
+    todo.erase(best);
+    if (r.n_computed == r.n_tokens || never_fits(st.kv, r)) continue;
+    if (!admit(st, r)) return;
+  }
+}
+
+// Admission needs blocks for all of r's tokens (not only the first chunk)
+// while leaving the watermark free: a request admitted is expected to finish
+// its prefill without preempting anyone.
+bool Scheduler::admit(Step& st, SchedRequest& r) {
+  const int32_t n_computed_before = r.n_computed;
+  r.n_computed = st.kv.n_tokens_cached(r);
+  TERN_ASSERT(r.n_computed >= 0 && r.n_computed < r.n_tokens);
+  while (!fits_with_watermark(st.kv, st.kv.n_blocks_needed(r, r.n_tokens))) {
+    if (config_.policy != SchedulePolicy::Priority || !preempt_for(st, r)) {
+      r.n_computed = n_computed_before;
+      return false;
+    }
+  }
+  const int32_t n = std::min(r.n_tokens - r.n_computed, st.budget);
+  if (!st.kv.allocate_slots(r, r.n_computed + n)) {
+    r.n_computed = n_computed_before;
+    return false;
+  }
+  erase_id(waiting_, r.id);
+  running_.push_back(r.id);
+  r.status = SeqStatus::Running;
+  st.admitted.insert(r.id.value);
+  add_chunk(st, r, n);
+  return true;
+}
+
+// Gives running request r a chunk of up to n tokens, fewer when only fewer
+// fit; when not even one token fits, preempts the lowest-ranked running
+// request and retries. Returns false when r itself was that request.
+bool Scheduler::grow_running(Step& st, SchedRequest& r, int32_t n) {
+  for (;;) {
+    if (try_chunk(st, r, n)) return true;
+    SchedRequest* victim = nullptr;
+    for (auto it = st.order.rbegin(); it != st.order.rend() && !victim; ++it)
+      if (at(*it).status == SeqStatus::Running) victim = &at(*it);
+    TERN_ASSERT(victim != nullptr);  // r itself is running
+    if (victim != &r) {
+      preempt(st, *victim, /*force_recompute=*/false);
+      continue;
+    }
+    // r is the lowest ranked left. If it is also the only one, the pool cannot
+    // hold it at all: swapping would just bring it back to fail again, so its
+    // blocks are freed and never_fits() keeps it waiting.
+    const bool alone = running_.size() == 1;
+    if (alone && warned_never_fits_.insert(r.id.value).second)
+      TERN_LOG_WARN("scheduler: grow_running: request %llu needs more KV blocks than the pool holds (%d tokens); "
+                    "it stays queued",
+                    static_cast<unsigned long long>(r.id.value), r.n_computed + n);
+    preempt(st, r, /*force_recompute=*/alone);
+    return false;
+  }
+}
+
+bool Scheduler::try_chunk(Step& st, SchedRequest& r, int32_t n) {
+  const int32_t m = fit_tokens(st.kv, r, n);
+  if (m == 0 || !st.kv.allocate_slots(r, r.n_computed + m)) return false;
+  add_chunk(st, r, m);
+  return true;
+}
+
+// The most tokens, at most n, that r can add with the blocks free now.
+int32_t Scheduler::fit_tokens(const KvAllocator& kv, const SchedRequest& r, int32_t n) const {
+  const int n_free = kv.n_blocks_free();
+  auto fits = [&](int32_t m) { return kv.n_blocks_needed(r, r.n_computed + m) <= n_free; };
+  if (fits(n)) return n;
+  int32_t lo = 0, hi = n;  // fits(lo), !fits(hi)
+  while (hi - lo > 1) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo;
+}
+
+// The watermark is waived when nothing runs: then no request is there to grow
+// into the reserve, and a request needing nearly the whole pool must still
+// be able to start.
+bool Scheduler::fits_with_watermark(const KvAllocator& kv, int n_blocks) const {
+  const int reserve =
+      running_.empty() ? 0 : static_cast<int>(config_.watermark * static_cast<double>(kv.n_blocks_total()));
+  return kv.n_blocks_free() - n_blocks >= reserve;
+}
+
+// A request without blocks that needs more than the whole pool, or that ran
+// out of blocks while running alone, stays where it is (waiting or swapped)
+// instead of blocking the queue or being recomputed only to fail again. The
+// engine is expected to keep requests within the pool; this is the backstop.
+bool Scheduler::never_fits(const KvAllocator& kv, const SchedRequest& r) {
+  if (warned_never_fits_.contains(r.id.value)) return true;
+  if (kv.n_blocks_needed(r, r.n_tokens) <= kv.n_blocks_total()) return false;
+  if (warned_never_fits_.insert(r.id.value).second)
+    TERN_LOG_WARN("scheduler: never_fits: request %llu needs more KV blocks than the pool holds (%d tokens); "
+                  "it stays queued",
+                  static_cast<unsigned long long>(r.id.value), r.n_tokens);
+  return true;
+}
+
+// Priority only: waiting request w may preempt the worst running request when
+// w's effective priority is strictly better. Requests admitted in this call
+// are not victims (that would undo this call's own work).
+bool Scheduler::preempt_for(Step& st, const SchedRequest& w) {
+  SchedRequest* victim = nullptr;
+  for (auto it = st.order.rbegin(); it != st.order.rend() && !victim; ++it)
+    if (at(*it).status == SeqStatus::Running) victim = &at(*it);
+  if (!victim || !(rank_key(w, st.now_s, st.vt).primary < rank_key(*victim, st.now_s, st.vt).primary)) return false;
+  preempt(st, *victim, /*force_recompute=*/false);
+  return true;
+}
+
+void Scheduler::preempt(Step& st, SchedRequest& v, bool force_recompute) {
+  // A victim already given a chunk this step gives it back.
+  for (auto it = st.out.chunks.begin(); it != st.out.chunks.end(); ++it) {
+    if (it->id != v.id) continue;
+    st.budget += it->n_tokens;
+    st.out.n_tokens -= it->n_tokens;
+    st.vt[v.tenant] -= it->n_tokens / tenant_weight(v.tenant);
+    st.out.chunks.erase(it);
+    break;
+  }
+  erase_id(running_, v.id);
+  waiting_.push_back(v.id);
+  ++v.n_preemptions;
+  ++n_preemptions_;
+  st.preempted.insert(v.id.value);
+  st.out.preempted.push_back(v.id);
+  if (!force_recompute && config_.preemption == PreemptionMode::Swap && st.kv.swap_out(v)) {
+    v.status = SeqStatus::Swapped;  // keeps n_computed: its K/V come back with swap_in
+    return;
+  }
+  st.kv.free_slots(v);
+  v.n_computed = 0;  // keeps arrival_s, so it keeps its place in the order
+  v.status = SeqStatus::Waiting;
+}
+
+void Scheduler::add_chunk(Step& st, SchedRequest& r, int32_t n) {
+  TERN_ASSERT(n > 0 && n <= st.budget && r.n_computed + n <= r.n_tokens);
+  st.out.chunks.push_back({r.id, n});
+  st.out.n_tokens += n;
+  st.budget -= n;
+  st.vt[r.tenant] += n / tenant_weight(r.tenant);
+  r.last_scheduled_s = st.now_s;
+}
+
+void Scheduler::on_step(const SchedulerOutput& out) {
+  for (const ScheduledChunk& c : out.chunks) {
+    SchedRequest& r = at(c.id);
+    TERN_ASSERT(r.status == SeqStatus::Running);
+    r.n_computed += c.n_tokens;
+    TERN_ASSERT(r.n_computed <= r.n_tokens);
+    tenant_served_[r.tenant] += c.n_tokens / tenant_weight(r.tenant);
+  }
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s;
+  s.n_running = static_cast<int>(running_.size());
+  for (RequestId id : waiting_) {
+    if (requests_.at(id.value).status == SeqStatus::Swapped) ++s.n_swapped;
+    else ++s.n_waiting;
+  }
+  s.n_preemptions = n_preemptions_;
+  return s;
+}
+
+}  // namespace tern

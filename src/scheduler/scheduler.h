@@ -1,0 +1,200 @@
+// scheduler/scheduler.h — iteration-level scheduling of requests onto engine steps.
+//
+// Each request has n_computed tokens (K/V in the cache) catching up with
+// n_tokens (prompt + generated so far). Every step the scheduler hands out a
+// token budget (max_batched_tokens): first one token to each running request
+// that is decoding, then prefill chunks to running requests still in their
+// prompt, then to admitted waiting/swapped requests. That one rule covers
+// continuous batching, chunked prefill and prefix hits (a hit just starts
+// n_computed above 0).
+//
+// Order between requests comes from the policy:
+//   Fcfs             arrival time.
+//   Priority         effective priority = priority - ageing_per_s * seconds since
+//                    arrival (lower value first, as vLLM), ties by arrival: nothing
+//                    starves, and the order of two requests never flips over time.
+//   ShortestJobFirst predicted remaining work = (n_tokens - n_computed)
+//                    + predicted output (min(max_tokens, mean output length of
+//                    finished requests)), minus ageing, ties by arrival.
+//   FairShare        tenant with the least tokens served / weight first (virtual
+//                    time per tenant), FCFS inside a tenant.
+// The same order, reversed, picks preemption victims.
+//
+// KV: the scheduler reaches the KV cache only through KvAllocator. When a
+// running request cannot get the slots it needs, the lowest-ranked running
+// request is preempted (recompute: its blocks are freed and it re-enters the
+// waiting queue with n_computed = 0; swap: its blocks are copied to host memory
+// and restored before it runs again). Admission of new requests keeps
+// watermark * n_blocks_total blocks free so running requests can grow: a
+// request is admitted only when blocks for all its tokens fit above that
+// reserve (waived when nothing runs), strictly in policy order. Under Priority
+// a waiting request with a strictly better effective priority may also
+// preempt the worst running one. docs/scheduler.md gives the reasons.
+//
+// Threading: not thread-safe; the engine's step loop is the only caller.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/ids.h"
+#include "core/status.h"
+
+namespace tern {
+
+enum class SchedulePolicy { Fcfs, Priority, ShortestJobFirst, FairShare };
+enum class PreemptionMode { Recompute, Swap };
+
+// "fcfs", "priority", "sjf", "fair"; InvalidArgument names the valid values.
+Result<SchedulePolicy> parse_schedule_policy(std::string_view name);
+const char* schedule_policy_name(SchedulePolicy p);
+Result<PreemptionMode> parse_preemption_mode(std::string_view name);  // "recompute", "swap"
+
+struct SchedulerConfig {
+  SchedulePolicy policy = SchedulePolicy::Fcfs;
+  PreemptionMode preemption = PreemptionMode::Recompute;
+  int max_num_seqs = 64;             // running + being-prefilled requests per step
+  int32_t max_batched_tokens = 512;  // tokens per step (decode tokens + prefill chunks)
+  double watermark = 0.01;           // fraction of blocks admission leaves free
+  double ageing_per_s = 1.0;         // Priority / ShortestJobFirst ageing
+  std::unordered_map<std::string, double> tenant_weights;  // FairShare; absent = 1.0
+};
+
+enum class SeqStatus { Waiting, Running, Swapped };
+
+// What the scheduler knows of one request. The engine creates it, then after
+// each step raises n_computed (Scheduler::on_step) and n_tokens (when it
+// samples a token).
+struct SchedRequest {
+  RequestId id;
+  SeqId seq;                 // the KV sequence this request writes
+  int priority = 0;          // lower = more urgent
+  std::string tenant;
+  double arrival_s = 0;      // engine clock
+  int32_t n_prompt = 0;
+  int32_t n_tokens = 0;      // prompt + generated so far; >= 1
+  int32_t n_computed = 0;    // tokens whose K/V are cached; < n_tokens while it needs compute
+  int32_t max_tokens = 0;    // generation budget (SJF prediction)
+  SeqStatus status = SeqStatus::Waiting;
+  int n_preemptions = 0;
+  double last_scheduled_s = 0;  // engine clock of its latest chunk (set by schedule(); dump, metrics)
+};
+
+// The KV cache as the scheduler sees it. The engine adapts the paged KV cache;
+// unit tests use a counting implementation.
+class KvAllocator {
+ public:
+  virtual ~KvAllocator() = default;
+  virtual int n_blocks_total() const = 0;
+  // Blocks that allocation can use now (free plus evictable cached blocks).
+  virtual int n_blocks_free() const = 0;
+  // Extra blocks `r` needs to hold n_tokens_total tokens (counting, for a request
+  // without blocks, the prefix-cache hit it would get).
+  virtual int n_blocks_needed(const SchedRequest& r, int32_t n_tokens_total) const = 0;
+  // For a request about to be admitted with no blocks: prompt tokens already in
+  // the prefix cache (a multiple of the block size, < n_tokens). May be 0.
+  virtual int32_t n_tokens_cached(const SchedRequest& r) const = 0;
+  // Makes `r` hold slots for n_tokens_total tokens (attaching its cached prefix
+  // if it had no blocks and r.n_computed > 0). False, changing nothing, when
+  // the pool lacks blocks.
+  virtual bool allocate_slots(const SchedRequest& r, int32_t n_tokens_total) = 0;
+  // Releases every block of `r` (finish, cancel, recompute preemption).
+  virtual void free_slots(const SchedRequest& r) = 0;
+  // Copies r's blocks to host memory and frees them; false when swapping is
+  // impossible (the scheduler then recomputes instead).
+  virtual bool swap_out(const SchedRequest& r) = 0;
+  // Restores a swapped request's blocks; false, changing nothing, when the
+  // pool lacks blocks.
+  virtual bool swap_in(const SchedRequest& r) = 0;
+};
+
+// Compute tokens [n_computed, n_computed + n_tokens) of request `id` this step.
+struct ScheduledChunk {
+  RequestId id;
+  int32_t n_tokens = 0;
+};
+
+struct SchedulerOutput {
+  std::vector<ScheduledChunk> chunks;  // the step's batch: decode tokens first, then prefill chunks
+  std::vector<RequestId> preempted;    // preempted during this call (blocks already freed / swapped)
+  int32_t n_tokens = 0;                // sum over chunks
+};
+
+struct SchedulerStats {
+  int n_waiting = 0, n_running = 0, n_swapped = 0;
+  int64_t n_preemptions = 0;  // total since start
+};
+
+class Scheduler {
+ public:
+  explicit Scheduler(SchedulerConfig config);
+
+  // Queues a new request (status Waiting). Its id must be new.
+  void add(SchedRequest r);
+  // Forgets a request (finished or cancelled) and frees its blocks or swap copy.
+  void remove(RequestId id, KvAllocator& kv);
+  SchedRequest* find(RequestId id);
+
+  // Plans one step. Requests with nothing to compute are skipped.
+  SchedulerOutput schedule(KvAllocator& kv, double now_s);
+  // The step ran: n_computed += n_tokens of every chunk, fair-share accounting.
+  void on_step(const SchedulerOutput& out);
+  // A finished request's output length feeds the SJF predictor.
+  void record_output_length(int32_t n_generated);
+
+  SchedulerStats stats() const;
+  const SchedulerConfig& config() const { return config_; }
+  // Queues and budgets as text (debugging).
+  std::string dump() const;
+
+ private:
+  using TenantTimes = std::unordered_map<std::string, double>;  // tenant -> tokens served / weight
+  // Order key, smaller first: (policy value, arrival, id). See policy.cpp.
+  struct RankKey {
+    double primary = 0;
+    double arrival_s = 0;
+    uint64_t id = 0;
+    auto operator<=>(const RankKey&) const = default;
+  };
+  struct Step;  // one schedule() call's working state (scheduler.cpp)
+
+  // policy.cpp
+  RankKey rank_key(const SchedRequest& r, double now_s, const TenantTimes& vt) const;
+  std::vector<RequestId> ranked(std::vector<RequestId> ids, double now_s, const TenantTimes& vt) const;
+  double predicted_output(const SchedRequest& r) const;
+  double tenant_weight(const std::string& tenant) const;
+  void activate_tenant(const std::string& tenant);
+
+  // scheduler.cpp
+  SchedRequest& at(RequestId id);
+  void schedule_decodes(Step& st);
+  void schedule_prefills(Step& st);
+  bool restore_swapped(Step& st);
+  void admit_waiting(Step& st);
+  bool admit(Step& st, SchedRequest& r);
+  bool grow_running(Step& st, SchedRequest& r, int32_t n);
+  bool try_chunk(Step& st, SchedRequest& r, int32_t n);
+  int32_t fit_tokens(const KvAllocator& kv, const SchedRequest& r, int32_t n) const;
+  bool fits_with_watermark(const KvAllocator& kv, int n_blocks) const;
+  bool never_fits(const KvAllocator& kv, const SchedRequest& r);
+  bool preempt_for(Step& st, const SchedRequest& w);
+  void preempt(Step& st, SchedRequest& victim, bool force_recompute);
+  void add_chunk(Step& st, SchedRequest& r, int32_t n);
+
+  SchedulerConfig config_;
+  std::unordered_map<uint64_t, SchedRequest> requests_;  // every live request, by id
+  std::vector<RequestId> waiting_;   // waiting and swapped, unordered; the policy orders them
+  std::vector<RequestId> running_;   // admission order
+  TenantTimes tenant_served_;        // virtual time; only grows, lifted when a tenant turns active
+  std::unordered_map<std::string, int> tenant_live_;  // live requests per tenant
+  std::unordered_set<uint64_t> warned_never_fits_;    // requests the pool cannot hold (logged once)
+  double mean_output_ = 0;  // SJF predictor: mean generated length of finished requests
+  int64_t n_outputs_ = 0;
+  int64_t n_preemptions_ = 0;
+};
+
+}  // namespace tern
