@@ -110,6 +110,13 @@ struct EngineStats {
   int64_t n_tokens_prompt = 0, n_tokens_generated = 0;
   int block_size = 0;
   int64_t kv_block_bytes = 0;
+  // Memory use, summed over steps (divide by n_steps for means): KV slots held
+  // by running sequences (blocks x block size) and positions they fill.
+  int64_t kv_slots_allocated_sum = 0, kv_positions_used_sum = 0, n_running_sum = 0;
+  int n_running_peak = 0;
+  // Steps that only decoded (one token per running sequence): their tokens and time.
+  int64_t decode_steps = 0, decode_tokens = 0;
+  double decode_time_s = 0;
 };
 
 struct ModelInfo {

@@ -3,8 +3,10 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "../model/model_fixture.h"
 
@@ -153,6 +155,60 @@ TEST(Cli, UnknownArchitectureIsRefused) {
   auto t = run_tern("tokenize -m " + quote(vocab) + " -p 'Hello world' --no-special");
   EXPECT_EQ(t.exit_code, 0) << t.err;
   EXPECT_EQ(t.out, "15496 995\n");
+}
+
+// tern batch: results in input order, ids kept, bad lines reported without
+// stopping the others, greedy text equal to the single-sequence path.
+TEST(Cli, BatchRunsRequestsConcurrentlyAndReportsBadLines) {
+  TERN_REQUIRE_STORIES();
+  const std::string dir = std::string(TERN_BINARY_DIR) + "/cli_batch." + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream in(dir + "/in.jsonl");
+    in << R"({"id": "golden", "prompt": "", "max_tokens": 200, "temperature": 0})" << "\n"
+       << R"({"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0, "priority": 2})" << "\n"
+       << "\n"  // blank lines are skipped
+       << R"({"prompt": "Once upon a time", "max_tokens": 40, "temperature": 0.7, "seed": 5, "tenant": "b"})" << "\n"
+       << "{not json\n"
+       << R"({"prompt": "x", "max_tokens": "many"})" << "\n";
+  }
+  auto o = run_tern("batch -m " + quote(test::stories_gguf()) + " -f " + quote(dir + "/in.jsonl") + " -o " +
+                    quote(dir + "/out.jsonl") + " --max-num-seqs 2 --policy priority --kv-memory 2M -t 2");
+  EXPECT_EQ(o.exit_code, 1) << o.err;
+  EXPECT_NE(o.err.find("batch: 5 requests (2 failed)"), std::string::npos) << o.err;
+  std::ifstream out(dir + "/out.jsonl");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(out, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 5u);
+  // The first line carries the golden greedy text (JSON-escaped), its id and figures.
+  std::string golden_json;
+  for (char c : test::golden_text()) {
+    if (c == '\n') golden_json += "\\n";
+    else if (c == '"') golden_json += "\\\"";
+    else golden_json += c;
+  }
+  EXPECT_NE(lines[0].find("\"id\":\"golden\""), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("\"text\":\"" + golden_json + "\""), std::string::npos) << lines[0];
+  EXPECT_NE(lines[0].find("\"n_tokens_generated\":200"), std::string::npos);
+  EXPECT_NE(lines[0].find("\"finish_reason\":\"length\""), std::string::npos);
+  EXPECT_NE(lines[1].find("\"id\":1,"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("\"id\":3,"), std::string::npos) << lines[2];
+  EXPECT_EQ(lines[3], R"({"error":"invalid JSON","id":4})");
+  EXPECT_NE(lines[4].find("\"error\":\"bad field type"), std::string::npos) << lines[4];
+  // Same greedy request through `tern run` gives the same text.
+  auto r = run_tern("run -m " + quote(test::stories_gguf()) + " -p 'Once upon a time' -n 40 --temp 0 -t 1");
+  ASSERT_EQ(r.exit_code, 0);
+  std::string run_json;
+  for (char c : r.out) run_json += c == '\n' ? std::string("\\n") : std::string(1, c);
+  EXPECT_NE(lines[1].find("\"text\":\"" + run_json + "\""), std::string::npos) << lines[1] << "\n" << r.out;
+
+  auto usage = run_tern("batch -m " + quote(test::stories_gguf()));
+  EXPECT_EQ(usage.exit_code, 2);
+  auto bad_policy = run_tern("batch -m " + quote(test::stories_gguf()) + " -f " + quote(dir + "/in.jsonl") +
+                             " --policy lottery");
+  EXPECT_NE(bad_policy.exit_code, 0);
+  EXPECT_NE(bad_policy.err.find("lottery"), std::string::npos) << bad_policy.err;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

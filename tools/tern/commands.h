@@ -14,6 +14,7 @@ int cmd_convert(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
+int cmd_batch(int argc, char** argv);
 
 // Prints "tern: <message>" to stderr and returns the exit code for its kind
 // (2 for usage errors, 1 otherwise).

@@ -28,6 +28,7 @@ constexpr Command kCommands[] = {
     {"quantize", cmd_quantize, "re-encode a GGUF model's tensors (Q4_K_M, Q8_0, F16, ...)"},
     {"synth", cmd_synth, "write a random-weight model of given shapes (benchmarks)"},
     {"bench", cmd_bench, "measure pp/tg/batched throughput against the machine's limits"},
+    {"batch", cmd_batch, "run a JSONL file of requests through the serving engine"},
 };
 
 void print_usage(FILE* out) {

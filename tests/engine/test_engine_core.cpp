@@ -1,0 +1,372 @@
+// The serving engine's step loop on the real stories260K model: golden output,
+// batch invariance under concurrency, chunked prefill, prefix caching and
+// preemption (recompute and swap), cancellation, errors.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "../model/model_fixture.h"
+#include "engine/engine_core.h"
+
+namespace tern {
+namespace {
+
+struct Collected {
+  std::vector<TokenId> tokens;
+  std::string text;
+  std::optional<RequestOutput> final_output;
+};
+
+EngineConfig base_config() {
+  EngineConfig c;
+  c.model_path = test::stories_gguf();
+  c.n_threads = 2;
+  c.kv_memory_bytes = 64ll << 20;
+  return c;
+}
+
+std::unique_ptr<EngineCore> make_core(const EngineConfig& c) {
+  auto core = EngineCore::create(c);
+  EXPECT_TRUE(core.is_ok()) << core.status().message();
+  return core.is_ok() ? std::move(core).value() : nullptr;
+}
+
+// Runs every request to completion through one core; returns outputs by index.
+std::vector<Collected> run_all(EngineCore& core, const std::vector<GenerationRequest>& reqs) {
+  std::vector<Collected> out(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto p = core.prepare(reqs[i]);
+    EXPECT_TRUE(p.is_ok()) << p.status().message();
+    if (!p.is_ok()) continue;
+    core.add(RequestId(i + 1), std::move(p).value(), [&out, i](const RequestOutput& o) {
+      if (o.has_token) out[i].tokens.push_back(o.token);
+      out[i].text += o.text;
+      if (o.finish) out[i].final_output = o;
+    });
+  }
+  for (int guard = 0; core.has_work() && guard < 100000; ++guard) {
+    const Status s = core.step();
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  EXPECT_FALSE(core.has_work());
+  return out;
+}
+
+std::string text_sample() {
+  std::ifstream in(std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str().substr(0, 20000);
+}
+
+// 32 requests of mixed prompt and output lengths; groups of them share long
+// prefixes (several full blocks) so prefix caching has something to find.
+std::vector<GenerationRequest> mixed_requests(const Tokenizer& tok) {
+  const std::string text = text_sample();
+  const std::vector<TokenId> all = tok.encode(text, false, false);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 32; ++i) {
+    GenerationRequest r;
+    const size_t start = static_cast<size_t>(i % 4) * 600;        // 4 shared stories
+    const size_t len = 5 + static_cast<size_t>((i * 37) % 150);   // 5 .. 154 prompt tokens
+    r.prompt_tokens = {1};
+    r.prompt_tokens.insert(r.prompt_tokens.end(), all.begin() + start, all.begin() + start + len);
+    r.max_tokens = 8 + (i * 13) % 60;
+    r.ignore_eos = true;  // fixed lengths: every request exercises decode
+    if (i % 3 == 0) {
+      r.sampling.temperature = 0.8f;  // seeded sampling must be invariant too
+      r.sampling.seed = 1000 + i;
+    } else {
+      r.sampling.temperature = 0.0f;
+    }
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
+TEST(EngineCore, GreedyMatchesGoldenWithF32Kv) {
+  TERN_REQUIRE_STORIES();
+  EngineConfig c = base_config();
+  c.kv_f16 = false;
+  auto core = make_core(c);
+  ASSERT_TRUE(core);
+  GenerationRequest r;
+  r.prompt_tokens = {1};
+  r.max_tokens = 200;
+  r.sampling.temperature = 0.0f;
+  const auto out = run_all(*core, {r});
+  const auto golden = test::golden_ids();
+  EXPECT_EQ(out[0].tokens, std::vector<TokenId>(golden.begin() + 1, golden.end()));
+  EXPECT_EQ(out[0].text, test::golden_text());
+  ASSERT_TRUE(out[0].final_output);
+  EXPECT_EQ(*out[0].final_output->finish, FinishReason::Length);
+  EXPECT_EQ(out[0].final_output->n_tokens_generated, 200);
+}
+
+struct InvarianceCase {
+  const char* name;
+  int max_num_seqs;
+  int max_batched_tokens;
+  bool prefix_caching;
+  int n_blocks;  // 0 = plenty
+  const char* preemption;
+  const char* compression;
+};
+
+class EngineInvariance : public ::testing::TestWithParam<InvarianceCase> {};
+
+TEST_P(EngineInvariance, TokensMatchRunningAlone) {
+  TERN_REQUIRE_STORIES();
+  const InvarianceCase& ic = GetParam();
+  EngineConfig alone_cfg = base_config();
+  alone_cfg.max_num_seqs = 1;
+  alone_cfg.prefix_caching = false;
+  auto alone = make_core(alone_cfg);
+  ASSERT_TRUE(alone);
+  const auto reqs = mixed_requests(alone->tokenizer());
+  const auto expected = run_all(*alone, reqs);
+
+  EngineConfig c = base_config();
+  c.max_num_seqs = ic.max_num_seqs;
+  c.max_batched_tokens = ic.max_batched_tokens;
+  c.prefix_caching = ic.prefix_caching;
+  c.preemption = ic.preemption;
+  c.swap_compression = ic.compression;
+  if (ic.n_blocks > 0) c.kv_memory_bytes = alone->stats().kv_block_bytes * ic.n_blocks;
+  auto core = make_core(c);
+  ASSERT_TRUE(core);
+  const auto got = run_all(*core, reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got[i].tokens, expected[i].tokens) << "request " << i;
+    EXPECT_EQ(got[i].text, expected[i].text) << "request " << i;
+    ASSERT_TRUE(got[i].final_output) << i;
+    EXPECT_EQ(got[i].final_output->n_tokens_generated, reqs[i].max_tokens);
+  }
+  const EngineStats st = core->stats();
+  EXPECT_GT(st.tokens_per_step, 1.5);  // really batched
+  if (ic.prefix_caching) {
+    EXPECT_GT(st.prefix_hit_tokens, 0);
+  }
+  if (ic.n_blocks > 0) {
+    EXPECT_GT(st.n_preemptions, 0) << "the pool was meant to force preemption";
+  }
+  EXPECT_EQ(st.kv_blocks_used, 0);  // everything released
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Engine, EngineInvariance,
+    ::testing::Values(InvarianceCase{"concurrent", 32, 512, false, 0, "recompute", "none"},
+                      InvarianceCase{"chunked", 32, 48, false, 0, "recompute", "none"},
+                      InvarianceCase{"prefix", 32, 96, true, 0, "recompute", "none"},
+                      InvarianceCase{"recompute", 32, 128, true, 40, "recompute", "none"},
+                      InvarianceCase{"swap", 32, 128, false, 40, "swap", "none"},
+                      InvarianceCase{"swap_zstd", 32, 128, true, 40, "swap", "zstd"}),
+    [](const auto& param_info) { return std::string(param_info.param.name); });
+
+TEST(EngineCore, CancelFreesBlocksAtNextStep) {
+  TERN_REQUIRE_STORIES();
+  auto core = make_core(base_config());
+  ASSERT_TRUE(core);
+  GenerationRequest r;
+  r.prompt_tokens = {1, 50, 60, 70};
+  r.max_tokens = 400;
+  r.ignore_eos = true;
+  std::optional<RequestOutput> fin;
+  int n_tokens = 0;
+  auto p = core->prepare(r);
+  ASSERT_TRUE(p.is_ok());
+  core->add(RequestId(7), std::move(p).value(), [&](const RequestOutput& o) {
+    n_tokens += o.has_token;
+    if (o.finish) fin = o;
+  });
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(core->step().is_ok());
+  EXPECT_GT(core->stats().kv_blocks_used, 0);
+  core->cancel(RequestId(7));
+  ASSERT_TRUE(core->step().is_ok());
+  ASSERT_TRUE(fin);
+  EXPECT_EQ(*fin->finish, FinishReason::Cancelled);
+  EXPECT_EQ(n_tokens, 5);
+  EXPECT_EQ(core->stats().kv_blocks_used, 0);
+  EXPECT_FALSE(core->has_work());
+}
+
+TEST(EngineCore, RejectsRequestsThatCanNeverRun) {
+  TERN_REQUIRE_STORIES();
+  EngineConfig c = base_config();
+  c.n_ctx = 64;
+  auto core = make_core(c);
+  ASSERT_TRUE(core);
+  GenerationRequest r;
+  r.prompt_tokens.assign(70, 5);
+  auto p = core->prepare(r);
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_EQ(p.status().kind(), ErrorKind::OutOfRange);
+  EXPECT_NE(p.status().message().find("7 more than the context of 64"), std::string::npos) << p.status().message();
+  r.prompt_tokens = {1, 100000};
+  EXPECT_EQ(core->prepare(r).status().kind(), ErrorKind::InvalidArgument);
+  r.prompt_tokens.clear();
+  r.prompt = "";
+  r.add_special = false;
+  EXPECT_EQ(core->prepare(r).status().kind(), ErrorKind::InvalidArgument);
+  r.prompt = "hello";
+  r.sampling.top_p = 2.0f;
+  EXPECT_EQ(core->prepare(r).status().kind(), ErrorKind::InvalidArgument);
+
+  EngineConfig small = base_config();
+  small.kv_memory_bytes = core->stats().kv_block_bytes * 2;  // 32 positions
+  auto tiny = make_core(small);
+  ASSERT_TRUE(tiny);
+  GenerationRequest big;
+  big.prompt_tokens.assign(40, 5);
+  auto q = tiny->prepare(big);
+  ASSERT_FALSE(q.is_ok());
+  EXPECT_NE(q.status().message().find("raise --kv-memory"), std::string::npos);
+}
+
+// A request that would outgrow the whole KV pool finishes at its edge (reason
+// "context") instead of waiting forever for blocks.
+TEST(EngineCore, GenerationStopsAtTheKvPoolEdge) {
+  TERN_REQUIRE_STORIES();
+  auto probe = make_core(base_config());
+  ASSERT_TRUE(probe);
+  EngineConfig c = base_config();
+  c.kv_memory_bytes = probe->stats().kv_block_bytes * 4;  // 64 positions
+  auto core = make_core(c);
+  ASSERT_TRUE(core);
+  GenerationRequest r;
+  r.prompt_tokens.assign(10, 60);
+  r.max_tokens = 200;
+  r.ignore_eos = true;
+  GenerationRequest other = r;
+  other.prompt_tokens.assign(20, 70);
+  const auto out = run_all(*core, {r, other});
+  ASSERT_TRUE(out[0].final_output && out[1].final_output);
+  EXPECT_EQ(*out[0].final_output->finish, FinishReason::Context);
+  EXPECT_EQ(out[0].tokens.size(), 54u);  // 10 + 54 = 64 positions
+  EXPECT_EQ(out[1].tokens.size(), 44u);
+  EXPECT_EQ(core->stats().kv_blocks_used, 0);
+}
+
+TEST(EngineCore, StopStringsLogprobsAndZeroTokens) {
+  TERN_REQUIRE_STORIES();
+  auto core = make_core(base_config());
+  ASSERT_TRUE(core);
+  GenerationRequest stop;
+  stop.prompt_tokens = {1};
+  stop.max_tokens = 200;
+  stop.sampling.temperature = 0;
+  stop.stop = {"Lily."};
+  GenerationRequest lp = stop;
+  lp.stop.clear();
+  lp.max_tokens = 3;
+  lp.n_logprobs = 2;
+  GenerationRequest zero = lp;
+  zero.max_tokens = 0;
+  auto out = run_all(*core, {stop, lp, zero});
+  const std::string golden = test::golden_text();
+  const size_t cut = golden.find("Lily.");
+  ASSERT_NE(cut, std::string::npos);
+  EXPECT_EQ(out[0].text, golden.substr(0, cut));
+  EXPECT_EQ(*out[0].final_output->finish, FinishReason::Stop);
+  EXPECT_EQ(out[1].tokens.size(), 3u);
+  ASSERT_TRUE(out[1].final_output);
+  EXPECT_EQ(out[1].final_output->top_logprobs.size(), 2u);
+  EXPECT_LE(out[1].final_output->logprob, 0.0f);
+  EXPECT_EQ(out[1].final_output->top_logprobs[0].token, out[1].tokens.back());  // greedy = most likely
+  EXPECT_TRUE(out[2].tokens.empty());
+  EXPECT_EQ(*out[2].final_output->finish, FinishReason::Length);
+}
+
+}  // namespace
+}  // namespace tern
+
+namespace tern {
+namespace {
+
+// The threaded front: same tokens as the core, cancel from a callback, shutdown.
+TEST(Engine, ThreadedRequestsCancelAndShutdown) {
+  TERN_REQUIRE_STORIES();
+  auto core = make_core(base_config());
+  ASSERT_TRUE(core);
+  auto reqs = mixed_requests(core->tokenizer());
+  reqs.resize(6);
+  const auto expected = run_all(*core, reqs);
+
+  auto engine = Engine::create(base_config());
+  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+  Engine& e = *engine.value();
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<uint64_t, Collected> got;
+  int n_done = 0;
+  auto collect = [&](const RequestOutput& o) {
+    std::lock_guard lock(mu);
+    Collected& c = got[o.id.value];
+    if (o.has_token) c.tokens.push_back(o.token);
+    c.text += o.text;
+    if (o.finish) {
+      c.final_output = o;
+      ++n_done;
+      cv.notify_all();
+    }
+  };
+  std::vector<RequestId> ids;
+  for (const auto& r : reqs) {
+    auto id = e.add_request(r, collect);
+    ASSERT_TRUE(id.is_ok()) << id.status().message();
+    ids.push_back(id.value());
+  }
+  // A long request cancelled from its own first output, on the step thread.
+  GenerationRequest long_req;
+  long_req.prompt_tokens = {1};
+  long_req.max_tokens = 450;
+  long_req.ignore_eos = true;
+  Engine* ep = &e;
+  std::optional<RequestOutput> cancelled;
+  auto cancel_id = e.add_request(long_req, [&, ep](const RequestOutput& o) {
+    if (o.finish) {
+      std::lock_guard lock(mu);
+      cancelled = o;
+      ++n_done;
+      cv.notify_all();
+    } else if (o.has_token) {
+      ep->cancel(o.id);
+    }
+  });
+  ASSERT_TRUE(cancel_id.is_ok());
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return n_done == 7; }));
+  }
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(got[ids[i].value].tokens, expected[i].tokens) << i;
+    EXPECT_EQ(got[ids[i].value].text, expected[i].text) << i;
+  }
+  ASSERT_TRUE(cancelled);
+  EXPECT_EQ(*cancelled->finish, FinishReason::Cancelled);
+  EXPECT_LT(cancelled->n_tokens_generated, 10);
+
+  // Bad requests are refused before they queue.
+  GenerationRequest bad;
+  bad.prompt_tokens = {1, 9999};
+  EXPECT_EQ(e.add_request(bad, collect).status().kind(), ErrorKind::InvalidArgument);
+
+  // Shutdown with a request in flight: it finishes as cancelled, blocks freed.
+  std::optional<RequestOutput> in_flight;
+  ASSERT_TRUE(e.add_request(long_req, [&](const RequestOutput& o) {
+                 if (o.finish) in_flight = o;
+               }).is_ok());
+  e.shutdown();
+  ASSERT_TRUE(in_flight);
+  EXPECT_EQ(*in_flight->finish, FinishReason::Cancelled);
+  EXPECT_EQ(e.stats().kv_blocks_used, 0);
+  EXPECT_FALSE(e.add_request(long_req, collect).is_ok());
+}
+
+}  // namespace
+}  // namespace tern

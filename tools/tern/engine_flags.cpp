@@ -1,0 +1,84 @@
+#include "engine_flags.h"
+
+#include <cctype>
+#include <cstdlib>
+
+namespace tern::cli {
+
+void EngineFlags::add_to(ArgParser& args) {
+  args.add("-t,--threads", &n_threads, "threads (default: all cores)");
+  args.add("-c,--ctx-size", &n_ctx, "context limit per sequence (default: the model's)");
+  args.add("--kv-memory", &kv_memory, "KV pool: bytes (4G, 512M) or a fraction of free RAM (0.25, the default)");
+  args.add("--kv-type", &kv_type, "KV element type: f16 (default) or f32");
+  args.add("--block-size", &block_size, "KV block size in tokens (default 16)");
+  args.add_flag("--no-prefix-cache", &no_prefix_cache, "disable automatic prefix caching");
+  args.add("--max-num-seqs", &max_num_seqs, "sequences running at once (default 64)");
+  args.add("--max-batched-tokens", &max_batched_tokens, "tokens per engine step (default 512)");
+  args.add("--policy", &policy, "scheduling: fcfs (default), priority, sjf, fair");
+  args.add("--preemption", &preemption, "when KV runs out: recompute (default) or swap");
+  args.add("--swap-compression", &swap_compression, "swap copies: none (default), lz4, zstd");
+  args.add("--tenant-weights", &tenant_weights, "fair policy weights, e.g. a=2,b=1");
+}
+
+Status parse_kv_memory(const std::string& text, EngineConfig& config) {
+  if (text.empty()) return Status::ok();
+  const char* s = text.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(s, &end);
+  if (end == s || !(v > 0))
+    return error(ErrorKind::InvalidArgument, "--kv-memory '" + text + "': expected bytes (4G, 512M) or a fraction (0.25)");
+  std::string suffix(end);
+  for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (suffix == "B") suffix.clear();
+  if (!suffix.empty() && suffix.back() == 'B') suffix.pop_back();  // "GB", "MiB" -> "G", "MI"
+  if (!suffix.empty() && suffix.back() == 'I') suffix.pop_back();
+  double mult = 0;
+  if (suffix.empty()) mult = text.find('.') != std::string::npos ? 0 : 1;  // "0.25" fraction, "4096" bytes
+  else if (suffix == "K") mult = 1024.0;
+  else if (suffix == "M") mult = 1024.0 * 1024;
+  else if (suffix == "G") mult = 1024.0 * 1024 * 1024;
+  else if (suffix == "T") mult = 1024.0 * 1024 * 1024 * 1024;
+  else return error(ErrorKind::InvalidArgument, "--kv-memory '" + text + "': unknown unit '" + std::string(end) + "'");
+  if (mult == 0) {  // a fraction of available RAM
+    if (v > 1.0) return error(ErrorKind::InvalidArgument, "--kv-memory '" + text + "': a fraction must be <= 1");
+    config.kv_memory_bytes = 0;
+    config.kv_memory_fraction = v;
+    return Status::ok();
+  }
+  config.kv_memory_bytes = static_cast<int64_t>(v * mult);
+  return Status::ok();
+}
+
+Status EngineFlags::apply(EngineConfig& c) const {
+  TERN_RETURN_IF_ERROR(parse_kv_memory(kv_memory, c));
+  if (kv_type != "f16" && kv_type != "f32")
+    return error(ErrorKind::InvalidArgument, "--kv-type '" + kv_type + "': expected f16 or f32");
+  if (n_threads < 0) return error(ErrorKind::InvalidArgument, "-t must be >= 1");
+  c.kv_f16 = kv_type == "f16";
+  c.prefix_caching = !no_prefix_cache;
+  c.block_size = block_size;
+  c.max_num_seqs = max_num_seqs;
+  c.max_batched_tokens = max_batched_tokens;
+  c.n_ctx = n_ctx;
+  c.n_threads = n_threads;
+  c.policy = policy;
+  c.preemption = preemption;
+  c.swap_compression = swap_compression;
+  c.tenant_weights.clear();
+  size_t pos = 0;
+  while (pos < tenant_weights.size()) {
+    size_t comma = tenant_weights.find(',', pos);
+    if (comma == std::string::npos) comma = tenant_weights.size();
+    const std::string item = tenant_weights.substr(pos, comma - pos);
+    const size_t eq = item.find('=');
+    char* end = nullptr;
+    const double w = eq == std::string::npos ? 0 : std::strtod(item.c_str() + eq + 1, &end);
+    if (eq == std::string::npos || eq == 0 || *end != '\0' || !(w > 0))
+      return error(ErrorKind::InvalidArgument, "--tenant-weights item '" + item + "': expected NAME=WEIGHT with WEIGHT > 0");
+    c.tenant_weights.emplace_back(item.substr(0, eq), w);
+    pos = comma + 1;
+  }
+  return Status::ok();
+}
+
+}  // namespace tern::cli

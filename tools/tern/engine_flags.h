@@ -1,0 +1,35 @@
+// tools/tern/engine_flags.h — the serving-engine flags shared by `tern batch`
+// and `tern serve`, and the parsing of their compound values.
+#pragma once
+
+#include <string>
+
+#include "args.h"
+#include "core/status.h"
+#include "tern/engine.h"
+
+namespace tern::cli {
+
+struct EngineFlags {
+  std::string kv_memory;        // "4G", "512M", "1073741824" or a fraction "0.3"
+  std::string kv_type = "f16";
+  std::string tenant_weights;   // "a=2,b=1"
+  bool no_prefix_cache = false;
+  int block_size = 16;
+  int max_num_seqs = 64;
+  int max_batched_tokens = 512;
+  int n_ctx = 0;
+  int n_threads = 0;
+  std::string policy = "fcfs";
+  std::string preemption = "recompute";
+  std::string swap_compression = "none";
+
+  void add_to(ArgParser& args);
+  // Fills `config` (model_path is left to the caller).
+  Status apply(EngineConfig& config) const;
+};
+
+// "4G" / "512M" / "64K" / "123" (bytes) or "0.25" (fraction of available RAM).
+Status parse_kv_memory(const std::string& text, EngineConfig& config);
+
+}  // namespace tern::cli
