@@ -102,9 +102,8 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
     // Attention block: x += Wo · attn(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
     for (int64_t t = 0; t < n; ++t)
       kernels::rms_norm(x.data() + t * n_embd, l.attn_norm.data(), xn.data() + t * n_embd, n_embd, hp_.rms_eps);
-    kernels::matmul(l.wq, xn.data(), q.data(), n, pool);
-    kernels::matmul(l.wk, xn.data(), k.data(), n, pool);
-    kernels::matmul(l.wv, xn.data(), v.data(), n, pool);
+    const kernels::MatmulJob qkv[] = {{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}};
+    kernels::matmul_group(qkv, 3, xn.data(), n, pool);
     add_bias(q.data(), l.bq, n, q_dim);
     add_bias(k.data(), l.bk, n, kv_dim);
     add_bias(v.data(), l.bv, n, kv_dim);
@@ -134,8 +133,8 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
     // Feed-forward block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
     for (int64_t t = 0; t < n; ++t)
       kernels::rms_norm(x.data() + t * n_embd, l.ffn_norm.data(), xn.data() + t * n_embd, n_embd, hp_.rms_eps);
-    kernels::matmul(l.w_gate, xn.data(), gate.data(), n, pool);
-    kernels::matmul(l.w_up, xn.data(), up.data(), n, pool);
+    const kernels::MatmulJob gate_up[] = {{&l.w_gate, gate.data()}, {&l.w_up, up.data()}};
+    kernels::matmul_group(gate_up, 2, xn.data(), n, pool);
     kernels::swiglu(gate.data(), up.data(), n * n_ff);
     kernels::matmul(l.w_down, gate.data(), proj.data(), n, pool);
     for (int64_t i = 0; i < n * n_embd; ++i) x[i] += proj[i];

@@ -3,6 +3,7 @@
 // counts 1..3, token counts that leave partial row and column tiles.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -42,6 +43,38 @@ TEST(MatmulDriver, MatchesReferenceForEveryTypeThreadCountAndTokenCount) {
                 << tr->name << "@" << cpu_level_name(k->level) << " threads " << threads << " tokens " << n_tokens
                 << " r " << r << " c " << c << " got " << y[c * p.n_rows + r] << " want " << want[c * p.n_rows + r];
       }
+    }
+  }
+}
+
+// matmul_group (shared input, one quantization per activation format, one
+// parallel pass) gives every output bit-identical to its own matmul call, for
+// mixed weight types and any thread or token count.
+TEST(MatmulDriver, GroupEqualsSeparateCallsBitForBit) {
+  const GgmlType types[] = {GgmlType::Q4_K, GgmlType::Q6_K, GgmlType::Q8_0, GgmlType::F16};
+  const int64_t n = 512;
+  const int64_t rows[] = {100, 37, 64, 9};
+  for (int64_t n_tokens : {1, 5, 40}) {
+    std::vector<testing::Problem> probs;
+    for (int i = 0; i < 4; ++i) probs.push_back(testing::make_problem(types[i], n, rows[i], n_tokens, 7 + i));
+    for (int i = 1; i < 4; ++i) probs[i].x = probs[0].x;  // one shared input
+    std::vector<WeightView> views;
+    for (const auto& p : probs) views.push_back({quant::traits(p.type), p.w.data(), p.n_rows, p.n, p.w_stride});
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<std::vector<float>> sep(4), grp(4);
+      MatmulJob jobs[4];
+      for (int i = 0; i < 4; ++i) {
+        sep[i].assign(n_tokens * rows[i], NAN);
+        grp[i].assign(n_tokens * rows[i], NAN);
+        matmul(views[i], probs[0].x.data(), sep[i].data(), n_tokens, pool);
+        jobs[i] = {&views[i], grp[i].data()};
+      }
+      matmul_group(jobs, 4, probs[0].x.data(), n_tokens, pool);
+      for (int i = 0; i < 4; ++i)
+        for (size_t e = 0; e < sep[i].size(); ++e)
+          ASSERT_EQ(std::bit_cast<uint32_t>(grp[i][e]), std::bit_cast<uint32_t>(sep[i][e]))
+              << "job " << i << " elem " << e << " threads " << threads << " tokens " << n_tokens;
     }
   }
 }

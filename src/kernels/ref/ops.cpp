@@ -10,38 +10,95 @@
 namespace tern::kernels {
 
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool) {
-  const MatmulKernels* k = matmul_kernels(w.traits->type);
-  TERN_ASSERT(k != nullptr);
-  const int64_t n = w.n_cols;
-  // Activations quantized once per call: [n_tokens][act_row_bytes] on the calling thread's scratch.
-  const size_t x_stride = act_row_bytes(*k, n);
+  const MatmulJob job{&w, y};
+  matmul_group(&job, 1, x, n_tokens, pool);
+}
+
+namespace {
+constexpr int kMaxGroup = 4;
+
+struct GroupPlan {
+  const MatmulKernels* k;
+  const uint8_t* xq;   // activations quantized for this job's kernel
+  size_t x_stride;
+  int64_t rows_per_tile;
+  int64_t first_tile;  // index of this job's first tile in the combined tile list
+};
+}  // namespace
+
+void matmul_group(const MatmulJob* jobs, int n_jobs, const float* x, int64_t n_tokens, ThreadPool& pool) {
+  TERN_ASSERT(n_jobs >= 1 && n_jobs <= kMaxGroup);
+  const int64_t n = jobs[0].w->n_cols;
+  // Activations quantized once per distinct activation format:
+  // [n_types][n_tokens][act_row_bytes] on the calling thread's scratch.
+  GroupPlan plan[kMaxGroup];
+  const MatmulKernels* act_kernels[kMaxGroup];
+  size_t act_offset[kMaxGroup];
+  int n_act = 0;
+  size_t act_bytes = 0;
+  int job_act[kMaxGroup];
+  for (int j = 0; j < n_jobs; ++j) {
+    TERN_ASSERT(jobs[j].w->n_cols == n);
+    const MatmulKernels* k = matmul_kernels(jobs[j].w->traits->type);
+    TERN_ASSERT(k != nullptr);
+    int a = 0;
+    while (a < n_act && (act_kernels[a]->act_type != k->act_type || act_kernels[a]->quantize_act != k->quantize_act)) ++a;
+    if (a == n_act) {
+      act_kernels[n_act] = k;
+      act_offset[n_act] = act_bytes;
+      act_bytes += act_row_bytes(*k, n) * n_tokens;
+      ++n_act;
+    }
+    job_act[j] = a;
+    plan[j].k = k;
+    plan[j].x_stride = act_row_bytes(*k, n);
+  }
   thread_local std::vector<uint8_t> xq_buf;
-  if (xq_buf.size() < x_stride * n_tokens) xq_buf.resize(x_stride * n_tokens);
+  if (xq_buf.size() < act_bytes) xq_buf.resize(act_bytes);
   uint8_t* xq = xq_buf.data();
-  pool.parallel_for(static_cast<size_t>(n_tokens), [&](size_t begin, size_t end, int) {
-    for (size_t t = begin; t < end; ++t) k->quantize_act(x + t * n, xq + t * x_stride, n);
+  pool.parallel_for(static_cast<size_t>(n_tokens) * n_act, [&](size_t begin, size_t end, int) {
+    for (size_t i = begin; i < end; ++i) {
+      const int a = static_cast<int>(i / n_tokens);
+      const int64_t t = static_cast<int64_t>(i % n_tokens);
+      const size_t stride = act_row_bytes(*act_kernels[a], n);
+      act_kernels[a]->quantize_act(x + t * n, xq + act_offset[a] + t * stride, n);
+    }
   });
-  // Each thread owns a range of whole row tiles. Within it, columns go in
-  // blocks small enough for their activations to stay in L2 while every row
-  // tile of the range passes over them; a tile reuses each loaded weight
-  // block for all its columns.
-  const int64_t rows_per_tile = k->max_rows;
-  const int64_t n_row_tiles = (w.n_rows + rows_per_tile - 1) / rows_per_tile;
-  const int64_t col_block = std::max<int64_t>(k->max_cols, static_cast<int64_t>((512 * 1024) / std::max<size_t>(1, x_stride)));
-  pool.parallel_for(static_cast<size_t>(n_row_tiles), [&](size_t tile_begin, size_t tile_end, int) {
+  // One list of row tiles over all jobs. Each thread owns a range of whole
+  // tiles; within it, columns go in blocks small enough for their activations
+  // to stay in L2 while every tile of the range passes over them; a tile
+  // reuses each loaded weight block for all its columns.
+  int64_t n_tiles = 0;
+  size_t min_chunk = 1, max_stride = 1;
+  for (int j = 0; j < n_jobs; ++j) {
+    plan[j].xq = xq + act_offset[job_act[j]];
+    plan[j].rows_per_tile = plan[j].k->max_rows;
+    plan[j].first_tile = n_tiles;
+    n_tiles += (jobs[j].w->n_rows + plan[j].rows_per_tile - 1) / plan[j].rows_per_tile;
+    min_chunk = std::max<size_t>(min_chunk, 64 / plan[j].rows_per_tile);
+    max_stride = std::max(max_stride, plan[j].x_stride);
+  }
+  int64_t max_cols = 1;
+  for (int j = 0; j < n_jobs; ++j) max_cols = std::max<int64_t>(max_cols, plan[j].k->max_cols);
+  const int64_t col_block = std::max<int64_t>(max_cols, static_cast<int64_t>((512 * 1024) / max_stride));
+  pool.parallel_for(static_cast<size_t>(n_tiles), [&](size_t tile_begin, size_t tile_end, int) {
     for (int64_t c0 = 0; c0 < n_tokens; c0 += col_block) {
       const int64_t c1 = std::min(n_tokens, c0 + col_block);
-      for (size_t rt = tile_begin; rt < tile_end; ++rt) {
-        const int64_t r0 = static_cast<int64_t>(rt) * rows_per_tile;
-        const int n_rows = static_cast<int>(std::min(rows_per_tile, w.n_rows - r0));
-        for (int64_t c = c0; c < c1; c += k->max_cols) {
-          const int n_cols = static_cast<int>(std::min<int64_t>(k->max_cols, c1 - c));
-          k->tile(n, w.row(r0), w.row_stride_bytes, n_rows, xq + c * x_stride, x_stride, n_cols, y + c * w.n_rows + r0,
-                  static_cast<size_t>(w.n_rows));
+      int j = 0;
+      for (size_t gt = tile_begin; gt < tile_end; ++gt) {
+        while (j + 1 < n_jobs && static_cast<int64_t>(gt) >= plan[j + 1].first_tile) ++j;
+        const GroupPlan& p = plan[j];
+        const WeightView& w = *jobs[j].w;
+        const int64_t r0 = (static_cast<int64_t>(gt) - p.first_tile) * p.rows_per_tile;
+        const int n_rows = static_cast<int>(std::min(p.rows_per_tile, w.n_rows - r0));
+        for (int64_t c = c0; c < c1; c += p.k->max_cols) {
+          const int n_cols = static_cast<int>(std::min<int64_t>(p.k->max_cols, c1 - c));
+          p.k->tile(n, w.row(r0), w.row_stride_bytes, n_rows, p.xq + c * p.x_stride, p.x_stride, n_cols,
+                    jobs[j].y + c * w.n_rows + r0, static_cast<size_t>(w.n_rows));
         }
       }
     }
-  }, /*min_chunk=*/std::max<size_t>(1, 64 / rows_per_tile));
+  }, min_chunk);
 }
 
 void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps) {

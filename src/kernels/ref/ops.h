@@ -28,6 +28,16 @@ struct WeightView {
 // x: [n_tokens][w.n_cols], y: [n_tokens][w.n_rows]. Parallel over rows.
 void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, ThreadPool& pool);
 
+// Several matrices applied to the same input (Q/K/V, gate/up): activations
+// are quantized once per activation type and all row tiles run in one
+// parallel pass (one synchronisation instead of one per matrix). Each y is
+// bit-identical to matmul(*w, x, y, ...). All w must have the same n_cols.
+struct MatmulJob {
+  const WeightView* w;
+  float* y;  // [n_tokens][w->n_rows]
+};
+void matmul_group(const MatmulJob* jobs, int n_jobs, const float* x, int64_t n_tokens, ThreadPool& pool);
+
 // y = x / sqrt(mean(x^2) + eps) * weight, per row of n. x may alias y.
 void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps);
 
