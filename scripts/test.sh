@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, then build and run every test
-# twice — an optimised build, and an ASan+UBSan build — and fail on any failure.
+# twice — an optimised build, and an ASan+UBSan build — then the threaded parts
+# under TSan, and fail on any failure.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/deps.sh"
@@ -19,3 +20,8 @@ run_suite "$root/build" -DCMAKE_BUILD_TYPE=Release
 echo "== ASan + UBSan build =="
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_suite "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DTERN_SANITIZE=address;undefined"
+echo "== TSan build (threaded parts: core thread pool, engine) =="
+export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_SANITIZE=thread >/dev/null
+cmake --build "$root/build-tsan" -j "$jobs" --target test_core test_engine
+ctest --test-dir "$root/build-tsan" -j "$jobs" --output-on-failure --timeout 900 -R '^(ThreadPool|Engine)'

@@ -38,10 +38,10 @@ void ThreadPool::run_chunks(uint32_t gen, int thread_index) {
     const uint32_t i = static_cast<uint32_t>(word);
     // Fields read before the claim belong to job `gen` if the claim succeeds:
     // the job cannot finish (and be replaced) while chunk i is unclaimed.
-    const uint32_t n_chunks = n_chunks_.load(std::memory_order_relaxed);
+    const uint32_t n_chunks = n_chunks_.load(std::memory_order_acquire);
     if (i >= n_chunks) return;
-    const RangeFn* fn = fn_.load(std::memory_order_relaxed);
-    const size_t n = n_.load(std::memory_order_relaxed), chunk = chunk_.load(std::memory_order_relaxed);
+    const RangeFn* fn = fn_.load(std::memory_order_acquire);
+    const size_t n = n_.load(std::memory_order_acquire), chunk = chunk_.load(std::memory_order_acquire);
     if (!claim_.compare_exchange_weak(word, word + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
     const size_t begin = static_cast<size_t>(i) * chunk;
     (*fn)(begin, std::min(n, begin + chunk), thread_index);
@@ -61,12 +61,19 @@ void ThreadPool::parallel_for(size_t n, const RangeFn& fn, size_t min_chunk) {
   const size_t chunk = std::max(std::max<size_t>(1, min_chunk), (n + target_chunks - 1) / target_chunks);
   const auto n_chunks = static_cast<uint32_t>((n + chunk - 1) / chunk);
 
-  const uint32_t gen = static_cast<uint32_t>(claim_.load(std::memory_order_relaxed) >> 32) + 1;
-  fn_.store(&fn, std::memory_order_relaxed);
-  n_.store(n, std::memory_order_relaxed);
-  chunk_.store(chunk, std::memory_order_relaxed);
-  n_chunks_.store(n_chunks, std::memory_order_relaxed);
-  done_.store(0, std::memory_order_relaxed);
+  const uint64_t old = claim_.load(std::memory_order_relaxed);
+  const uint32_t gen = static_cast<uint32_t>(old >> 32) + 1;
+  // Close the finished job first: a worker still holding its last claim word
+  // (gen-1, i) could otherwise see the fields below already rewritten and
+  // win a CAS on that stale word, running a chunk of this job before it is
+  // published. After the close no old word matches, and the release stores
+  // below order the close before any field a worker can read.
+  claim_.store((old & 0xFFFFFFFF00000000ull) | 0xFFFFFFFFull, std::memory_order_seq_cst);
+  fn_.store(&fn, std::memory_order_release);
+  n_.store(n, std::memory_order_release);
+  chunk_.store(chunk, std::memory_order_release);
+  n_chunks_.store(n_chunks, std::memory_order_release);
+  done_.store(0, std::memory_order_release);
   claim_.store(static_cast<uint64_t>(gen) << 32, std::memory_order_release);  // publishes the job
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -68,6 +69,26 @@ TEST(ThreadPool, CoversEveryIndexOnce) {
           for (size_t i = b; i < e; ++i) hits[i]++;
         });
       for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 20) << "threads " << threads << " n " << n;
+    }
+  }
+}
+
+// Back-to-back jobs of different sizes, each with its own function object at
+// the same stack address: a worker still holding the previous job's last claim
+// must never run a chunk of the next job before it is published (that chunk
+// would then run twice). Counts are per job, checked right after each call.
+TEST(ThreadPool, BackToBackJobsRunEachChunkExactlyOnce) {
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<int> hits(64);
+    for (int job = 0; job < 20000; ++job) {
+      const size_t n = 1 + static_cast<size_t>(job * 7919) % 64;
+      std::fill(hits.begin(), hits.begin() + n, 0);
+      const int tag = job;  // captured: each job's function differs
+      pool.parallel_for(n, [&hits, tag](size_t b, size_t e, int) {
+        for (size_t i = b; i < e; ++i) hits[i] += 1 + (tag & 0);
+      });
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "threads " << threads << " job " << job << " i " << i;
     }
   }
 }
