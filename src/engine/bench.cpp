@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -121,6 +122,9 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o, ThreadP
     const Stats st = stats(rates);
     r.tg = {o.n_gen, st.mean, st.std};
   }
+  // Steady-state memory: weights touched by pp/tg, the KV cache and buffers.
+  r.rss_bytes = resident_bytes();
+  r.kv_bytes = 2ll * hp.n_layer * n_ctx * static_cast<int64_t>(model.kv_shape().row_bytes());
   for (int b : o.batches) {
     if (progress) progress("batched b=" + std::to_string(b));
     const int steps = std::max(1, std::min(o.n_gen > 0 ? o.n_gen : 32, 32));
@@ -135,6 +139,17 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o, ThreadP
     r.batched.push_back({b, steps, st.mean, st.std});
   }
   return r;
+}
+
+int64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  long long kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "VmRSS: %lld kB", &kb) == 1) break;
+  std::fclose(f);
+  return kb * 1024;
 }
 
 Result<uint64_t> hash_file(const std::string& path) {

@@ -41,7 +41,12 @@ struct BenchResult {
   Throughput pp, tg;
   std::vector<BatchedThroughput> batched;
   double flops_per_token_pp = 0;  // matmul + attention flops per prompt token (average over the prompt)
+  int64_t rss_bytes = 0;          // resident set after pp/tg, with the model mapped and the KV cache live
+  int64_t kv_bytes = 0;           // the single-sequence KV cache (f32, pp/tg context)
 };
+
+// The process's resident set now (VmRSS), 0 where unavailable.
+int64_t resident_bytes();
 
 // progress(label): called before each measured phase (for a terminal status line).
 Result<BenchResult> run_bench(const Model& model, const BenchOptions& options, ThreadPool& pool,

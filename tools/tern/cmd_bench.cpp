@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <sstream>
 
@@ -94,6 +95,10 @@ int cmd_bench(int argc, char** argv) {
   const std::string wtype = dominant_type(m);
   const double compute_peak = is_float_type(wtype) ? lim.peak_gflops_f32 : lim.peak_gops_int8;
   const double roofline_tg = lim.read_bw_gbs > 0 ? lim.read_bw_gbs / weight_gb : 0.0;
+  std::error_code ec;
+  const int64_t file_bytes = static_cast<int64_t>(std::filesystem::file_size(model_path, ec));
+  const double mib = 1024.0 * 1024.0;
+  const double other_mib = (static_cast<double>(r.rss_bytes) - file_bytes - r.kv_bytes) / mib;
   char hash_hex[20];
   std::snprintf(hash_hex, sizeof hash_hex, "%016llx", hash ? static_cast<unsigned long long>(*hash) : 0ull);
   const kernels::CpuLevel level = kernels::best_cpu_level();
@@ -112,6 +117,9 @@ int cmd_bench(int argc, char** argv) {
                 static_cast<unsigned long long>(m.weight_bytes()), wtype.c_str());
     std::printf("\"model\": \"%s\", \"model_hash\": \"%s\", \"threads\": %d, \"cpu_level\": \"%s\", ", model_path.c_str(),
                 hash_hex, pool.n_threads(), kernels::cpu_level_name(level));
+    std::printf("\"rss_bytes\": %lld, \"kv_bytes\": %lld, \"file_bytes\": %lld, \"rss_other_mib\": %.1f, ",
+                static_cast<long long>(r.rss_bytes), static_cast<long long>(r.kv_bytes),
+                static_cast<long long>(file_bytes), other_mib);
     std::printf("\"cpu_flags\": \"%s\", \"git_sha\": \"%s\", \"compiler\": \"%s\"}\n",
                 kernels::cpu_features().describe().c_str(), build_git_sha(), build_compiler());
     return 0;
@@ -123,7 +131,11 @@ int cmd_bench(int argc, char** argv) {
               kernels::cpu_features().describe().c_str());
   std::printf("limits    read %.1f GB/s | f32 FMA %.0f GFLOP/s | int8 dot %.0f GOP/s\n", lim.read_bw_gbs,
               lim.peak_gflops_f32, lim.peak_gops_int8);
-  std::printf("build     %s, %s\n\n", build_git_sha(), build_compiler());
+  std::printf("build     %s, %s\n", build_git_sha(), build_compiler());
+  if (r.rss_bytes > 0)
+    std::printf("memory    RSS %.1f MiB = file %.1f + KV %.1f + %.1f MiB other (after pp/tg)\n", r.rss_bytes / mib,
+                file_bytes / mib, r.kv_bytes / mib, other_mib);
+  std::printf("\n");
   std::printf("%-14s %18s   %s\n", "test", "tok/s", "roofline");
   if (r.pp.tokens > 0)
     std::printf("%-14s %10.2f ± %-6.2f   %.1f GFLOP/s = %.0f%% of the %s peak\n", ("pp" + std::to_string(r.pp.tokens)).c_str(),
