@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build tern, convert the real tiny
-# model from ../shared/models/stories260K to GGUF, and generate text with it.
+# model from ../shared/models/stories260K to GGUF, generate text with it, and
+# run a small batch of requests through the serving engine.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 shared=${TERN_SHARED_DIR:-$root/../shared}
@@ -16,3 +17,13 @@ if [ ! -f "$model" ]; then
 fi
 "$tern" run -m "$model" -p "${1:-Once upon a time}" -n "${2:-200}" --temp 0
 echo
+# The serving engine: a few requests at once (paged KV, prefix caching,
+# continuous batching); one result line each, the summary on stderr.
+requests="$root/build/models/demo_requests.jsonl"
+cat > "$requests" <<'JSONL'
+{"id": "greedy", "prompt": "Once upon a time", "max_tokens": 60, "temperature": 0}
+{"id": "sampled", "prompt": "Once upon a time", "max_tokens": 60, "temperature": 0.8, "seed": 1}
+{"id": "park", "prompt": "Lily went to the park", "max_tokens": 60, "temperature": 0}
+{"id": "cat", "prompt": "The little cat", "max_tokens": 60, "temperature": 0.7, "seed": 7, "stop": ["."]}
+JSONL
+"$tern" batch -m "$model" -f "$requests"

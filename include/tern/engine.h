@@ -38,7 +38,7 @@ struct EngineConfig {
   int n_threads = 0;                 // 0 = hardware concurrency
   // KV pool: kv_memory_bytes if > 0, else kv_memory_fraction of available RAM.
   int64_t kv_memory_bytes = 0;
-  double kv_memory_fraction = 0.25;
+  double kv_memory_fraction = 0.25;  // capped at max_num_seqs full contexts
   int block_size = 16;
   bool kv_f16 = true;                // F16 keys/values (false = F32)
   bool prefix_caching = true;

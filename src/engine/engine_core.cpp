@@ -151,7 +151,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
       return error(ErrorKind::InvalidArgument, "KV memory fraction must be in (0, 1]");
     bytes = static_cast<int64_t>(config.kv_memory_fraction * static_cast<double>(available_ram_bytes()));
   }
-  const int n_blocks = paged_kv_blocks_for_bytes(shape, config.block_size, bytes);
+  int n_blocks = paged_kv_blocks_for_bytes(shape, config.block_size, bytes);
+  if (config.kv_memory_bytes <= 0) {
+    // A fraction of RAM can far exceed what max_num_seqs full contexts could
+    // ever fill (and each block costs bookkeeping): cap the default there.
+    const int64_t per_seq = (static_cast<int64_t>(core->n_ctx_) + config.block_size - 1) / config.block_size;
+    n_blocks = static_cast<int>(std::min<int64_t>(n_blocks, per_seq * std::max(1, config.max_num_seqs)));
+  }
   if (n_blocks < 1)
     return error(ErrorKind::InvalidArgument, "KV memory of " + std::to_string(bytes) + " bytes is less than one block (" +
                                                  std::to_string(paged_kv_block_bytes(shape, config.block_size)) +
