@@ -121,7 +121,7 @@ struct EngineStats {
 
 struct ModelInfo {
   std::string name;
-  int32_t n_ctx = 0;
+  int32_t n_ctx = 0;   // the per-sequence context limit in force
   int32_t n_vocab = 0;
 };
 

@@ -102,7 +102,7 @@ ModelInfo Engine::model_info() const {
   ModelInfo info;
   auto name = impl_->core->model().file().get_string("general.name");
   if (name.is_ok()) info.name = name.value();
-  info.n_ctx = hp.n_ctx_train;
+  info.n_ctx = impl_->core->n_ctx();
   info.n_vocab = hp.n_vocab;
   return info;
 }

@@ -163,6 +163,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
                                                  std::to_string(paged_kv_block_bytes(shape, config.block_size)) +
                                                  " bytes); raise --kv-memory");
   core->kv_ = std::make_unique<PagedKvCache>(shape, n_blocks, config.block_size, config.prefix_caching);
+  core->max_seq_positions_ = std::min<int64_t>(core->n_ctx_, static_cast<int64_t>(n_blocks) * config.block_size);
 
   SchedulerConfig sc;
   sc.policy = policy.value();
@@ -269,11 +270,12 @@ void EngineCore::finish(Sequence& s, FinishReason reason, const std::string& err
   o.n_tokens_prompt = s.n_prompt;
   o.n_tokens_generated = s.n_generated;
   o.n_tokens_cached = std::max(0, s.n_cached);
-  if (SchedRequest* r = scheduler_->find(s.id)) o.n_preemptions = r->n_preemptions;
+  SchedRequest* r = scheduler_->find(s.id);  // absent when it never entered the scheduler
+  if (r) o.n_preemptions = r->n_preemptions;
   o.ttft_ms = s.t_first >= 0 ? (s.t_first - s.t_arrival) * 1e3 : 0.0;
   o.itl_ms_mean = s.n_itl > 0 ? s.itl_sum / static_cast<double>(s.n_itl) * 1e3 : 0.0;
   o.e2e_ms = (now - s.t_arrival) * 1e3;
-  if (scheduler_->find(s.id)) scheduler_->remove(s.id, *allocator_);
+  if (r) scheduler_->remove(s.id, *allocator_);
   scheduler_->record_output_length(s.n_generated);
   ++n_finished_;
   OutputCallback cb = std::move(s.on_output);
@@ -315,9 +317,7 @@ void EngineCore::sample_and_emit(Sequence& s, std::span<float> logits) {
   }
   if (!reason && s.n_generated >= s.req.max_tokens) reason = FinishReason::Length;
   // The context limit, or the whole KV pool: the next step must hold every token.
-  const int64_t pool_positions = static_cast<int64_t>(kv_->blocks().n_blocks_total()) * kv_->block_size();
-  if (!reason && static_cast<int64_t>(s.tokens.size()) >= std::min<int64_t>(n_ctx_, pool_positions))
-    reason = FinishReason::Context;
+  if (!reason && static_cast<int64_t>(s.tokens.size()) >= max_seq_positions_) reason = FinishReason::Context;
   if (SchedRequest* r = scheduler_->find(s.id)) r->n_tokens = static_cast<int32_t>(s.tokens.size());
   if (!reason) {
     if (s.on_output) s.on_output(o);

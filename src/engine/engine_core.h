@@ -59,6 +59,8 @@ class EngineCore {
   const Model& model() const { return *model_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
   const PagedKvCache& kv() const { return *kv_; }
+  // The context limit in force (the model's, or EngineConfig::n_ctx).
+  int32_t n_ctx() const { return n_ctx_; }
   std::string dump() const;
 
  private:
@@ -79,6 +81,7 @@ class EngineCore {
   std::unique_ptr<Allocator> allocator_;
   std::unique_ptr<ThreadPool> pool_;
   int32_t n_ctx_ = 0;
+  int64_t max_seq_positions_ = 0;  // min(n_ctx_, every position of the KV pool)
   SwapCompression swap_compression_ = SwapCompression::None;
   std::chrono::steady_clock::time_point t0_;
 

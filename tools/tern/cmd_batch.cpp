@@ -188,13 +188,13 @@ int cmd_batch(int argc, char** argv) {
   const double kv_mib = static_cast<double>(st.kv_block_bytes) / (1024.0 * 1024.0);
   // KV waste: slots held but not filled, per step; contiguous allocation would
   // hold n_ctx slots per running sequence.
-  const int32_t n_ctx = (*engine)->model_info().n_ctx > 0 && config.n_ctx <= 0 ? (*engine)->model_info().n_ctx
-                                                                             : config.n_ctx;
+  const int32_t n_ctx = (*engine)->model_info().n_ctx;
   const double used = static_cast<double>(st.kv_positions_used_sum);
   const double waste_paged = st.kv_slots_allocated_sum > 0 ? 1.0 - used / st.kv_slots_allocated_sum : 0.0;
   const double contig_slots = static_cast<double>(st.n_running_sum) * n_ctx;
   const double waste_contig = contig_slots > 0 ? 1.0 - used / contig_slots : 0.0;
   const int64_t pool_slots = static_cast<int64_t>(st.kv_blocks_total) * st.block_size;
+  const int64_t contiguous_capacity = n_ctx > 0 ? pool_slots / n_ctx : 0;
   if (!stats_json.empty()) {
     Json j;
     j["requests"] = items.size();
@@ -223,7 +223,7 @@ int cmd_batch(int argc, char** argv) {
     j["kv_waste_contiguous"] = waste_contig;
     j["running_mean"] = st.n_steps > 0 ? static_cast<double>(st.n_running_sum) / st.n_steps : 0.0;
     j["running_peak"] = st.n_running_peak;
-    j["contiguous_capacity"] = n_ctx > 0 ? pool_slots / n_ctx : 0;
+    j["contiguous_capacity"] = contiguous_capacity;
     std::ofstream js(stats_json);
     js << j.dump(2) << "\n";
     if (!js) return report(error(ErrorKind::IoError, "batch: cannot write '" + stats_json + "'"));
@@ -242,7 +242,7 @@ int cmd_batch(int argc, char** argv) {
                static_cast<long long>(st.prefix_hit_tokens), static_cast<long long>(st.prefix_lookup_tokens),
                100.0 * st.prefix_hit_rate, st.kv_blocks_peak, st.kv_blocks_total, st.kv_blocks_peak * kv_mib,
                st.kv_blocks_total * kv_mib, st.block_size, 100.0 * waste_paged, 100.0 * waste_contig, n_ctx,
-               st.n_running_peak, static_cast<long long>(n_ctx > 0 ? pool_slots / n_ctx : 0));
+               st.n_running_peak, static_cast<long long>(contiguous_capacity));
   return n_failed > 0 ? 1 : 0;
 }
 
