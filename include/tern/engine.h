@@ -123,6 +123,8 @@ struct ModelInfo {
   std::string name;
   int32_t n_ctx = 0;   // the per-sequence context limit in force
   int32_t n_vocab = 0;
+  std::string chat_template;        // GGUF tokenizer.chat_template; empty when the file has none
+  std::string bos_token, eos_token; // their texts; empty when the vocabulary has none
 };
 
 class EngineCore;
@@ -142,6 +144,8 @@ class Engine {
   // Token ids <-> text with the model's tokenizer (thread-safe, no step needed).
   std::vector<int32_t> tokenize(const std::string& text, bool add_special) const;
   std::string detokenize(const std::vector<int32_t>& tokens) const;
+  // The bytes one token stands for (may be part of a UTF-8 character); "" when out of range.
+  std::string token_piece(int32_t token) const;
   // Stops the step loop; unfinished requests finish with Cancelled.
   void shutdown();
 

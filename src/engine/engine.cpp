@@ -104,6 +104,11 @@ ModelInfo Engine::model_info() const {
   if (name.is_ok()) info.name = name.value();
   info.n_ctx = impl_->core->n_ctx();
   info.n_vocab = hp.n_vocab;
+  auto tmpl = impl_->core->model().file().get_string("tokenizer.chat_template");
+  if (tmpl.is_ok()) info.chat_template = tmpl.value();
+  const Vocab& vocab = impl_->core->tokenizer().vocab();
+  if (vocab.valid_id(vocab.bos)) info.bos_token = vocab.texts[vocab.bos];
+  if (vocab.valid_id(vocab.eos)) info.eos_token = vocab.texts[vocab.eos];
   return info;
 }
 
@@ -113,6 +118,10 @@ std::vector<int32_t> Engine::tokenize(const std::string& text, bool add_special)
 
 std::string Engine::detokenize(const std::vector<int32_t>& tokens) const {
   return impl_->core->tokenizer().decode(tokens);
+}
+
+std::string Engine::token_piece(int32_t token) const {
+  return impl_->core->tokenizer().token_to_piece(token, /*render_special=*/true);
 }
 
 void Engine::shutdown() {

@@ -12,6 +12,7 @@ int cmd_info(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_batch(int argc, char** argv);

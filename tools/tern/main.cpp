@@ -27,6 +27,7 @@ constexpr Command kCommands[] = {
     {"convert", cmd_convert, "convert a llama2.c checkpoint to GGUF"},
     {"quantize", cmd_quantize, "re-encode a GGUF model's tensors (Q4_K_M, Q8_0, F16, ...)"},
     {"synth", cmd_synth, "write a random-weight model of given shapes (benchmarks)"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with a web playground and Prometheus metrics"},
     {"bench", cmd_bench, "measure pp/tg/batched throughput against the machine's limits"},
     {"batch", cmd_batch, "run a JSONL file of requests through the serving engine"},
 };

@@ -1,0 +1,456 @@
+// /v1/chat/completions and /v1/completions: one Job per HTTP request fans out
+// into one engine request per (prompt, choice) — n > 1 is n requests sharing
+// the prompt, whose blocks the prefix cache shares — and gathers their outputs
+// into one response or one event stream.
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/log.h"
+#include "server/server_state.h"
+
+namespace tern::server {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string random_id(const char* prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char b[40];
+  std::snprintf(b, sizeof b, "%s%016llx%08llx", prefix, static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng() & 0xffffffffu));
+  return b;
+}
+
+const char* finish_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Length:
+    case FinishReason::Context: return "length";
+    case FinishReason::Stop:
+    case FinishReason::Eos: return "stop";
+    case FinishReason::Cancelled: return "abort";
+    case FinishReason::Error: return "error";
+  }
+  return "stop";
+}
+
+json bytes_of(const std::string& s) {
+  json a = json::array();
+  for (unsigned char c : s) a.push_back(static_cast<int>(c));
+  return a;
+}
+
+struct Choice {
+  int index = 0;
+  int prompt_index = 0;
+  RequestId id;
+  bool done = false;
+  std::string text;        // accumulated (non-streaming)
+  json logprobs;           // chat: {"content": [...]}; completions: {tokens, token_logprobs, top_logprobs, text_offset}
+  size_t text_offset = 0;  // completions: bytes of text so far (for text_offset)
+  const char* finish = nullptr;
+  RequestOutput final_output;
+  Clock::time_point last_token;
+  bool has_last = false;
+};
+
+struct Job : std::enable_shared_from_this<Job> {
+  std::shared_ptr<Server::State> st;
+  Responder responder;
+  bool chat = true;
+  bool echo = false;
+  GenerationParams params;
+  std::string endpoint, id;
+  int64_t created = 0;
+  std::vector<std::string> prompt_texts;  // for echo
+  std::vector<int> prompt_counts;         // tokens per prompt
+
+  std::mutex mu;
+  std::vector<Choice> choices;            // guarded by mu
+  int n_done = 0;                         // guarded by mu
+  std::shared_ptr<ResponseStream> sse;    // streaming only
+  std::string error;                      // first engine error (guarded by mu)
+  bool cancelled = false;                 // the client went away (guarded by mu)
+
+  Job(std::shared_ptr<Server::State> s, Responder r) : st(std::move(s)), responder(std::move(r)) {}
+
+  json chunk_base() const {
+    return {{"id", id}, {"object", chat ? "chat.completion.chunk" : "text_completion"}, {"created", created},
+            {"model", st->model_name}};
+  }
+
+  void send_event(const json& j) {
+    if (sse) sse->write("data: " + dump(j) + "\n\n");
+  }
+
+  json logprob_entry(const RequestOutput& o) const {
+    const Engine& e = *st->engine;
+    if (chat) {
+      const std::string piece = e.token_piece(o.token);
+      json top = json::array();
+      for (const auto& t : o.top_logprobs) {
+        const std::string p = e.token_piece(t.token);
+        top.push_back({{"token", p}, {"logprob", t.logprob}, {"bytes", bytes_of(p)}});
+      }
+      return {{"token", piece}, {"logprob", o.logprob}, {"bytes", bytes_of(piece)}, {"top_logprobs", top}};
+    }
+    json top = json::object();
+    for (const auto& t : o.top_logprobs) top[e.token_piece(t.token)] = t.logprob;
+    return {{"token", e.token_piece(o.token)}, {"logprob", o.logprob}, {"top", top}};
+  }
+
+  // Adds one token's logprobs to `lp` (the chat or completions shape).
+  void add_logprob(json& lp, const RequestOutput& o, size_t& text_offset) const {
+    json e = logprob_entry(o);
+    if (chat) {
+      if (lp.is_null()) lp = {{"content", json::array()}};
+      lp["content"].push_back(std::move(e));
+      return;
+    }
+    if (lp.is_null())
+      lp = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+            {"text_offset", json::array()}};
+    lp["tokens"].push_back(e["token"]);
+    lp["token_logprobs"].push_back(e["logprob"]);
+    lp["top_logprobs"].push_back(params.n_logprobs > 0 ? e["top"] : json(nullptr));
+    lp["text_offset"].push_back(text_offset);
+    text_offset += e["token"].get<std::string>().size();
+  }
+
+  json usage() const {
+    int prompt = 0, completion = 0, cached = 0;
+    for (int c : prompt_counts) prompt += c;
+    for (const Choice& c : choices) {
+      completion += c.final_output.n_tokens_generated;
+      if (c.index % params.n == 0) cached += c.final_output.n_tokens_cached;
+    }
+    return {{"prompt_tokens", prompt},
+            {"completion_tokens", completion},
+            {"total_tokens", prompt + completion},
+            {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+  }
+
+  void start_stream() {
+    sse = responder.start_stream(200, "text/event-stream",
+                                 {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
+    st->metrics.count_request(endpoint, 200);
+    for (const Choice& c : choices) {
+      json j = chunk_base();
+      if (chat) {
+        j["choices"] = json::array({{{"index", c.index},
+                                     {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+      } else {
+        if (!echo) continue;
+        j["choices"] = json::array({{{"index", c.index},
+                                     {"text", prompt_texts[static_cast<size_t>(c.prompt_index)]},
+                                     {"logprobs", nullptr},
+                                     {"finish_reason", nullptr}}});
+      }
+      if (params.include_usage) j["usage"] = nullptr;
+      send_event(j);
+    }
+  }
+
+  // Engine callback (step thread).
+  void on_output(int choice_index, const RequestOutput& o) {
+    std::lock_guard lock(mu);
+    Choice& c = choices[static_cast<size_t>(choice_index)];
+    if (c.done) return;
+    const auto now = Clock::now();
+    if (o.has_token) {
+      if (c.has_last) st->metrics.observe_itl(std::chrono::duration<double>(now - c.last_token).count());
+      c.last_token = now;
+      c.has_last = true;
+    }
+    json lp_delta;  // this output's logprobs (streaming)
+    if (o.has_token && params.n_logprobs >= 0) {
+      if (sse) {
+        size_t off = c.text_offset;
+        add_logprob(lp_delta, o, off);
+        c.text_offset = off;
+      } else {
+        add_logprob(c.logprobs, o, c.text_offset);
+      }
+    }
+    if (sse && (!o.text.empty() || !lp_delta.is_null())) {
+      json j = chunk_base();
+      json choice = {{"index", c.index}, {"logprobs", lp_delta.is_null() ? json(nullptr) : lp_delta},
+                     {"finish_reason", nullptr}};
+      if (chat)
+        choice["delta"] = {{"content", o.text}};
+      else
+        choice["text"] = o.text;
+      j["choices"] = json::array({choice});
+      if (params.include_usage) j["usage"] = nullptr;
+      send_event(j);
+    } else if (!sse) {
+      c.text += o.text;
+    }
+    if (!o.finish) return;
+    c.done = true;
+    c.finish = finish_name(*o.finish);
+    c.final_output = o;
+    ++n_done;
+    st->pending.fetch_sub(1);
+    st->metrics.observe_generation(o, c.finish);
+    if (*o.finish == FinishReason::Error && error.empty()) error = o.error.empty() ? "generation failed" : o.error;
+    if (sse) {
+      json j = chunk_base();
+      json choice = {{"index", c.index}, {"logprobs", nullptr}, {"finish_reason", c.finish}};
+      if (chat)
+        choice["delta"] = json::object();
+      else
+        choice["text"] = "";
+      j["choices"] = json::array({choice});
+      if (params.include_usage) j["usage"] = nullptr;
+      send_event(j);
+    }
+    if (n_done == static_cast<int>(choices.size())) complete();
+  }
+
+  // All choices finished (mu held).
+  void complete() {
+    if (sse) {
+      if (!error.empty()) {
+        ApiError e;
+        e.status = 500;
+        e.type = "server_error";
+        e.message = error;
+        sse->write("data: " + api_error_body(e) + "\n\n");
+      }
+      if (params.include_usage) {
+        json j = chunk_base();
+        j["choices"] = json::array();
+        j["usage"] = usage();
+        send_event(j);
+      }
+      sse->write("data: [DONE]\n\n");
+      sse->finish();
+      return;
+    }
+    if (!error.empty()) {
+      ApiError e;
+      e.status = 500;
+      e.type = "server_error";
+      e.message = error;
+      return send_error(*st, responder, endpoint, e);
+    }
+    json arr = json::array();
+    for (Choice& c : choices) {
+      json choice = {{"index", c.index}, {"finish_reason", c.finish},
+                     {"logprobs", c.logprobs.is_null() ? json(nullptr) : c.logprobs}};
+      if (chat) {
+        choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      } else {
+        choice["text"] = echo ? prompt_texts[static_cast<size_t>(c.prompt_index)] + c.text : c.text;
+      }
+      arr.push_back(std::move(choice));
+    }
+    json body = {{"id", id},         {"object", chat ? "chat.completion" : "text_completion"},
+                 {"created", created}, {"model", st->model_name},
+                 {"choices", arr},     {"usage", usage()}};
+    if (chat) body["system_fingerprint"] = nullptr;
+    send_json(*st, responder, endpoint, 200, dump(body));
+  }
+
+  void cancel_all() {
+    std::vector<RequestId> ids;
+    {
+      std::lock_guard lock(mu);
+      cancelled = true;
+      for (const Choice& c : choices)
+        if (!c.done && c.id.value != 0) ids.push_back(c.id);
+    }
+    for (RequestId id : ids) st->engine->cancel(id);
+  }
+};
+
+ApiError context_error(int n_prompt, int max_tokens, int n_ctx) {
+  ApiError e;
+  e.param = n_prompt >= n_ctx ? "messages" : "max_tokens";
+  e.code = "context_length_exceeded";
+  if (n_prompt >= n_ctx) {
+    e.message = "This model's maximum context length is " + std::to_string(n_ctx) + " tokens, but the prompt has " +
+                std::to_string(n_prompt) + " tokens (" + std::to_string(n_prompt - n_ctx + 1) +
+                " over, counting one token to generate). Shorten the prompt.";
+  } else {
+    e.message = "This model's maximum context length is " + std::to_string(n_ctx) + " tokens. However, you requested " +
+                std::to_string(n_prompt + max_tokens) + " tokens (" + std::to_string(n_prompt) + " in the prompt, " +
+                std::to_string(max_tokens) + " in the completion), " + std::to_string(n_prompt + max_tokens - n_ctx) +
+                " too many. Reduce the prompt or max_tokens.";
+  }
+  return e;
+}
+
+// Tokenized prompts in, engine requests out; answers the error itself and
+// returns false when the job cannot start.
+bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> prompts) {
+  Server::State& st = *job->st;
+  const GenerationParams& p = job->params;
+  const int n_ctx = st.info.n_ctx;
+  for (const auto& toks : prompts) {
+    const int n = static_cast<int>(toks.size());
+    if (n >= n_ctx || (p.max_tokens > 0 && n + p.max_tokens > n_ctx)) {
+      ApiError e = context_error(n, p.max_tokens, n_ctx);
+      if (!job->chat) e.param = e.param == "messages" ? "prompt" : e.param;
+      send_error(st, job->responder, job->endpoint, e);
+      return false;
+    }
+  }
+  const int n_choices = static_cast<int>(prompts.size()) * p.n;
+  if (st.pending.fetch_add(n_choices) + n_choices > st.config.max_pending) {
+    st.pending.fetch_sub(n_choices);
+    st.metrics.observe_queue_rejected();
+    ApiError e;
+    e.status = 429;
+    e.type = "rate_limit_error";
+    e.message = "the server's queue is full (" + std::to_string(st.config.max_pending) +
+                " unfinished generations); retry later";
+    send_error(st, job->responder, job->endpoint, e);
+    return false;
+  }
+  for (auto& toks : prompts) job->prompt_counts.push_back(static_cast<int>(toks.size()));
+  job->choices.resize(static_cast<size_t>(n_choices));
+  for (int i = 0; i < n_choices; ++i) {
+    job->choices[static_cast<size_t>(i)].index = i;
+    job->choices[static_cast<size_t>(i)].prompt_index = i / p.n;
+  }
+  if (p.stream) job->start_stream();
+  std::weak_ptr<Job> weak = job;
+  job->responder.on_disconnect([weak] {
+    if (auto j = weak.lock()) j->cancel_all();
+  });
+  for (int i = 0; i < n_choices; ++i) {
+    GenerationRequest g;
+    g.prompt_tokens = prompts[static_cast<size_t>(i / p.n)];
+    g.sampling = p.sampling;
+    if (p.seeded) g.sampling.seed = p.sampling.seed + static_cast<uint64_t>(i % p.n);
+    g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : n_ctx - static_cast<int>(g.prompt_tokens.size());
+    g.stop = p.stop;
+    g.ignore_eos = p.ignore_eos;
+    g.n_logprobs = p.n_logprobs;
+    g.priority = p.priority;
+    g.tenant = p.user;
+    // Outputs may arrive on the step thread before add_request returns: the
+    // callback only touches its own choice, under the job's mutex.
+    std::unique_lock lock(job->mu);
+    auto id = st.engine->add_request(std::move(g), [job, i](const RequestOutput& o) { job->on_output(i, o); });
+    if (!id.is_ok()) {
+      // Refused (e.g. the KV pool can never hold this prompt): finish this and
+      // the remaining choices with the error.
+      const int n_failed = n_choices - i;
+      st.pending.fetch_sub(n_failed);
+      if (i == 0 && !p.stream) {
+        lock.unlock();
+        send_error(st, job->responder, job->endpoint, api_error_from_status(id.status()));
+        return false;
+      }
+      job->error = id.status().message();
+      for (int k = i; k < n_choices; ++k) {
+        job->choices[static_cast<size_t>(k)].done = true;
+        job->choices[static_cast<size_t>(k)].finish = "error";
+      }
+      job->n_done += n_failed;
+      if (job->n_done == n_choices) job->complete();
+      return true;
+    }
+    job->choices[static_cast<size_t>(i)].id = id.value();
+    if (job->cancelled) st.engine->cancel(id.value());  // gone while we were launching
+  }
+  return true;
+}
+
+std::shared_ptr<Job> make_job(const std::shared_ptr<Server::State>& st, Responder r, bool chat,
+                              GenerationParams params) {
+  auto job = std::make_shared<Job>(st, std::move(r));
+  job->chat = chat;
+  job->params = std::move(params);
+  job->endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+  job->id = random_id(chat ? "chatcmpl-" : "cmpl-");
+  job->created = static_cast<int64_t>(std::time(nullptr));
+  return job;
+}
+
+bool check_model(Server::State& st, const Responder& r, const std::string& endpoint, const std::string& model) {
+  if (model.empty() || model == st.model_name) return true;
+  ApiError e;
+  e.status = 404;
+  e.type = "not_found_error";
+  e.param = "model";
+  e.code = "model_not_found";
+  e.message = "The model '" + model + "' does not exist; this server serves '" + st.model_name + "'";
+  send_error(st, r, endpoint, e);
+  return false;
+}
+
+}  // namespace
+
+void handle_chat(const std::shared_ptr<Server::State>& st, HttpRequest req, Responder r) {
+  const std::string endpoint = "/v1/chat/completions";
+  auto parsed = parse_chat_request(req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(*st, r, endpoint, *e);
+  ChatRequest& chat = std::get<ChatRequest>(parsed);
+  if (!check_model(*st, r, endpoint, chat.params.model)) return;
+  ChatTemplateInputs in;
+  in.messages = std::move(chat.messages);
+  in.add_generation_prompt = true;
+  in.bos_token = st->info.bos_token;
+  in.eos_token = st->info.eos_token;
+  auto text = st->chat_template->render(in);
+  if (!text.is_ok()) return send_error(*st, r, endpoint, api_error_from_status(text.status(), "messages"));
+  // Templates that write BOS themselves must not get a second one.
+  const bool has_bos = !in.bos_token.empty() && text.value().rfind(in.bos_token, 0) == 0;
+  std::vector<std::vector<int32_t>> prompts{st->engine->tokenize(text.value(), !has_bos)};
+  if (prompts[0].empty()) {
+    ApiError e;
+    e.param = "messages";
+    e.message = "the rendered prompt has no tokens";
+    return send_error(*st, r, endpoint, e);
+  }
+  auto job = make_job(st, std::move(r), true, std::move(chat.params));
+  launch(job, std::move(prompts));
+}
+
+void handle_completion(const std::shared_ptr<Server::State>& st, HttpRequest req, Responder r) {
+  const std::string endpoint = "/v1/completions";
+  auto parsed = parse_completion_request(req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(*st, r, endpoint, *e);
+  CompletionRequest& cr = std::get<CompletionRequest>(parsed);
+  if (!check_model(*st, r, endpoint, cr.params.model)) return;
+  auto job = make_job(st, std::move(r), false, std::move(cr.params));
+  job->echo = cr.echo;
+  std::vector<std::vector<int32_t>> prompts;
+  for (Prompt& p : cr.prompts) {
+    if (p.is_tokens) {
+      for (int32_t t : p.tokens) {
+        if (t >= st->info.n_vocab) {
+          ApiError e;
+          e.param = "prompt";
+          e.message = "prompt token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                      std::to_string(st->info.n_vocab) + ")";
+          return send_error(*st, job->responder, endpoint, e);
+        }
+      }
+      if (job->echo) job->prompt_texts.push_back(st->engine->detokenize(p.tokens));
+      prompts.push_back(std::move(p.tokens));
+    } else {
+      if (job->echo) job->prompt_texts.push_back(p.text);
+      prompts.push_back(st->engine->tokenize(p.text, true));
+    }
+    if (prompts.back().empty()) {
+      ApiError e;
+      e.param = "prompt";
+      e.message = "a prompt has no tokens";
+      return send_error(*st, job->responder, endpoint, e);
+    }
+  }
+  launch(job, std::move(prompts));
+}
+
+}  // namespace tern::server

@@ -1,0 +1,173 @@
+#include "server/metrics.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace tern::server {
+
+namespace {
+
+std::string num(double v) {
+  if (std::isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+  if (std::isnan(v)) return "NaN";
+  char b[40];
+  std::snprintf(b, sizeof b, "%.17g", v);
+  return b;
+}
+
+// Label values: backslash, double quote and newline are escaped (exposition format).
+std::string escape_label(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '\\') o += "\\\\";
+    else if (c == '"') o += "\\\"";
+    else if (c == '\n') o += "\\n";
+    else o += c;
+  }
+  return o;
+}
+
+void head(std::string& out, const char* name, const char* type, const char* help) {
+  out += "# HELP ";
+  out += name;
+  out += ' ';
+  out += help;
+  out += "\n# TYPE ";
+  out += name;
+  out += ' ';
+  out += type;
+  out += '\n';
+}
+
+void sample(std::string& out, const std::string& name, double v, const std::string& labels = "") {
+  out += name;
+  if (!labels.empty()) out += "{" + labels + "}";
+  out += ' ';
+  out += num(v);
+  out += '\n';
+}
+
+std::vector<double> latency_buckets() {
+  return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
+          80.0};
+}
+
+std::vector<double> token_buckets() {
+  return {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  if (std::isnan(v)) return;
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  std::lock_guard lock(mu_);
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, std::string& out) const {
+  std::lock_guard lock(mu_);
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    sample(out, name + "_bucket", static_cast<double>(cumulative), "le=\"" + num(bounds_[i]) + "\"");
+  }
+  sample(out, name + "_bucket", static_cast<double>(count_), "le=\"+Inf\"");
+  sample(out, name + "_sum", sum_);
+  sample(out, name + "_count", static_cast<double>(count_));
+}
+
+Metrics::Metrics()
+    : ttft_(latency_buckets()),
+      itl_(latency_buckets()),
+      e2e_(latency_buckets()),
+      prompt_len_(token_buckets()),
+      gen_len_(token_buckets()) {}
+
+void Metrics::count_request(const std::string& endpoint, int status) {
+  std::lock_guard lock(mu_);
+  ++requests_[{endpoint, status}];
+}
+
+void Metrics::observe_generation(const RequestOutput& o, const char* finish_reason) {
+  {
+    std::lock_guard lock(mu_);
+    prompt_tokens_ += static_cast<uint64_t>(o.n_tokens_prompt);
+    generation_tokens_ += static_cast<uint64_t>(o.n_tokens_generated);
+    cached_tokens_ += static_cast<uint64_t>(o.n_tokens_cached);
+    ++finished_[finish_reason];
+  }
+  if (o.n_tokens_generated > 0) ttft_.observe(o.ttft_ms / 1000.0);
+  e2e_.observe(o.e2e_ms / 1000.0);
+  prompt_len_.observe(o.n_tokens_prompt);
+  gen_len_.observe(o.n_tokens_generated);
+}
+
+std::string Metrics::render(const EngineStats& s, const std::string& model_name) const {
+  std::string out;
+  const std::string model = "model_name=\"" + escape_label(model_name) + "\"";
+  {
+    std::lock_guard lock(mu_);
+    head(out, "tern_http_requests_total", "counter", "HTTP requests answered, by endpoint and status code.");
+    for (const auto& [key, n] : requests_)
+      sample(out, "tern_http_requests_total", static_cast<double>(n),
+             "endpoint=\"" + escape_label(key.first) + "\",status=\"" + std::to_string(key.second) + "\"");
+    head(out, "tern_request_success_total", "counter", "Finished generations (choices), by finish reason.");
+    for (const auto& [reason, n] : finished_)
+      sample(out, "tern_request_success_total", static_cast<double>(n),
+             model + ",finished_reason=\"" + escape_label(reason) + "\"");
+    head(out, "tern_requests_rejected_total", "counter", "Requests refused with 429 because the queue was full.");
+    sample(out, "tern_requests_rejected_total", static_cast<double>(rejected_), model);
+    head(out, "tern_prompt_tokens_total", "counter", "Prompt tokens of finished generations.");
+    sample(out, "tern_prompt_tokens_total", static_cast<double>(prompt_tokens_), model);
+    head(out, "tern_generation_tokens_total", "counter", "Generated tokens of finished generations.");
+    sample(out, "tern_generation_tokens_total", static_cast<double>(generation_tokens_), model);
+    head(out, "tern_prompt_tokens_cached_total", "counter", "Prompt tokens served from the prefix cache.");
+    sample(out, "tern_prompt_tokens_cached_total", static_cast<double>(cached_tokens_), model);
+  }
+  head(out, "tern_time_to_first_token_seconds", "histogram", "Time from arrival to the first generated token.");
+  ttft_.render("tern_time_to_first_token_seconds", out);
+  head(out, "tern_inter_token_latency_seconds", "histogram", "Time between consecutive streamed tokens.");
+  itl_.render("tern_inter_token_latency_seconds", out);
+  head(out, "tern_e2e_request_latency_seconds", "histogram", "Time from arrival to the last token.");
+  e2e_.render("tern_e2e_request_latency_seconds", out);
+  head(out, "tern_request_prompt_tokens", "histogram", "Prompt length of finished generations.");
+  prompt_len_.render("tern_request_prompt_tokens", out);
+  head(out, "tern_request_generation_tokens", "histogram", "Generated length of finished generations.");
+  gen_len_.render("tern_request_generation_tokens", out);
+
+  head(out, "tern_num_requests_running", "gauge", "Sequences in the running batch.");
+  sample(out, "tern_num_requests_running", s.n_running, model);
+  head(out, "tern_num_requests_waiting", "gauge", "Sequences waiting to be scheduled.");
+  sample(out, "tern_num_requests_waiting", s.n_waiting, model);
+  head(out, "tern_num_requests_swapped", "gauge", "Preempted sequences whose KV blocks are swapped to host memory.");
+  sample(out, "tern_num_requests_swapped", s.n_swapped, model);
+  head(out, "tern_kv_cache_usage_ratio", "gauge", "Fraction of KV-cache blocks in use (0 to 1).");
+  sample(out, "tern_kv_cache_usage_ratio",
+         s.kv_blocks_total > 0 ? static_cast<double>(s.kv_blocks_used) / s.kv_blocks_total : 0.0, model);
+  head(out, "tern_kv_cache_blocks", "gauge", "KV-cache blocks by state.");
+  sample(out, "tern_kv_cache_blocks", s.kv_blocks_used, model + ",state=\"used\"");
+  sample(out, "tern_kv_cache_blocks", s.kv_blocks_free, model + ",state=\"free\"");
+  sample(out, "tern_kv_cache_blocks", s.kv_blocks_cached, model + ",state=\"cached\"");
+  head(out, "tern_prefix_cache_hit_ratio", "gauge", "Prompt tokens found in the prefix cache / tokens looked up.");
+  sample(out, "tern_prefix_cache_hit_ratio", s.prefix_hit_rate, model);
+  head(out, "tern_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.");
+  sample(out, "tern_prefix_cache_queries_total", static_cast<double>(s.prefix_lookup_tokens), model);
+  head(out, "tern_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.");
+  sample(out, "tern_prefix_cache_hits_total", static_cast<double>(s.prefix_hit_tokens), model);
+  head(out, "tern_num_preemptions_total", "counter", "Sequences preempted (recompute or swap).");
+  sample(out, "tern_num_preemptions_total", static_cast<double>(s.n_preemptions), model);
+  head(out, "tern_engine_steps_total", "counter", "Engine steps (one forward pass each).");
+  sample(out, "tern_engine_steps_total", static_cast<double>(s.n_steps), model);
+  head(out, "tern_engine_step_tokens_total", "counter", "Tokens run through the model.");
+  sample(out, "tern_engine_step_tokens_total", static_cast<double>(s.n_tokens_stepped), model);
+  return out;
+}
+
+}  // namespace tern::server

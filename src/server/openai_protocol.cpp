@@ -1,0 +1,384 @@
+// Request parsing: every field is read through one typed getter that names the
+// field in its error, so a client learns exactly what to fix.
+#include "server/openai_protocol.h"
+
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace tern::server {
+
+using nlohmann::json;
+
+std::string api_error_body(const ApiError& e) {
+  json j = {{"error",
+             {{"message", e.message},
+              {"type", e.type},
+              {"param", e.param.empty() ? json(nullptr) : json(e.param)},
+              {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+ApiError api_error_from_status(const Status& s, std::string param) {
+  ApiError e;
+  e.message = s.message();
+  e.param = std::move(param);
+  switch (s.kind()) {
+    case ErrorKind::InvalidArgument:
+    case ErrorKind::OutOfRange:
+    case ErrorKind::Unsupported:
+      e.status = 400;
+      break;
+    case ErrorKind::NotFound:
+      e.status = 404;
+      e.type = "not_found_error";
+      break;
+    default:
+      e.status = 500;
+      e.type = "server_error";
+      break;
+  }
+  return e;
+}
+
+namespace {
+
+ApiError bad(std::string param, std::string message) {
+  ApiError e;
+  e.param = std::move(param);
+  e.message = std::move(message);
+  return e;
+}
+
+// A failed field read: the error to answer with.
+struct FieldError {
+  ApiError error;
+};
+
+const char* json_type(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    default: return "a number";
+  }
+}
+
+// Typed getters over an object: absent or null fields leave `out` unchanged.
+class Fields {
+ public:
+  explicit Fields(const json& obj) : obj_(obj) {}
+  std::optional<ApiError> error;
+
+  const json* get(const char* name) const {
+    auto it = obj_.find(name);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  void fail(const char* name, std::string msg) {
+    if (!error) error = bad(name, std::move(msg));
+  }
+  bool number(const char* name, double lo, double hi, float& out) {
+    const json* v = get(name);
+    if (!v) return false;
+    if (!v->is_number()) return fail(name, std::string("'") + name + "' must be a number, not " + json_type(*v)), false;
+    const double d = v->get<double>();
+    if (!(d >= lo && d <= hi))
+      return fail(name, std::string("'") + name + "' must be between " + fmt(lo) + " and " + fmt(hi) + ", got " +
+                            fmt(d)),
+             false;
+    out = static_cast<float>(d);
+    return true;
+  }
+  template <typename Int>
+  bool integer(const char* name, int64_t lo, int64_t hi, Int& out) {
+    const json* v = get(name);
+    if (!v) return false;
+    if (!v->is_number_integer() && !(v->is_number_float() && is_whole(v->get<double>())))
+      return fail(name, std::string("'") + name + "' must be an integer, not " + json_type(*v)), false;
+    const double d = v->get<double>();
+    const int64_t i = v->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
+                                              : v->is_number_integer() ? v->get<int64_t>() : static_cast<int64_t>(d);
+    if (i < lo || i > hi)
+      return fail(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
+                            std::to_string(hi) + ", got " + std::to_string(i)),
+             false;
+    out = static_cast<Int>(i);
+    return true;
+  }
+  bool boolean(const char* name, bool& out) {
+    const json* v = get(name);
+    if (!v) return false;
+    if (!v->is_boolean()) return fail(name, std::string("'") + name + "' must be a boolean, not " + json_type(*v)), false;
+    out = v->get<bool>();
+    return true;
+  }
+  bool string(const char* name, std::string& out) {
+    const json* v = get(name);
+    if (!v) return false;
+    if (!v->is_string()) return fail(name, std::string("'") + name + "' must be a string, not " + json_type(*v)), false;
+    out = v->get<std::string>();
+    return true;
+  }
+
+ private:
+  static bool is_whole(double d) { return std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18; }
+  static std::string fmt(double d) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%g", d);
+    return b;
+  }
+  const json& obj_;
+};
+
+std::optional<ApiError> parse_stop(Fields& f, std::vector<std::string>& out) {
+  const json* v = f.get("stop");
+  if (!v) return std::nullopt;
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    if (v->size() > kMaxStop) return bad("stop", "'stop' may hold at most " + std::to_string(kMaxStop) + " strings");
+    for (const json& s : *v) {
+      if (!s.is_string()) return bad("stop", "'stop' must be a string or an array of strings");
+      out.push_back(s.get<std::string>());
+    }
+  } else {
+    return bad("stop", std::string("'stop' must be a string or an array of strings, not ") + json_type(*v));
+  }
+  for (const auto& s : out)
+    if (s.empty()) return bad("stop", "'stop' strings must not be empty");
+  return std::nullopt;
+}
+
+// Fields both endpoints share. `chat` selects the logprobs shape and defaults.
+std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams& p) {
+  Fields f(j);
+  p.sampling.temperature = 1.0f;
+  p.sampling.top_p = 1.0f;
+  p.sampling.top_k = 0;
+  p.sampling.min_p = 0.0f;
+  p.sampling.penalty_last_n = -1;  // OpenAI penalties count the whole text so far
+  p.max_tokens = chat ? -1 : 16;
+  f.string("model", p.model);
+  int32_t max_tokens = -2;
+  f.integer("max_tokens", 0, INT32_MAX, max_tokens);
+  if (chat && f.get("max_completion_tokens")) f.integer("max_completion_tokens", 0, INT32_MAX, max_tokens);
+  if (max_tokens != -2) p.max_tokens = max_tokens;
+  f.integer("n", 1, kMaxN, p.n);
+  f.boolean("stream", p.stream);
+  if (const json* so = f.get("stream_options")) {
+    if (!so->is_object()) return bad("stream_options", "'stream_options' must be an object");
+    Fields g(*so);
+    g.boolean("include_usage", p.include_usage);
+    if (g.error) return g.error;
+  }
+  f.number("temperature", 0.0, 2.0, p.sampling.temperature);
+  f.number("top_p", 0.0, 1.0, p.sampling.top_p);
+  if (p.sampling.top_p <= 0.0f) return bad("top_p", "'top_p' must be greater than 0");
+  f.integer("top_k", -1, INT32_MAX, p.sampling.top_k);
+  if (p.sampling.top_k < 0) p.sampling.top_k = 0;
+  f.number("min_p", 0.0, 1.0, p.sampling.min_p);
+  f.number("presence_penalty", -2.0, 2.0, p.sampling.presence_penalty);
+  f.number("frequency_penalty", -2.0, 2.0, p.sampling.frequency_penalty);
+  f.number("repetition_penalty", 1e-3, 100.0, p.sampling.repetition_penalty);
+  if (const json* seed = f.get("seed")) {
+    int64_t s = 0;
+    if (f.integer("seed", INT64_MIN, INT64_MAX, s)) {
+      p.sampling.seed = static_cast<uint64_t>(s);
+      // The all-ones pattern means "random" to the sampler; nudge it.
+      if (p.sampling.seed == SamplingParams::kRandomSeed) p.sampling.seed -= 1;
+      p.seeded = true;
+    }
+    (void)seed;
+  }
+  f.integer("priority", INT32_MIN, INT32_MAX, p.priority);
+  f.boolean("ignore_eos", p.ignore_eos);
+  f.string("user", p.user);
+  if (f.error) return f.error;
+  if (auto e = parse_stop(f, p.stop)) return e;
+
+  if (chat) {
+    bool logprobs = false;
+    int top = 0;
+    f.boolean("logprobs", logprobs);
+    f.integer("top_logprobs", 0, 20, top);
+    if (f.error) return f.error;
+    if (f.get("top_logprobs") && !logprobs) return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+    if (logprobs) p.n_logprobs = top;
+  } else {
+    int k = -1;
+    f.integer("logprobs", 0, 5, k);
+    if (f.error) return f.error;
+    p.n_logprobs = k;
+  }
+  // Features that would change the answer: refuse rather than ignore.
+  if (const json* t = f.get("tools"); t && !(t->is_array() && t->empty()))
+    return bad("tools", "tool calling is not supported by this server");
+  if (const json* lb = f.get("logit_bias"); lb && !(lb->is_object() && lb->empty()))
+    return bad("logit_bias", "'logit_bias' is not supported by this server");
+  if (const json* rf = f.get("response_format")) {
+    const json* type = rf->is_object() && rf->contains("type") ? &(*rf)["type"] : nullptr;
+    if (!type || !type->is_string() || type->get<std::string>() != "text")
+      return bad("response_format", "only 'response_format': {\"type\": \"text\"} is supported");
+  }
+  if (const json* bo = f.get("best_of")) {
+    if (!bo->is_number_integer() || bo->get<int64_t>() != p.n)
+      return bad("best_of", "'best_of' other than n is not supported");
+  }
+  return std::nullopt;
+}
+
+std::optional<json> parse_json(std::string_view body, ApiError& e) {
+  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) {
+    e = bad("", "the request body is not valid JSON (or not valid UTF-8)");
+    return std::nullopt;
+  }
+  if (!j.is_object()) {
+    e = bad("", std::string("the request body must be a JSON object, not ") + json_type(j));
+    return std::nullopt;
+  }
+  return j;
+}
+
+std::optional<ApiError> parse_messages(const json& j, std::vector<ChatMessage>& out) {
+  auto it = j.find("messages");
+  if (it == j.end() || it->is_null()) return bad("messages", "'messages' is required");
+  if (!it->is_array()) return bad("messages", "'messages' must be an array of message objects");
+  if (it->empty()) return bad("messages", "'messages' must not be empty");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& m = (*it)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return bad(where, where + " must be an object");
+    ChatMessage msg;
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) return bad(where + ".role", where + ".role must be a string");
+    msg.role = role->get<std::string>();
+    if (msg.role == "developer") msg.role = "system";
+    if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
+      return bad(where + ".role", where + ".role must be one of system, developer, user, assistant, tool; got '" +
+                                      msg.role + "'");
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) {
+      if (msg.role != "assistant") return bad(where + ".content", where + ".content is required");
+    } else if (content->is_string()) {
+      msg.content = content->get<std::string>();
+    } else if (content->is_array()) {
+      for (const json& part : *content) {
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
+            !part["text"].is_string())
+          return bad(where + ".content", where + ".content parts must be {\"type\": \"text\", \"text\": string}; "
+                                                 "other part types are not supported");
+        msg.content += part["text"].get<std::string>();
+      }
+    } else {
+      return bad(where + ".content", where + ".content must be a string or an array of text parts");
+    }
+    out.push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
+  ApiError e;
+  auto j = parse_json(body, e);
+  if (!j) return e;
+  ChatRequest r;
+  if (auto err = parse_messages(*j, r.messages)) return *err;
+  if (auto err = parse_common(*j, /*chat=*/true, r.params)) return *err;
+  return r;
+}
+
+ApiResult<CompletionRequest> parse_completion_request(std::string_view body) {
+  ApiError e;
+  auto j = parse_json(body, e);
+  if (!j) return e;
+  CompletionRequest r;
+  auto it = j->find("prompt");
+  if (it == j->end() || it->is_null()) return bad("prompt", "'prompt' is required");
+  auto tokens_of = [](const json& a, Prompt& p) {
+    p.is_tokens = true;
+    for (const json& t : a) {
+      if (!t.is_number_integer()) return false;
+      const int64_t v = t.get<int64_t>();
+      if (v < 0 || v > INT32_MAX) return false;
+      p.tokens.push_back(static_cast<int32_t>(v));
+    }
+    return true;
+  };
+  const char* shape = "'prompt' must be a string, an array of strings, an array of token ids, or an array of "
+                      "arrays of token ids";
+  if (it->is_string()) {
+    r.prompts.push_back({it->get<std::string>(), {}, false});
+  } else if (it->is_array()) {
+    if (it->empty()) return bad("prompt", "'prompt' must not be empty");
+    if ((*it)[0].is_number()) {
+      Prompt p;
+      if (!tokens_of(*it, p)) return bad("prompt", shape);
+      r.prompts.push_back(std::move(p));
+    } else {
+      for (const json& el : *it) {
+        Prompt p;
+        if (el.is_string()) {
+          p.text = el.get<std::string>();
+        } else if (el.is_array()) {
+          if (!tokens_of(el, p)) return bad("prompt", shape);
+        } else {
+          return bad("prompt", shape);
+        }
+        r.prompts.push_back(std::move(p));
+      }
+    }
+  } else {
+    return bad("prompt", shape);
+  }
+  if (r.prompts.size() > 64) return bad("prompt", "at most 64 prompts per request");
+  Fields f(*j);
+  f.boolean("echo", r.echo);
+  if (f.error) return *f.error;
+  if (auto err = parse_common(*j, /*chat=*/false, r.params)) return *err;
+  if (r.params.n * static_cast<int>(r.prompts.size()) > 64)
+    return bad("n", "prompts x n must be at most 64 choices per request");
+  if (r.echo && r.params.n_logprobs >= 0)
+    return bad("echo", "'echo' together with 'logprobs' is not supported (prompt log-probabilities are not computed)");
+  return r;
+}
+
+ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view body) {
+  ApiError e;
+  auto j = parse_json(body, e);
+  if (!j) return e;
+  TokenizeRequest r;
+  Fields f(*j);
+  if (j->contains("messages")) {
+    if (auto err = parse_messages(*j, r.messages)) return *err;
+    f.boolean("add_generation_prompt", r.add_generation_prompt);
+    r.add_special = false;  // the template writes BOS itself
+  } else if (!f.string("prompt", r.prompt) && !f.error) {
+    return bad("prompt", "'prompt' (a string) or 'messages' is required");
+  }
+  f.boolean("add_special_tokens", r.add_special);
+  if (f.error) return *f.error;
+  return r;
+}
+
+ApiResult<std::vector<int32_t>> parse_detokenize_request(std::string_view body) {
+  ApiError e;
+  auto j = parse_json(body, e);
+  if (!j) return e;
+  auto it = j->find("tokens");
+  if (it == j->end() || !it->is_array()) return bad("tokens", "'tokens' (an array of token ids) is required");
+  std::vector<int32_t> out;
+  for (const json& t : *it) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
+      return bad("tokens", "'tokens' must hold non-negative integer token ids");
+    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  }
+  return out;
+}
+
+}  // namespace tern::server

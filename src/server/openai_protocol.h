@@ -1,0 +1,97 @@
+// server/openai_protocol.h — OpenAI request bodies parsed into typed structs,
+// and the error shape every failure is answered with.
+//
+// Contract: parse_chat_request()/parse_completion_request() accept exactly the
+// JSON the OpenAI API documents for the fields we implement (plus the vLLM-
+// style extensions top_k, min_p, repetition_penalty, priority, ignore_eos) and
+// reject with an ApiError naming the offending `param` anything of the wrong
+// type or out of range, and features we cannot honour (tools, logit_bias,
+// structured output) — never silently ignore something that would change
+// the answer. Unknown fields are ignored, as vLLM does. Defaults follow
+// OpenAI: temperature 1, top_p 1, no top-k/min-p, n 1; max_tokens defaults to
+// 16 for completions and to "until the context ends" (-1) for chat.
+//
+// Errors map to HTTP in one place: api_error_from_status().
+// Threading: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/status.h"
+#include "sampling/sampler.h"
+#include "tokenizer/chat_template.h"
+
+namespace tern::server {
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";  // OpenAI's error types
+  std::string param;                            // "" = null
+  std::string code;                             // "" = null
+};
+
+// The JSON body {"error": {...}}.
+std::string api_error_body(const ApiError& e);
+// One place maps library errors to HTTP: InvalidArgument/OutOfRange -> 400,
+// NotFound -> 404, Unsupported -> 400, everything else -> 500.
+ApiError api_error_from_status(const Status& s, std::string param = {});
+
+template <typename T>
+using ApiResult = std::variant<T, ApiError>;
+
+// What both endpoints share.
+struct GenerationParams {
+  std::string model;
+  int32_t max_tokens = -1;        // -1 = until the context ends
+  int n = 1;                      // choices per prompt, 1..kMaxN
+  bool stream = false;
+  bool include_usage = false;     // stream_options.include_usage
+  SamplingParams sampling;        // OpenAI defaults (see above); penalties over the whole history
+  bool seeded = false;            // sampling.seed came from the request
+  std::vector<std::string> stop;
+  int n_logprobs = -1;            // -1 none; 0 the chosen token's; k > 0 also the top k
+  int priority = 0;
+  bool ignore_eos = false;
+  std::string user;
+};
+
+inline constexpr int kMaxN = 16;
+inline constexpr int kMaxStop = 16;
+
+struct ChatRequest {
+  GenerationParams params;
+  std::vector<ChatMessage> messages;
+};
+
+struct Prompt {
+  std::string text;            // when !is_tokens
+  std::vector<int32_t> tokens; // when is_tokens
+  bool is_tokens = false;
+};
+
+struct CompletionRequest {
+  GenerationParams params;
+  std::vector<Prompt> prompts;  // one or more
+  bool echo = false;
+};
+
+ApiResult<ChatRequest> parse_chat_request(std::string_view body);
+ApiResult<CompletionRequest> parse_completion_request(std::string_view body);
+
+// POST /tokenize: {"prompt": str, "add_special_tokens"?: bool} or {"messages": [...]}.
+struct TokenizeRequest {
+  std::string prompt;
+  std::vector<ChatMessage> messages;  // rendered with the chat template when non-empty
+  bool add_special = true;
+  bool add_generation_prompt = true;
+};
+ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view body);
+// POST /detokenize: {"tokens": [int, ...]}.
+ApiResult<std::vector<int32_t>> parse_detokenize_request(std::string_view body);
+
+}  // namespace tern::server

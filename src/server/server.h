@@ -1,0 +1,58 @@
+// server/server.h — `tern serve`: the OpenAI-compatible HTTP front of the engine.
+//
+// Contract: start() binds the socket and serves at once (GET /health answers
+// 503 "loading" until load_model() has built the engine, 200 after); every
+// route answers in the OpenAI wire format (see docs/server.md for the routes,
+// the extensions and the metric names). Errors are {"error": {...}} bodies
+// with the status api_error_from_status() picks. A client that disconnects
+// has its engine requests cancelled (their KV blocks are freed at the next
+// engine step).
+//
+// Lifecycle: start() -> run_io() on a thread -> load_model() -> ... ->
+// shutdown(deadline): stops accepting, answers new requests 503, lets in-flight
+// generations finish until the deadline, cancels the rest (streams end with
+// finish_reason "abort"), flushes, stops the I/O threads; run_io() returns.
+//
+// Threading: handlers run on the I/O threads and never block; the engine's
+// outputs are written from its step thread through non-blocking streams.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "server/http_server.h"
+#include "tern/engine.h"
+
+namespace tern::server {
+
+struct ServerConfig {
+  HttpServerConfig http;
+  EngineConfig engine;
+  std::string api_key;            // empty = no authentication
+  std::string served_model_name;  // empty = general.name, else the file name
+  int max_pending = 4096;         // unfinished generations (choices) beyond which requests get 429
+};
+
+class Server {
+ public:
+  explicit Server(ServerConfig config);
+  ~Server();
+  Status start();
+  int port() const;
+  // Serves until shutdown() finishes (call on its own thread).
+  void run_io();
+  // Builds the engine (slow); /health turns 200 when it returns ok.
+  Status load_model();
+  // Graceful stop; returns once every connection is closed.
+  void shutdown(double deadline_s);
+
+  struct State;  // shared with the route handlers (server.cpp, generation.cpp)
+
+ private:
+  std::shared_ptr<State> state_;
+  std::unique_ptr<HttpServer> http_;
+};
+
+}  // namespace tern::server

@@ -1,0 +1,115 @@
+// tern serve -m MODEL [--host H] [--port P] [--api-key KEY | --api-key-file F] [engine flags]
+// — the OpenAI-compatible HTTP server. Binds first (so /health can answer 503
+// while the model loads), then loads, then serves until SIGINT/SIGTERM, which
+// drain in-flight requests up to --shutdown-timeout and exit 0.
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "args.h"
+#include "commands.h"
+#include "engine_flags.h"
+#include "server/server.h"
+
+namespace tern::cli {
+namespace {
+
+// Thousands of streaming clients need thousands of descriptors: lift the soft
+// limit to the hard one.
+void raise_fd_limit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
+}
+
+Status read_key_file(const std::string& path, std::string& key) {
+  std::ifstream in(path);
+  if (!in) return error(ErrorKind::IoError, "serve: cannot read --api-key-file " + path);
+  std::getline(in, key);
+  while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
+  if (key.empty()) return error(ErrorKind::InvalidArgument, "serve: --api-key-file " + path + " is empty");
+  return Status::ok();
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  server::ServerConfig cfg;
+  EngineFlags flags;
+  std::string api_key_file, max_body = "8M";
+  float shutdown_timeout_s = 30.0f;
+  ArgParser args("serve", "tern serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F] "
+                          "[--served-model-name NAME] [engine flags]");
+  args.add("-m,--model", &cfg.engine.model_path, "GGUF model file");
+  args.add("--host", &cfg.http.host, "address to listen on (default 127.0.0.1)");
+  args.add("--port", &cfg.http.port, "port (default 8080; 0 = any free port, printed at start)");
+  args.add("--api-key", &cfg.api_key, "require 'Authorization: Bearer KEY' on /v1, /tokenize, /detokenize, /stats");
+  args.add("--api-key-file", &api_key_file, "read the API key from the first line of a file");
+  args.add("--served-model-name", &cfg.served_model_name, "model id in the API (default: general.name)");
+  args.add("--max-queue", &cfg.max_pending, "unfinished generations beyond which requests get 429 (default 4096)");
+  args.add("--max-body", &max_body, "largest request body, bytes (8M default; larger -> 413)");
+  args.add("--io-threads", &cfg.http.n_io_threads, "HTTP I/O threads (default 2)");
+  args.add("--shutdown-timeout", &shutdown_timeout_s, "seconds in-flight requests get to finish on SIGTERM (30)");
+  flags.add_to(args);
+  if (auto s = args.parse(argc, argv); !s) return report(s);
+  if (args.help_requested()) {
+    std::fputs(args.help_text().c_str(), stdout);
+    return 0;
+  }
+  if (cfg.engine.model_path.empty()) return report(error(ErrorKind::InvalidArgument, "serve: -m MODEL is required"));
+  if (cfg.http.port < 0 || cfg.http.port > 65535)
+    return report(error(ErrorKind::InvalidArgument, "serve: --port must be in [0, 65535]"));
+  if (cfg.max_pending < 1) return report(error(ErrorKind::InvalidArgument, "serve: --max-queue must be >= 1"));
+  if (cfg.http.n_io_threads < 1 || cfg.http.n_io_threads > 64)
+    return report(error(ErrorKind::InvalidArgument, "serve: --io-threads must be in [1, 64]"));
+  if (!api_key_file.empty()) {
+    if (!cfg.api_key.empty())
+      return report(error(ErrorKind::InvalidArgument, "serve: give --api-key or --api-key-file, not both"));
+    if (auto s = read_key_file(api_key_file, cfg.api_key); !s) return report(s);
+  }
+  {
+    EngineConfig probe;
+    if (auto s = parse_kv_memory(max_body, probe); !s || probe.kv_memory_bytes <= 0)
+      return report(error(ErrorKind::InvalidArgument, "serve: --max-body '" + max_body + "': expected bytes (8M, 65536)"));
+    cfg.http.max_body_bytes = probe.kv_memory_bytes;
+  }
+  if (auto s = flags.apply(cfg.engine); !s) return report(s);
+  raise_fd_limit();
+
+  // Signals are taken by sigwait() below, never by a handler on a random thread.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  server::Server srv(cfg);
+  if (auto s = srv.start(); !s) return report(s);
+  std::fprintf(stderr, "tern serve: listening on http://%s:%d\n", cfg.http.host.c_str(), srv.port());
+  std::thread io([&srv] { srv.run_io(); });
+  if (auto s = srv.load_model(); !s) {
+    report(s);
+    srv.shutdown(0);
+    io.join();
+    return 1;
+  }
+  std::fprintf(stderr, "tern serve: ready\n");
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "tern serve: %s received, draining (up to %.0f s)\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               static_cast<double>(shutdown_timeout_s));
+  srv.shutdown(shutdown_timeout_s);
+  io.join();
+  std::fprintf(stderr, "tern serve: stopped\n");
+  return 0;
+}
+
+}  // namespace tern::cli
