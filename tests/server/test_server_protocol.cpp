@@ -1,0 +1,154 @@
+// Request parsing, error bodies and the Prometheus exposition, without a socket.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "server/metrics.h"
+#include "server/openai_protocol.h"
+
+namespace tern::server {
+namespace {
+
+using nlohmann::json;
+
+TEST(OpenAiProtocol, ChatDefaultsFollowOpenAi) {
+  auto r = parse_chat_request(R"({"messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_TRUE(std::holds_alternative<ChatRequest>(r));
+  const auto& c = std::get<ChatRequest>(r);
+  EXPECT_EQ(c.params.max_tokens, -1);
+  EXPECT_EQ(c.params.n, 1);
+  EXPECT_FLOAT_EQ(c.params.sampling.temperature, 1.0f);
+  EXPECT_FLOAT_EQ(c.params.sampling.top_p, 1.0f);
+  EXPECT_EQ(c.params.sampling.top_k, 0);
+  EXPECT_FLOAT_EQ(c.params.sampling.min_p, 0.0f);
+  EXPECT_FALSE(c.params.seeded);
+  EXPECT_EQ(c.params.n_logprobs, -1);
+  auto comp = parse_completion_request(R"({"prompt":"x"})");
+  EXPECT_EQ(std::get<CompletionRequest>(comp).params.max_tokens, 16);
+}
+
+TEST(OpenAiProtocol, ChatFieldsAreRead) {
+  auto r = parse_chat_request(R"({"model":"m","messages":[{"role":"developer","content":[{"type":"text","text":"a"},
+      {"type":"text","text":"b"}]},{"role":"assistant","content":null},{"role":"user","content":"q"}],
+      "max_completion_tokens":7,"n":2,"stream":true,"stream_options":{"include_usage":true},"temperature":0.5,
+      "top_p":0.9,"top_k":5,"min_p":0.1,"seed":-3,"stop":["x","y"],"presence_penalty":1,"frequency_penalty":-1,
+      "repetition_penalty":1.1,"logprobs":true,"top_logprobs":4,"priority":-2,"ignore_eos":true,"user":"u",
+      "response_format":{"type":"text"},"unknown_field":123})");
+  ASSERT_TRUE(std::holds_alternative<ChatRequest>(r)) << std::get<ApiError>(r).message;
+  const auto& c = std::get<ChatRequest>(r);
+  ASSERT_EQ(c.messages.size(), 3u);
+  EXPECT_EQ(c.messages[0].role, "system");
+  EXPECT_EQ(c.messages[0].content, "ab");
+  EXPECT_EQ(c.messages[1].content, "");
+  const auto& p = c.params;
+  EXPECT_EQ(p.model, "m");
+  EXPECT_EQ(p.max_tokens, 7);
+  EXPECT_EQ(p.n, 2);
+  EXPECT_TRUE(p.stream && p.include_usage && p.seeded && p.ignore_eos);
+  EXPECT_EQ(p.sampling.seed, static_cast<uint64_t>(int64_t{-3}));
+  EXPECT_EQ(p.sampling.top_k, 5);
+  EXPECT_FLOAT_EQ(p.sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(p.stop, (std::vector<std::string>{"x", "y"}));
+  EXPECT_EQ(p.n_logprobs, 4);
+  EXPECT_EQ(p.priority, -2);
+  EXPECT_EQ(p.user, "u");
+}
+
+TEST(OpenAiProtocol, BadFieldsNameTheirParam) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"messages":"hi"})", "messages"},
+      {R"({"messages":[]})", "messages"},
+      {R"({"messages":[{"role":"user"}]})", "messages[0].content"},
+      {R"({"messages":[{"role":"user","content":"x"}],"top_k":-5})", "top_k"},
+      {R"({"messages":[{"role":"user","content":"x"}],"min_p":1.5})", "min_p"},
+      {R"({"messages":[{"role":"user","content":"x"}],"repetition_penalty":0})", "repetition_penalty"},
+      {R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", "top_logprobs"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stop":""})", "stop"},
+      {R"({"messages":[{"role":"user","content":"x"}],"stream_options":5})", "stream_options"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", "response_format"},
+      {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":3000000000})", "max_tokens"},
+  };
+  for (const auto& [body, param] : cases) {
+    SCOPED_TRACE(body);
+    auto r = parse_chat_request(body);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(r));
+    EXPECT_EQ(std::get<ApiError>(r).status, 400);
+    EXPECT_EQ(std::get<ApiError>(r).param, param);
+    EXPECT_FALSE(std::get<ApiError>(r).message.empty());
+  }
+}
+
+TEST(OpenAiProtocol, CompletionPromptShapes) {
+  auto one = std::get<CompletionRequest>(parse_completion_request(R"({"prompt":[1,2,3]})"));
+  ASSERT_EQ(one.prompts.size(), 1u);
+  EXPECT_TRUE(one.prompts[0].is_tokens);
+  EXPECT_EQ(one.prompts[0].tokens, (std::vector<int32_t>{1, 2, 3}));
+  auto many = std::get<CompletionRequest>(parse_completion_request(R"({"prompt":["a",[4,5]],"logprobs":3})"));
+  ASSERT_EQ(many.prompts.size(), 2u);
+  EXPECT_EQ(many.prompts[0].text, "a");
+  EXPECT_TRUE(many.prompts[1].is_tokens);
+  EXPECT_EQ(many.params.n_logprobs, 3);
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parse_completion_request(R"({"prompt":"a","logprobs":9})")));
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parse_completion_request(R"({"prompt":"a","echo":true,"logprobs":1})")));
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parse_completion_request(R"({"prompt":[]})")));
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parse_completion_request(R"({"prompt":[1.5]})")));
+}
+
+TEST(OpenAiProtocol, ErrorBodyShapeAndStatusMapping) {
+  ApiError e;
+  e.message = "bad \"thing\"";
+  e.param = "x";
+  const json j = json::parse(api_error_body(e));
+  EXPECT_EQ(j["error"]["message"], "bad \"thing\"");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "x");
+  EXPECT_TRUE(j["error"]["code"].is_null());
+  EXPECT_EQ(api_error_from_status(error(ErrorKind::OutOfRange, "m")).status, 400);
+  EXPECT_EQ(api_error_from_status(error(ErrorKind::NotFound, "m")).status, 404);
+  EXPECT_EQ(api_error_from_status(error(ErrorKind::IoError, "m")).status, 500);
+}
+
+TEST(Metrics, HistogramBucketsAreCumulative) {
+  Histogram h({0.1, 1.0});
+  h.observe(0.05);
+  h.observe(0.5);
+  h.observe(0.7);
+  h.observe(5.0);
+  std::string out;
+  h.render("x", out);
+  EXPECT_NE(out.find("x_bucket{le=\"0.10000000000000001\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"1\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_bucket{le=\"+Inf\"} 4\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_count 4\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("x_sum 6.25\n"), std::string::npos) << out;
+}
+
+TEST(Metrics, RenderHasEveryFamilyWithHelpAndType) {
+  Metrics m;
+  m.count_request("/v1/completions", 200);
+  m.count_request("/v1/completions", 400);
+  RequestOutput o;
+  o.n_tokens_prompt = 10;
+  o.n_tokens_generated = 5;
+  o.ttft_ms = 20;
+  o.e2e_ms = 100;
+  m.observe_generation(o, "length");
+  EngineStats s;
+  s.kv_blocks_total = 10;
+  s.kv_blocks_used = 4;
+  const std::string out = m.render(s, "a\"b");
+  for (const char* family : {"tern_http_requests_total", "tern_time_to_first_token_seconds",
+                             "tern_inter_token_latency_seconds", "tern_e2e_request_latency_seconds",
+                             "tern_prompt_tokens_total", "tern_generation_tokens_total", "tern_num_requests_running",
+                             "tern_num_requests_waiting", "tern_kv_cache_usage_ratio", "tern_prefix_cache_hit_ratio",
+                             "tern_num_preemptions_total"}) {
+    EXPECT_NE(out.find(std::string("# TYPE ") + family + " "), std::string::npos) << family;
+    EXPECT_NE(out.find(std::string("# HELP ") + family + " "), std::string::npos) << family;
+  }
+  EXPECT_NE(out.find("tern_kv_cache_usage_ratio{model_name=\"a\\\"b\"} 0.40000000000000002"), std::string::npos);
+  EXPECT_NE(out.find("endpoint=\"/v1/completions\",status=\"400\"} 1"), std::string::npos);
+  EXPECT_NE(out.find("tern_generation_tokens_total{model_name=\"a\\\"b\"} 5"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tern::server
