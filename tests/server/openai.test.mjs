@@ -1,0 +1,207 @@
+// The official `openai` npm client against a live `tern serve` (stories260K):
+// chat and completions, streaming and not, n > 1, stop, seeds, logprobs, usage,
+// typed errors, client-side aborts, Prometheus' own checker on /metrics, and a
+// clean exit on SIGTERM.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import OpenAI from 'openai';
+import { startServer, skipReason } from './live_server.mjs';
+
+const why = skipReason();
+let srv, client;
+
+before(async () => {
+  if (why) return;
+  srv = await startServer();
+  client = new OpenAI({ baseURL: `${srv.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+});
+
+after(async () => {
+  if (srv) assert.equal(await srv.stop(), 0, 'tern serve exits 0 on SIGTERM');
+});
+
+const greedy = { model: 'stories260K', temperature: 0 };
+const messages = [{ role: 'user', content: 'Once upon a time' }];
+
+async function stats() {
+  return (await fetch(`${srv.url}/stats`)).json();
+}
+
+async function waitIdle() {
+  for (let i = 0; i < 500; i++) {
+    const s = await stats();
+    if (s.pending === 0 && s.n_running === 0 && s.kv_blocks_used === 0) return s;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  assert.fail('the server did not become idle');
+}
+
+test('models.list names the served model', { skip: why ?? false }, async () => {
+  const models = await client.models.list();
+  assert.equal(models.data.length, 1);
+  assert.equal(models.data[0].id, 'stories260K');
+  assert.equal(models.data[0].object, 'model');
+});
+
+test('chat completion: message, finish reason and usage', { skip: why ?? false }, async () => {
+  const r = await client.chat.completions.create({ ...greedy, messages, max_tokens: 12 });
+  assert.equal(r.object, 'chat.completion');
+  assert.match(r.id, /^chatcmpl-/);
+  assert.equal(r.choices.length, 1);
+  assert.equal(r.choices[0].message.role, 'assistant');
+  assert.ok(r.choices[0].message.content.length > 0);
+  assert.equal(r.choices[0].finish_reason, 'length');
+  assert.equal(r.usage.completion_tokens, 12);
+  assert.ok(r.usage.prompt_tokens > 0);
+  assert.equal(r.usage.total_tokens, r.usage.prompt_tokens + 12);
+  // max_completion_tokens is the newer name of the same limit.
+  const r2 = await client.chat.completions.create({ ...greedy, messages, max_completion_tokens: 5 });
+  assert.equal(r2.usage.completion_tokens, 5);
+});
+
+test('chat streaming gives the same text as non-streaming, then usage', { skip: why ?? false }, async () => {
+  const whole = await client.chat.completions.create({ ...greedy, messages, max_tokens: 16 });
+  const stream = await client.chat.completions.create({
+    ...greedy, messages, max_tokens: 16, stream: true, stream_options: { include_usage: true },
+  });
+  let text = '', role = null, finish = null, usage = null, n = 0;
+  const ids = new Set();
+  for await (const chunk of stream) {
+    ids.add(chunk.id);
+    n++;
+    if (chunk.usage) usage = chunk.usage;
+    for (const c of chunk.choices) {
+      if (c.delta.role) role = c.delta.role;
+      if (c.delta.content) text += c.delta.content;
+      if (c.finish_reason) finish = c.finish_reason;
+    }
+  }
+  assert.equal(ids.size, 1, 'one id for every chunk');
+  assert.ok(n >= 3);
+  assert.equal(role, 'assistant');
+  assert.equal(finish, 'length');
+  assert.equal(text, whole.choices[0].message.content);
+  assert.equal(usage.completion_tokens, 16);
+  assert.equal(usage.prompt_tokens, whole.usage.prompt_tokens);
+});
+
+test('completions: string and list prompts, streaming, echo', { skip: why ?? false }, async () => {
+  const one = await client.completions.create({ ...greedy, prompt: 'Once upon a time', max_tokens: 10 });
+  assert.equal(one.object, 'text_completion');
+  assert.equal(one.usage.completion_tokens, 10);
+  const two = await client.completions.create({ ...greedy, prompt: ['Once upon a time', 'The dog'], max_tokens: 4 });
+  assert.deepEqual(two.choices.map((c) => c.index), [0, 1]);
+  assert.equal(two.choices[0].text, one.choices[0].text.slice(0, two.choices[0].text.length));
+  const stream = await client.completions.create({ ...greedy, prompt: 'Once upon a time', max_tokens: 10, stream: true });
+  let text = '';
+  for await (const chunk of stream) text += chunk.choices[0]?.text ?? '';
+  assert.equal(text, one.choices[0].text);
+  const echo = await client.completions.create({ ...greedy, prompt: 'Once upon a time', max_tokens: 3, echo: true });
+  assert.ok(echo.choices[0].text.startsWith('Once upon a time'));
+});
+
+test('n > 1 and seed reproducibility', { skip: why ?? false }, async () => {
+  const req = { model: 'stories260K', messages, max_tokens: 20, n: 3, seed: 1234, temperature: 1.0 };
+  const a = await client.chat.completions.create(req);
+  const b = await client.chat.completions.create(req);
+  assert.equal(a.choices.length, 3);
+  assert.deepEqual(a.choices.map((c) => c.message.content), b.choices.map((c) => c.message.content));
+  assert.equal(a.usage.completion_tokens, 60);
+  const c = await client.chat.completions.create({ ...req, seed: 99 });
+  assert.notDeepEqual(c.choices.map((x) => x.message.content), a.choices.map((x) => x.message.content));
+});
+
+test('stop strings end the choice before the match', { skip: why ?? false }, async () => {
+  const free = await client.completions.create({ ...greedy, prompt: 'Once upon a time', max_tokens: 20 });
+  const text = free.choices[0].text;
+  const stop = text.slice(8, 12);
+  const r = await client.completions.create({ ...greedy, prompt: 'Once upon a time', max_tokens: 20, stop: [stop] });
+  assert.equal(r.choices[0].finish_reason, 'stop');
+  assert.ok(text.startsWith(r.choices[0].text));
+  assert.ok(!r.choices[0].text.includes(stop));
+});
+
+test('logprobs and top_logprobs', { skip: why ?? false }, async () => {
+  const r = await client.chat.completions.create({ ...greedy, messages, max_tokens: 5, logprobs: true, top_logprobs: 2 });
+  const content = r.choices[0].logprobs.content;
+  assert.equal(content.length, 5);
+  for (const e of content) {
+    assert.equal(e.top_logprobs.length, 2);
+    assert.ok(e.logprob <= 0);
+    assert.equal(e.logprob, e.top_logprobs[0].logprob, 'greedy picks the most likely token');
+    assert.deepEqual(e.bytes, [...Buffer.from(e.token, 'utf8')]);
+  }
+  assert.equal(content.map((e) => e.token).join(''), r.choices[0].message.content);
+});
+
+test('errors surface as the SDK typed errors', { skip: why ?? false }, async () => {
+  await assert.rejects(client.chat.completions.create({ ...greedy, messages, temperature: 5 }),
+    (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'temperature');
+  await assert.rejects(client.chat.completions.create({ ...greedy, messages: [] }), OpenAI.BadRequestError);
+  await assert.rejects(client.chat.completions.create({ ...greedy, model: 'gpt-4o', messages }),
+    (e) => e instanceof OpenAI.NotFoundError && e.code === 'model_not_found');
+  const long = 'Once upon a time there was a cat. '.repeat(100);
+  await assert.rejects(client.completions.create({ ...greedy, prompt: long, max_tokens: 4 }),
+    (e) => e instanceof OpenAI.BadRequestError && /maximum context length is 512/.test(e.message));
+});
+
+test('authentication and a full queue map to typed errors', { skip: why ?? false }, async () => {
+  const keyed = await startServer({ args: ['--api-key', 'sk-right', '--max-queue', '2', '--max-num-seqs', '1'] });
+  try {
+    const wrong = new OpenAI({ baseURL: `${keyed.url}/v1`, apiKey: 'sk-wrong', maxRetries: 0 });
+    await assert.rejects(wrong.models.list(), OpenAI.AuthenticationError);
+    const right = new OpenAI({ baseURL: `${keyed.url}/v1`, apiKey: 'sk-right', maxRetries: 0 });
+    assert.equal((await right.models.list()).data[0].id, 'stories260K');
+    // Two long generations fill the queue (one at a time runs); a third is refused.
+    const ac = new AbortController();
+    const stream = await right.completions.create(
+      { model: 'stories260K', prompt: 'Once', max_tokens: 480, n: 2, ignore_eos: true, stream: true },
+      { signal: ac.signal });
+    const it = stream[Symbol.asyncIterator]();
+    await it.next();
+    await assert.rejects(right.completions.create({ model: 'stories260K', prompt: 'x', max_tokens: 2 }),
+      (e) => e instanceof OpenAI.RateLimitError && e.status === 429);
+    ac.abort();
+  } finally {
+    assert.equal(await keyed.stop(), 0);
+  }
+});
+
+test('a client abort mid-stream cancels the request and frees its KV blocks', { skip: why ?? false }, async () => {
+  const before = (await waitIdle()).tokens_generated;
+  const ac = new AbortController();
+  const stream = await client.completions.create(
+    { model: 'stories260K', prompt: 'Once upon a time', max_tokens: 480, n: 8, ignore_eos: true, stream: true },
+    { signal: ac.signal });
+  let chunks = 0;
+  try {
+    for await (const _ of stream) {
+      if (++chunks === 3) {
+        ac.abort();
+        break;
+      }
+    }
+  } catch (e) {
+    assert.ok(e instanceof OpenAI.APIUserAbortError || e.name === 'AbortError', String(e));
+  }
+  assert.equal(chunks, 3);
+  const s = await waitIdle();
+  assert.equal(s.kv_blocks_used, 0);
+  assert.ok(s.tokens_generated - before < 8 * 480, 'the generation was cut short');
+});
+
+test('GET /metrics passes promtool check metrics', { skip: why ?? false }, async () => {
+  const which = spawnSync('promtool', ['--version']);
+  if (which.error) return assert.fail('promtool is not installed (Debian package prometheus)');
+  const body = await (await fetch(`${srv.url}/metrics`)).text();
+  const r = spawnSync('promtool', ['check', 'metrics'], { input: body, encoding: 'utf8' });
+  assert.equal(r.status, 0, `promtool: ${r.stdout}${r.stderr}`);
+  for (const name of ['tern_time_to_first_token_seconds_bucket', 'tern_inter_token_latency_seconds_count',
+    'tern_e2e_request_latency_seconds_sum', 'tern_prompt_tokens_total', 'tern_generation_tokens_total',
+    'tern_num_requests_running', 'tern_num_requests_waiting', 'tern_kv_cache_usage_ratio',
+    'tern_prefix_cache_hit_ratio', 'tern_num_preemptions_total', 'tern_http_requests_total']) {
+    assert.ok(body.includes(name), `missing ${name}`);
+  }
+  assert.match(body, /tern_http_requests_total\{endpoint="\/v1\/chat\/completions",status="400"\} [1-9]/);
+});
