@@ -20,8 +20,8 @@ run_suite "$root/build" -DCMAKE_BUILD_TYPE=Release
 echo "== ASan + UBSan build =="
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_suite "$root/build-asan" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DTERN_SANITIZE=address;undefined"
-echo "== TSan build (threaded parts: core thread pool, engine) =="
+echo "== TSan build (threaded parts: core thread pool, engine, server) =="
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTERN_SANITIZE=thread >/dev/null
-cmake --build "$root/build-tsan" -j "$jobs" --target test_core test_engine
-ctest --test-dir "$root/build-tsan" -j "$jobs" --output-on-failure --timeout 900 -R '^(ThreadPool|Engine)'
+cmake --build "$root/build-tsan" -j "$jobs" --target test_core test_engine test_server
+ctest --test-dir "$root/build-tsan" -j "$jobs" --output-on-failure --timeout 900 -R '^(ThreadPool|Engine|Server)'
