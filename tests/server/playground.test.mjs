@@ -56,13 +56,16 @@ function countTextUpdates(page) {
 }
 
 // Sends `text` from the page and waits for the reply to finish; returns the reply's bubble.
+// Fails with the page's message when an error is shown instead.
 async function sendAndWait(page, text, { withEnter = false } = {}) {
-  const before = await page.locator('#messages .msg.assistant').count();
+  const replies = page.locator('#messages .msg.assistant'), errors = page.locator('#messages .msg.error');
+  const [nReplies, nErrors] = [await replies.count(), await errors.count()];
   await page.fill('#prompt', text);
   if (withEnter) await page.press('#prompt', 'Enter');
   else await page.click('#send');
-  const bubble = page.locator('#messages .msg.assistant').nth(before);
-  await bubble.locator('.finish').waitFor({ timeout: 60_000 });
+  const bubble = replies.nth(nReplies);
+  await bubble.locator('.finish').or(errors.nth(nErrors)).waitFor({ timeout: 60_000 });
+  if (await errors.count() > nErrors) assert.fail(`the page shows an error: ${await errors.nth(nErrors).innerText()}`);
   return bubble;
 }
 
@@ -152,9 +155,9 @@ test('the page streams a reply, keeps the conversation, shows the live stats; sc
 });
 
 test('Stop aborts the reply; server errors are shown in the page', { skip, timeout: kTimeoutMs }, async () => {
-  const { page } = ui;
+  const { page, chatBodies } = ui;
   const n = await page.locator('#messages .msg.assistant').count();
-  await page.fill('#max_tokens', '400');
+  await page.fill('#max_tokens', '200');
   await page.fill('#prompt', 'A long story');
   // Stop right after Send: the reply ends "stopped" with nothing in it, so the turn stays out
   // of the conversation and its text goes back into the box.
@@ -172,6 +175,22 @@ test('Stop aborts the reply; server errors are shown in the page', { skip, timeo
     await new Promise((r) => setTimeout(r, 50));
   }
 
+  // Stop as soon as the first piece is shown: the reply keeps what came, ends "stopped",
+  // and is part of the conversation sent with the next turn.
+  await page.evaluate(() => {
+    const observer = new MutationObserver(() => {
+      observer.disconnect();
+      document.getElementById('stop').click();
+    });
+    observer.observe(document.getElementById('messages'), { subtree: true, characterData: true });
+  });
+  const m = await page.locator('#messages .msg.assistant').count();
+  const partial = await sendAndWait(page, 'A long story');
+  assert.equal(await partial.getAttribute('data-finish'), 'stopped');
+  const partialText = await partial.locator('.text').innerText();
+  assert.ok(partialText.length > 0, 'the stopped reply keeps its text');
+  assert.equal(m + 1, await page.locator('#messages .msg.assistant').count());
+
   // A value the server refuses: its error message appears in the page.
   await page.fill('#max_tokens', '16');
   await page.fill('#temperature', '5');
@@ -180,7 +199,14 @@ test('Stop aborts the reply; server errors are shown in the page', { skip, timeo
   const error = page.locator('#messages .msg.error').last();
   await error.waitFor();
   assert.match(await error.innerText(), /400.*temperature/s);
-  await page.fill('#temperature', '0.8');
+  await page.fill('#temperature', '0');
+  const next = chatBodies.length;
+  await sendAndWait(page, 'Hello');
+  assert.deepEqual(chatBodies[next].messages.slice(-3), [
+    { role: 'user', content: 'A long story' },
+    { role: 'assistant', content: partialText },
+    { role: 'user', content: 'Hello' },
+  ]);
 });
 
 test('with --api-key the page asks for the key and sends the one typed in', { skip, timeout: kTimeoutMs }, async () => {
