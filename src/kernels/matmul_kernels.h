@@ -34,6 +34,24 @@ struct MatmulKernels {
   int max_rows;
   int max_cols;
   CpuLevel level;
+  // Optional packed form (the 32-row panel kernels): the weights re-ordered
+  // once, at load, into panels of 32 rows whose blocks hold, for each dword of
+  // the block, that dword of 16 rows side by side -- what the kernel would
+  // otherwise build with transposes on every call. Same values in the same
+  // lanes, so packed_tile gives bit-identical results to tile.
+  //
+  //   panel p (rows 32p .. 32p+31; rows past the matrix repeat its last row),
+  //   block b:  [lead bytes of rows 0..31] [half h = 0,1][dword j][16 rows x 4 bytes]
+  //             [trailing bytes of rows 0..31]            block = lead + 4 n_dwords + trail
+  struct PackLayout {
+    int lead_bytes = 0;
+    int n_dwords = 0;
+    int trail_bytes = 0;
+  };
+  PackLayout pack{};
+  // Like tile, over one packed panel of n_rows <= 32 real rows (nullptr: no packed form).
+  void (*packed_tile)(int64_t n, const void* panel, int n_rows, const void* xq, size_t x_stride, int n_cols, float* y,
+                      size_t ldy) = nullptr;
 };
 
 // Kernels for `weight_type` at the best level this CPU supports (nullptr when

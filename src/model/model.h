@@ -1,7 +1,10 @@
 // model/model.h — a Llama-family decoder-only Transformer over GGUF weights.
 //
 // Owns the parsed GGUF file; weight matrices are used in place from its
-// memory mapping (only norm vectors and biases are decoded to f32 at load).
+// memory mapping (only norm vectors and biases are decoded to f32 at load),
+// except those whose kernel has a packed form (kernels/pack.h): they are
+// re-ordered once into packed panels and their file pages released, so the
+// resident size stays that of the file (TERN_PACK=0 turns this off).
 // forward() is the whole network for one ragged batch: any mix of sequences,
 // each token with its own position. It writes keys/values into the KvCache
 // and returns logits for the tokens that ask for them.
@@ -55,19 +58,25 @@ struct LayerWeights {
 class Model {
  public:
   static Result<std::unique_ptr<Model>> load(const std::string& path);
-  static Result<std::unique_ptr<Model>> from_gguf(gguf::GgufFile file);
+  // pack: re-order matrices into their kernels' packed panels (see above);
+  // the default is TERN_PACK (on unless "0"). Results are identical either way.
+  static Result<std::unique_ptr<Model>> from_gguf(gguf::GgufFile file, bool pack = packing_default());
+  static bool packing_default();
 
   const HParams& hparams() const { return hp_; }
   const gguf::GgufFile& file() const { return file_; }
   KvShape kv_shape(KvType type = KvType::F32) const { return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim, type}; }
   // Bytes of weights read per generated token (all matrices once): for roofline figures.
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of matrices held in packed form (0 when nothing was packed).
+  uint64_t packed_bytes() const { return packed_bytes_; }
 
   // logits: resized to [n_out][n_vocab], one row per token with logits[i] = 1, in batch order.
   Status forward(const Batch& batch, KvCache& kv, std::vector<float>& logits, ThreadPool& pool) const;
 
  private:
   Status bind_weights();
+  void pack_weights();
 
   gguf::GgufFile file_;
   HParams hp_;
@@ -76,6 +85,11 @@ class Model {
   std::vector<float> output_norm_; // [n_embd]
   std::vector<LayerWeights> layers_;
   uint64_t weight_bytes_ = 0;
+  struct FreeDeleter {
+    void operator()(void* p) const;
+  };
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;  // owners of WeightView::packed
+  uint64_t packed_bytes_ = 0;
 };
 
 }  // namespace tern

@@ -1,5 +1,14 @@
-// Weight binding: GGUF tensor names → views, with shape and type checks.
+// Weight binding: GGUF tensor names → views, with shape and type checks;
+// packing of the matrices whose kernels read packed panels.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <string>
+
+#include "kernels/matmul_kernels.h"
+#include "kernels/pack.h"
 
 #include "model/model.h"
 #include "quant/quant.h"
@@ -91,6 +100,48 @@ Status Model::bind_weights() {
   return Status::ok();
 }
 
+void Model::FreeDeleter::operator()(void* p) const { std::free(p); }
+
+namespace {
+
+// Drops the file pages wholly inside [p, p + n) from this process's resident
+// set; they are read back from the file if anything touches them again.
+void release_pages(const void* p, size_t n) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+}  // namespace
+
+// TERN_PACK=0 keeps every matrix in place (read once).
+bool Model::packing_default() {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_PACK");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+void Model::pack_weights() {
+  auto pack = [&](kernels::WeightView& w) {
+    const kernels::MatmulKernels* k = kernels::matmul_kernels(w.traits->type);
+    const size_t bytes = k ? kernels::packed_bytes(*k, w) : 0;
+    if (bytes == 0) return;
+    void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!buf) return;  // out of memory: this matrix simply stays in place
+    kernels::pack_weights(*k, w, buf);
+    packed_.emplace_back(static_cast<uint8_t*>(buf));
+    w.packed = buf;
+    packed_bytes_ += bytes;
+    release_pages(w.data, static_cast<size_t>(w.n_rows) * w.row_stride_bytes);
+  };
+  for (auto& l : layers_)
+    for (kernels::WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack(*w);
+  if (output_.data != tok_embd_.data) pack(output_);  // a tied output is also the embedding table, read by row
+}
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
   auto file = gguf::GgufFile::open(path);
   if (!file) return file.status();
@@ -99,7 +150,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
   return model;
 }
 
-Result<std::unique_ptr<Model>> Model::from_gguf(gguf::GgufFile file) {
+Result<std::unique_ptr<Model>> Model::from_gguf(gguf::GgufFile file, bool pack) {
   auto model = std::unique_ptr<Model>(new Model());
   model->file_ = std::move(file);
   const gguf::TensorInfo* embd = model->file_.find_tensor("token_embd.weight");
@@ -108,6 +159,7 @@ Result<std::unique_ptr<Model>> Model::from_gguf(gguf::GgufFile file) {
   if (!hp) return hp.status();
   model->hp_ = std::move(hp).value();
   TERN_RETURN_IF_ERROR(model->bind_weights());
+  if (pack) model->pack_weights();
   return model;
 }
 

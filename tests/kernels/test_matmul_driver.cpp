@@ -10,6 +10,7 @@
 #include "core/thread_pool.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_test_util.h"
+#include "kernels/pack.h"
 #include "kernels/ref/ops.h"
 #include "quant/quant.h"
 
@@ -76,6 +77,47 @@ TEST(MatmulDriver, GroupEqualsSeparateCallsBitForBit) {
           ASSERT_EQ(std::bit_cast<uint32_t>(grp[i][e]), std::bit_cast<uint32_t>(sep[i][e]))
               << "job " << i << " elem " << e << " threads " << threads << " tokens " << n_tokens;
     }
+  }
+}
+
+// Packed panels (kernels/pack.h) are only a re-ordering of the same bytes:
+// matmul through them is bit-identical to the matrix in place, for every
+// type with a packed form, partial last panels, any token and thread count.
+TEST(MatmulDriver, PackedWeightsGiveBitIdenticalResults) {
+  int n_packed_types = 0;
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K, GgmlType::Q4_1, GgmlType::F16}) {
+    const quant::TypeTraits* tr = quant::traits(t);
+    const MatmulKernels* k = matmul_kernels(t);
+    ASSERT_NE(k, nullptr);
+    const int64_t n = tr->block_elems == 256 ? 512 : 160;
+    for (int64_t n_rows : {1, 31, 32, 77}) {
+      const testing::Problem p = testing::make_problem(t, n, n_rows, 41, static_cast<uint32_t>(n_rows), 8);
+      const WeightView view{tr, p.w.data(), p.n_rows, p.n, p.w_stride};
+      const size_t bytes = packed_bytes(*k, view);
+      if (bytes == 0) continue;  // no packed form for this type at this CPU level
+      ++n_packed_types;
+      EXPECT_EQ(bytes, static_cast<size_t>((n_rows + 31) / 32 * 32) * (n / tr->block_elems) * tr->block_bytes);
+      std::vector<uint8_t> packed(bytes + 64);
+      uint8_t* aligned = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+      pack_weights(*k, view, aligned);
+      WeightView packed_view = view;
+      packed_view.packed = aligned;
+      for (int64_t n_tokens : {1, 2, 9, 41}) {
+        for (int threads : {1, 2}) {
+          ThreadPool pool(threads);
+          std::vector<float> a(n_tokens * n_rows, NAN), b(n_tokens * n_rows, NAN);
+          matmul(view, p.x.data(), a.data(), n_tokens, pool);
+          matmul(packed_view, p.x.data(), b.data(), n_tokens, pool);
+          for (size_t e = 0; e < a.size(); ++e)
+            ASSERT_EQ(std::bit_cast<uint32_t>(a[e]), std::bit_cast<uint32_t>(b[e]))
+                << tr->name << " rows " << n_rows << " tokens " << n_tokens << " threads " << threads << " elem " << e;
+        }
+      }
+    }
+  }
+  if (best_cpu_level() == CpuLevel::Avx512) {
+    EXPECT_GT(n_packed_types, 0);
   }
 }
 

@@ -16,8 +16,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 
+#include "kernels/cpu_features.h"
 #include "model/model.h"
 #include "reference_gguf.h"
 #include "synthetic_model.h"
@@ -334,6 +336,37 @@ TEST(Archs, WeightTypes) {
     const double rel = std::sqrt(err / rms_f32);
     EXPECT_LT(rel, c.rel_budget);
     EXPECT_GT(rel, 0.0) << "the matrices were not actually stored in this type";
+  }
+}
+
+// Packed panels (kernels/pack.h) re-order the same bytes: logits are
+// bit-identical with and without packing, for every type that has a packed
+// form (row lengths of 256 so the K-quants apply; 96 rows leave a partial panel).
+TEST(Archs, PackedWeightsGiveIdenticalLogits) {
+  SynthSpec s;
+  s.n_embd = 256;
+  s.n_ff = 512;
+  s.n_vocab = 96;
+  s.seed = 12;
+  const SyntheticModel sm = test::make_synthetic(s);
+  const auto tokens = random_tokens(12, s.n_vocab, 5);
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q5_K,
+                     GgmlType::Q6_K}) {
+    SCOPED_TRACE(gguf::type_name(t));
+    auto file_a = test::to_gguf(sm, t), file_b = test::to_gguf(sm, t);
+    ASSERT_TRUE(file_a && file_b);
+    auto packed = Model::from_gguf(std::move(file_a).value(), /*pack=*/true);
+    auto plain = Model::from_gguf(std::move(file_b).value(), /*pack=*/false);
+    ASSERT_TRUE(packed && plain);
+    EXPECT_EQ(plain.value()->packed_bytes(), 0u);
+    if (kernels::best_cpu_level() == kernels::CpuLevel::Avx512) {
+      EXPECT_GT(packed.value()->packed_bytes(), 0u);
+    }
+    const Rows a = run(*packed.value(), tokens, {5, 1, 3}, 1);
+    const Rows b = run(*plain.value(), tokens, {5, 1, 3}, 1);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(0, std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float))) << "token " << i;
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/assert.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/pack.h"
 
 namespace tern::kernels {
 
@@ -93,8 +94,15 @@ void matmul_group(const MatmulJob* jobs, int n_jobs, const float* x, int64_t n_t
         const int n_rows = static_cast<int>(std::min(p.rows_per_tile, w.n_rows - r0));
         for (int64_t c = c0; c < c1; c += p.k->max_cols) {
           const int n_cols = static_cast<int>(std::min<int64_t>(p.k->max_cols, c1 - c));
-          p.k->tile(n, w.row(r0), w.row_stride_bytes, n_rows, p.xq + c * p.x_stride, p.x_stride, n_cols,
-                    jobs[j].y + c * w.n_rows + r0, static_cast<size_t>(w.n_rows));
+          float* y = jobs[j].y + c * w.n_rows + r0;
+          if (w.packed && p.k->packed_tile) {  // panels of 32 rows, r0 is a multiple of 32
+            const auto* panel = static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(r0 / 32) * packed_panel_bytes(w);
+            p.k->packed_tile(n, panel, n_rows, p.xq + c * p.x_stride, p.x_stride, n_cols, y,
+                             static_cast<size_t>(w.n_rows));
+          } else {
+            p.k->tile(n, w.row(r0), w.row_stride_bytes, n_rows, p.xq + c * p.x_stride, p.x_stride, n_cols, y,
+                      static_cast<size_t>(w.n_rows));
+          }
         }
       }
     }

@@ -21,6 +21,9 @@ struct WeightView {
   int64_t n_rows = 0;
   int64_t n_cols = 0;
   size_t row_stride_bytes = 0;
+  // The same matrix in its kernel's packed form (kernels/pack.h), or null.
+  // Only an optimisation: results are identical either way.
+  const void* packed = nullptr;
   const void* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_stride_bytes; }
 };
 

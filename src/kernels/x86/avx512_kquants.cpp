@@ -174,8 +174,15 @@ constexpr int kPanelRows = 32, kPanelCols = 32;                   // avx512_pane
 template <GgmlType kType>
 void panel_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
                 float* y, size_t ldy) {
-  avx512_kquant_panel(kType)(n, static_cast<const uint8_t*>(w), w_stride, n_rows, static_cast<const uint8_t*>(xq),
+  avx512_kquant_panel(kType, false)(n, static_cast<const uint8_t*>(w), w_stride, n_rows, static_cast<const uint8_t*>(xq),
                              x_stride, n_cols, y, ldy);
+}
+
+template <GgmlType kType>
+void packed_panel_tile(int64_t n, const void* panel, int n_rows, const void* xq, size_t x_stride, int n_cols, float* y,
+                       size_t ldy) {
+  avx512_kquant_panel(kType, true)(n, static_cast<const uint8_t*>(panel), 0, n_rows, static_cast<const uint8_t*>(xq), x_stride,
+                             n_cols, y, ldy);
 }
 
 template <class KT>
@@ -184,9 +191,20 @@ constexpr MatmulKernels row() {
           CpuLevel::Avx512};
 }
 
+// Block layout of the packed panels: lead bytes, dwords, trailing bytes.
+constexpr MatmulKernels::PackLayout pack_layout(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_K: return {0, 36, 0};
+    case GgmlType::Q5_K: return {0, 44, 0};
+    case GgmlType::Q6_K: return {0, 52, 2};
+    default: return {};
+  }
+}
+
 template <GgmlType kType>
 constexpr MatmulKernels panel_row() {
-  return {GgmlType::Q8_K, avx512_quantize_q8_k, panel_tile<kType>, kPanelRows, kPanelCols, CpuLevel::Avx512};
+  return {GgmlType::Q8_K, avx512_quantize_q8_k, panel_tile<kType>, kPanelRows, kPanelCols, CpuLevel::Avx512,
+          pack_layout(kType), packed_panel_tile<kType>};
 }
 
 constexpr MatmulKernels kQ2_K = row<Q2K>();

@@ -107,6 +107,43 @@ inline __mmask16 row_mask(int n_rows, int h) {
 
 inline __m512i bcast_dword(const uint8_t* p) { return _mm512_set1_epi32(static_cast<int>(load_u32(p))); }
 
+// Where one super-block of the panel's 32 rows comes from. Both sources give
+// the decoder the same values in the same lanes (identical results); the
+// packed one replaces the transposes with plain loads.
+//
+// Rows in place: row r's super-block at rows[r] + off.
+struct RowSource {
+  const uint8_t* const* rows;  // [32]
+  size_t off;
+  // Dwords j..j+3 / j..j+15 of the block, lane r = row 16h + r.
+  void dw4(int h, int j, __m512i out[4]) const { transpose_16x4(rows + 16 * h, off + 4 * j, out); }
+  void dw16(int h, int j, __m512i out[16]) const { transpose_16x16(rows + 16 * h, off + 4 * j, out); }
+  // Q6_K: the fp16 d in the block's last two bytes (read as dword 3 of the 16 bytes at 194,
+  // which stay inside the block).
+  __m512i tail16(int h) const {
+    __m512i t[4];
+    transpose_16x4(rows + 16 * h, off + 194, t);
+    return _mm512_srli_epi32(t[3], 16);
+  }
+};
+
+// A packed super-block (MatmulKernels::pack: n_dw dwords, then 2 trailing bytes for Q6_K):
+//   [h = 0, 1][dword j < n_dw][16 lanes x 4 bytes] [32 x 2 trailing bytes]
+struct PackedSource {
+  const uint8_t* blk;
+  int n_dw;
+  const uint8_t* at(int h, int j) const { return blk + static_cast<size_t>(h * n_dw + j) * 64; }
+  void dw4(int h, int j, __m512i out[4]) const {
+    for (int i = 0; i < 4; ++i) out[i] = load_512(at(h, j + i));
+  }
+  void dw16(int h, int j, __m512i out[16]) const {
+    for (int i = 0; i < 16; ++i) out[i] = load_512(at(h, j + i));
+  }
+  __m512i tail16(int h) const {
+    return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(at(2, 0) + 32 * h)));
+  }
+};
+
 // Unsigned / signed byte b (0..3) of every lane, as int32.
 inline __m512i byte_u(__m512i v, int b) { return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xff)); }
 inline __m512i byte_s(__m512i v, int b) { return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24); }
@@ -123,11 +160,12 @@ struct Q45KPanel {
   static constexpr size_t kBytes = kFifth ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
   static constexpr int kQs = kFifth ? 48 : 16;  // qs offset; Q5_K's qh[32] sits at 16
   static constexpr int kSubDwords = 8;
-  static void decode(const PanelRows& pr, size_t off, Decoded& dec) {
+  static constexpr int kDw = static_cast<int>(kBytes / 4);
+  template <class Src>
+  static void decode(const Src& src, Decoded& dec) {
     for (int h = 0; h < kHalves; ++h) {
-      const uint8_t* const* rows = pr.p + 16 * h;
       __m512i hdr[4];  // d | dmin << 16, then the 12 scale bytes as three words (unpack_q4k_scales)
-      transpose_16x4(rows, off, hdr);
+      src.dw4(h, 0, hdr);
       const __m512 d = half_ps(hdr[0], 0);
       dec.corr_scale[h] = half_ps(hdr[0], 1);
       const __m512i m6 = _mm512_set1_epi32(0x3f3f3f3f), m4 = _mm512_set1_epi32(0x0f0f0f0f),
@@ -145,13 +183,13 @@ struct Q45KPanel {
       // Q5_K: the fifth bit of element dword e is bit e / 8 of each byte of qh dword e % 8.
       __m512i qh[8];
       if constexpr (kFifth) {
-        transpose_16x4(rows, off + 16, qh);
-        transpose_16x4(rows, off + 32, qh + 4);
+        src.dw4(h, 4, qh);
+        src.dw4(h, 8, qh + 4);
       }
       // qs dword j = 8c + k: its low nibbles are element dword 16c + k, its high nibbles 16c + 8 + k.
       for (int g = 0; g < 2; ++g) {
         __m512i t[16];
-        transpose_16x16(rows, off + kQs + 64 * g, t);
+        src.dw16(h, kQs / 4 + 16 * g, t);
         for (int i = 0; i < 16; ++i) {
           const int c = 2 * g + i / 8, k = i % 8;
           __m512i lo = _mm512_and_si512(t[i], _mm512_set1_epi8(0x0f));
@@ -174,13 +212,13 @@ struct Q45KPanel {
 struct Q6KPanel {
   static constexpr size_t kBytes = sizeof(quant::BlockQ6_K);
   static constexpr int kSubDwords = 4;
-  static void decode(const PanelRows& pr, size_t off, Decoded& dec) {
+  static constexpr int kDw = 52;  // ql, qh, scales; then the fp16 d
+  template <class Src>
+  static void decode(const Src& src, Decoded& dec) {
     for (int h = 0; h < kHalves; ++h) {
-      const uint8_t* const* rows = pr.p + 16 * h;
-      __m512i scw[4], tail[4];
-      transpose_16x4(rows, off + 192, scw);   // scales[0..15] (int8)
-      transpose_16x4(rows, off + 194, tail);  // dword 3 = scales[14..15] | d << 16 (stays inside the block)
-      const __m512 d = half_ps(tail[3], 1);
+      __m512i scw[4];
+      src.dw4(h, 48, scw);  // scales[0..15] (int8)
+      const __m512 d = half_ps(src.tail16(h), 0);
       dec.corr_scale[h] = _mm512_mul_ps(d, _mm512_set1_ps(32.0f));
       for (int s = 0; s < 16; ++s) dec.scale[s][h] = _mm512_mul_ps(d, _mm512_cvtepi32_ps(byte_s(scw[s / 4], s % 4)));
       for (int j = 0; j < 8; ++j) {  // (scale_2j, scale_2j+1) as int16, against bsums dword j
@@ -192,10 +230,10 @@ struct Q6KPanel {
       // Element dword e = 32a + 8p + k (a: 128-element half, p: 32-element quarter): low 4 bits in
       // ql dword 16a + 8(p & 1) + k (nibble p >> 1), top 2 bits in qh dword 8a + k (bits 2p).
       __m512i qh_all[16];  // qh dwords 0..15
-      transpose_16x16(rows, off + 128, qh_all);
+      src.dw16(h, 32, qh_all);
       for (int a = 0; a < 2; ++a) {
         __m512i ql[16];
-        transpose_16x16(rows, off + 64 * a, ql);
+        src.dw16(h, 16 * a, ql);
         const __m512i* qh = qh_all + 8 * a;
         for (int q = 0; q < 4; ++q)
           for (int k = 0; k < 8; ++k) {
@@ -263,11 +301,13 @@ void tail_group(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHal
   group_block<kSubDwords, C>(dec, xc, out);
 }
 
-// n_rows <= 32 rows x n_cols columns (any), in groups of 8 columns.
-template <class PT>
+// n_rows <= 32 rows x n_cols columns (any), in groups of 8 columns. kPacked:
+// w is one packed panel (MatmulKernels::pack), w_stride unused.
+template <class PT, bool kPacked>
 void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* x, size_t x_stride, int n_cols,
            float* y, size_t ldy) {
-  const PanelRows rows(w, w_stride, n_rows);
+  const PanelRows rows(w, kPacked ? 0 : w_stride, n_rows);
+  constexpr size_t kPackedBlock = 32 * PT::kBytes;
   alignas(64) Decoded dec;
   const int64_t n_blocks = n / quant::kQK_K;
   for (int c0 = 0; c0 < n_cols; c0 += kMaxCols) {  // columns in chunks of 32 (out stays in L1)
@@ -279,13 +319,23 @@ void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
         // GEMM: the next super-block's activations and weights, from L2 (x is read in place).
         if (ib + 1 < n_blocks) {
           for (int c = 0; c < nc; ++c) prefetch_span<kXBytes>(x + (c0 + c) * x_stride + (ib + 1) * kXBytes);
-          for (int r = 0; r < n_rows; ++r) prefetch_span<PT::kBytes>(rows.p[r] + (ib + 1) * PT::kBytes);
+          if constexpr (kPacked) {
+            prefetch_span<kPackedBlock>(w + (ib + 1) * kPackedBlock);
+          } else {
+            for (int r = 0; r < n_rows; ++r) prefetch_span<PT::kBytes>(rows.p[r] + (ib + 1) * PT::kBytes);
+          }
         }
+      } else if constexpr (kPacked) {
+        prefetch_span<kPackedBlock>(w + (ib + 1) * kPackedBlock);  // GEMV: one linear stream, a block ahead
       } else {
         // GEMV: the same block of the next panel's rows (measured better here than a linear sweep).
         for (int r = 0; r < n_rows; ++r) prefetch_span<PT::kBytes + 64>(rows.p[r] + 32 * w_stride + ib * PT::kBytes);
       }
-      PT::decode(rows, ib * PT::kBytes, dec);
+      if constexpr (kPacked) {
+        PT::decode(PackedSource{w + ib * kPackedBlock, PT::kDw}, dec);
+      } else {
+        PT::decode(RowSource{rows.p, static_cast<size_t>(ib) * PT::kBytes}, dec);
+      }
       const uint8_t* xc[kMaxCols];
       for (int c = 0; c < nc; ++c) xc[c] = x + (c0 + c) * x_stride + ib * kXBytes;
       int c = 0;
@@ -299,11 +349,11 @@ void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
 
 }  // namespace
 
-PanelFn avx512_kquant_panel(gguf::GgmlType t) {
+PanelFn avx512_kquant_panel(gguf::GgmlType t, bool packed) {
   switch (t) {
-    case gguf::GgmlType::Q4_K: return panel<Q45KPanel<false>>;
-    case gguf::GgmlType::Q5_K: return panel<Q45KPanel<true>>;
-    case gguf::GgmlType::Q6_K: return panel<Q6KPanel>;
+    case gguf::GgmlType::Q4_K: return packed ? panel<Q45KPanel<false>, true> : panel<Q45KPanel<false>, false>;
+    case gguf::GgmlType::Q5_K: return packed ? panel<Q45KPanel<true>, true> : panel<Q45KPanel<true>, false>;
+    case gguf::GgmlType::Q6_K: return packed ? panel<Q6KPanel, true> : panel<Q6KPanel, false>;
     default: return nullptr;
   }
 }

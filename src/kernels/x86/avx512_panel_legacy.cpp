@@ -88,6 +88,35 @@ inline __m512i bcast_dword(const uint8_t* p) { return _mm512_set1_epi32(static_c
 // The fp16 d in the low half of every lane of the block's first dword, as f32.
 inline __m512 d_ps(__m512i first) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(first)); }
 
+// Where one block of the panel's 32 rows comes from. Both sources hand the
+// decoder the same values in the same lanes, so the arithmetic -- and every
+// result -- is identical; the packed one just skips the transposes.
+//
+// Rows in place: each row's block at rows[r] + off, transposed on the fly.
+struct RowSource {
+  const uint8_t* const* rows;  // [32]
+  size_t off;
+  __m512 d(int h) const {
+    __m512i hdr[4];
+    transpose_16x4(rows + 16 * h, off, hdr);
+    return d_ps(hdr[0]);
+  }
+  // Dwords j..j+3 of the bytes after d, lane r = row 16h + r.
+  void dw4(int h, int j, __m512i out[4]) const { transpose_16x4(rows + 16 * h, off + 2 + 4 * j, out); }
+};
+
+// A packed block (MatmulKernels::pack: lead 2 bytes, n_dw dwords):
+//   [32 x fp16 d] [h = 0, 1][dword j < n_dw][16 lanes x 4 bytes]
+struct PackedSource {
+  const uint8_t* blk;
+  int n_dw;
+  __m512 d(int h) const { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 * h))); }
+  void dw4(int h, int j, __m512i out[4]) const {
+    const uint8_t* p = blk + 64 + static_cast<size_t>(h * n_dw + j) * 64;
+    for (int i = 0; i < 4; ++i) out[i] = load_512(p + 64 * i);
+  }
+};
+
 // Nibbles of 16 qs bytes (dwords t[0..3]): low nibbles are element dwords 0..3, high 4..7.
 inline void split_nibbles(const __m512i t[4], int h, Decoded& dec) {
   for (int k = 0; k < 4; ++k) {
@@ -99,11 +128,12 @@ inline void split_nibbles(const __m512i t[4], int h, Decoded& dec) {
 struct Q4_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
   static constexpr int kOffset = 8;
-  static void decode(const uint8_t* const* rows, size_t off, int h, Decoded& dec) {
-    __m512i hdr[4], t[4];
-    transpose_16x4(rows, off, hdr);
-    transpose_16x4(rows, off + 2, t);
-    dec.d[h] = d_ps(hdr[0]);
+  static constexpr int kDwords = 4;
+  template <class Src>
+  static void decode(const Src& src, int h, Decoded& dec) {
+    __m512i t[4];
+    src.dw4(h, 0, t);
+    dec.d[h] = src.d(h);
     split_nibbles(t, h, dec);
   }
 };
@@ -111,15 +141,14 @@ struct Q4_0 {
 struct Iq4Nl {
   static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
   static constexpr int kOffset = 128;
-  static void decode(const uint8_t* const* rows, size_t off, int h, Decoded& dec) {
-    __m512i hdr[4], t[4];
-    transpose_16x4(rows, off, hdr);
-    transpose_16x4(rows, off + 2, t);
-    dec.d[h] = d_ps(hdr[0]);
+  static constexpr int kDwords = 4;
+  // Q4_0's nibbles are indices into the code book.
+  template <class Src>
+  static void decode(const Src& src, int h, Decoded& dec) {
+    Q4_0::decode(src, h, dec);
     alignas(16) uint8_t shifted[16];
     for (int i = 0; i < 16; ++i) shifted[i] = static_cast<uint8_t>(quant::kIq4nlValues[i] + 128);
     const __m512i table = _mm512_broadcast_i32x4(load_128(shifted));
-    split_nibbles(t, h, dec);
     for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_shuffle_epi8(table, dec.w[k][h]);
   }
 };
@@ -127,12 +156,13 @@ struct Iq4Nl {
 struct Q8_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
   static constexpr int kOffset = 128;
-  static void decode(const uint8_t* const* rows, size_t off, int h, Decoded& dec) {
-    __m512i hdr[4], t[8];
-    transpose_16x4(rows, off, hdr);
-    transpose_16x4(rows, off + 2, t);
-    transpose_16x4(rows, off + 18, t + 4);
-    dec.d[h] = d_ps(hdr[0]);
+  static constexpr int kDwords = 8;
+  template <class Src>
+  static void decode(const Src& src, int h, Decoded& dec) {
+    __m512i t[8];
+    src.dw4(h, 0, t);
+    src.dw4(h, 4, t + 4);
+    dec.d[h] = src.d(h);
     for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_xor_si512(t[k], _mm512_set1_epi8(static_cast<char>(0x80)));
   }
 };
@@ -180,11 +210,13 @@ void tail_group(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHal
   group_block<kOffset, C>(dec, xc, out);
 }
 
-// n_rows <= 32 rows x n_cols columns (any), in groups of 8 columns.
-template <class WT>
+// n_rows <= 32 rows x n_cols columns (any), in groups of 8 columns. kPacked:
+// w is one packed panel (MatmulKernels::pack), w_stride unused.
+template <class WT, bool kPacked>
 void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* x, size_t x_stride, int n_cols,
            float* y, size_t ldy) {
-  const PanelRows rows(w, w_stride, n_rows);
+  const PanelRows rows(w, kPacked ? 0 : w_stride, n_rows);
+  constexpr size_t kPackedBlock = 32 * WT::kBytes;
   alignas(64) Decoded dec;
   for (int c0 = 0; c0 < n_cols; c0 += kMaxCols) {  // columns in chunks of 32 (out stays in L1)
     const int nc = n_cols - c0 < kMaxCols ? n_cols - c0 : kMaxCols;
@@ -195,12 +227,24 @@ void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
       if (nc >= kGroupCols) {
         if (ib % 4 == 0 && ib + 4 < n_blocks) {  // GEMM: the next four blocks of activations and weights, from L2
           for (int c = 0; c < nc; ++c) prefetch_span<4 * kXBytes>(x + (c0 + c) * x_stride + (ib + 4) * kXBytes);
-          for (int r = 0; r < n_rows; ++r) prefetch_span<4 * WT::kBytes>(rows.p[r] + (ib + 4) * WT::kBytes);
+          if constexpr (kPacked) {
+            prefetch_span<4 * kPackedBlock>(w + (ib + 4) * kPackedBlock);
+          } else {
+            for (int r = 0; r < n_rows; ++r) prefetch_span<4 * WT::kBytes>(rows.p[r] + (ib + 4) * WT::kBytes);
+          }
         }
+      } else if constexpr (kPacked) {
+        prefetch_span<kPackedBlock>(w + (ib + 4) * kPackedBlock);  // GEMV: one linear stream, 4 blocks ahead
       } else {
         prefetch_next_panel(w, w_stride, ib, n_blocks);  // GEMV: the next panel from DRAM
       }
-      for (int h = 0; h < kHalves; ++h) WT::decode(rows.p + 16 * h, ib * WT::kBytes, h, dec);
+      if constexpr (kPacked) {
+        const PackedSource src{w + ib * kPackedBlock, WT::kDwords};
+        for (int h = 0; h < kHalves; ++h) WT::decode(src, h, dec);
+      } else {
+        const RowSource src{rows.p, static_cast<size_t>(ib) * WT::kBytes};
+        for (int h = 0; h < kHalves; ++h) WT::decode(src, h, dec);
+      }
       const uint8_t* xc[kMaxCols];
       for (int c = 0; c < nc; ++c) xc[c] = x + (c0 + c) * x_stride + ib * kXBytes;
       int c = 0;
@@ -214,11 +258,11 @@ void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
 
 }  // namespace
 
-PanelFn avx512_legacy_panel(GgmlType t) {
+PanelFn avx512_legacy_panel(GgmlType t, bool packed) {
   switch (t) {
-    case GgmlType::Q4_0: return panel<Q4_0>;
-    case GgmlType::Q8_0: return panel<Q8_0>;
-    case GgmlType::IQ4_NL: return panel<Iq4Nl>;
+    case GgmlType::Q4_0: return packed ? panel<Q4_0, true> : panel<Q4_0, false>;
+    case GgmlType::Q8_0: return packed ? panel<Q8_0, true> : panel<Q8_0, false>;
+    case GgmlType::IQ4_NL: return packed ? panel<Iq4Nl, true> : panel<Iq4Nl, false>;
     default: return nullptr;
   }
 }

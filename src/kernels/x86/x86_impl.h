@@ -41,8 +41,9 @@ void avx2_convert_bf16(const float* x, void* xq, int64_t n);
 // same operations whatever the tile shape, i.e. bit-exact across batch sizes.
 using PanelFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8_t* xq, size_t x_stride,
                          int n_cols, float* y, size_t ldy);
-PanelFn avx512_kquant_panel(gguf::GgmlType weight_type);   // Q4_K Q5_K Q6_K
-PanelFn avx512_legacy_panel(gguf::GgmlType weight_type);   // Q4_0 Q8_0 IQ4_NL
+// packed: the kernel reading one packed panel (MatmulKernels::pack) instead of rows in place.
+PanelFn avx512_kquant_panel(gguf::GgmlType weight_type, bool packed);   // Q4_K Q5_K Q6_K
+PanelFn avx512_legacy_panel(gguf::GgmlType weight_type, bool packed);   // Q4_0 Q8_0 IQ4_NL
 
 // Each returns its family's row for the type, or nullptr.
 const MatmulKernels* avx512_legacy_kernels(gguf::GgmlType weight_type);
