@@ -8,6 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
@@ -26,14 +27,19 @@ function tmpDir(prefix) {
   return d;
 }
 
-// A browser on a fresh profile, and a page on `url` that records every request it makes
-// and every script error.
-async function openPlayground(url) {
-  const context = await chromium.launchPersistentContext(tmpDir('tern-chromium-'), {
+// One browser on a fresh profile for all the tests.
+let browser;
+function browserContext() {
+  browser ??= chromium.launchPersistentContext(tmpDir('tern-chromium-'), {
     executablePath: kChromium, headless: true, args: kChromiumArgs,
     viewport: { width: 1280, height: 860 }, colorScheme: 'light',
   });
-  const page = context.pages()[0] ?? await context.newPage();
+  return browser;
+}
+
+// A page on `url` that records every request it makes and every script error.
+async function openPlayground(url) {
+  const page = await (await browserContext()).newPage();
   const requests = [], chatBodies = [], pageErrors = [];
   page.on('request', (r) => {
     requests.push(r.url());
@@ -42,7 +48,7 @@ async function openPlayground(url) {
   page.on('pageerror', (e) => pageErrors.push(e.message));
   const resp = await page.goto(`${url}/`);
   assert.equal(resp.status(), 200);
-  return { context, page, requests, chatBodies, pageErrors };
+  return { page, requests, chatBodies, pageErrors };
 }
 
 // Counts the text changes of assistant replies from now on: one per streamed piece.
@@ -75,7 +81,7 @@ before(async () => {
   srv = await startServer();
 }, { timeout: kTimeoutMs });
 after(async () => {
-  if (ui) await ui.context.close();
+  if (browser) await (await browser).close();
   if (srv) assert.equal(await srv.stop(), 0, `tern serve did not exit 0:\n${srv.stderr()}`);
   if (keyed) await keyed.stop();
   for (const d of tmpDirs) fs.rmSync(d, { recursive: true, force: true });
@@ -155,6 +161,7 @@ test('the page streams a reply, keeps the conversation, shows the live stats; sc
 });
 
 test('Stop aborts the reply; server errors are shown in the page', { skip, timeout: kTimeoutMs }, async () => {
+  ui ??= await openPlayground(srv.url);
   const { page, chatBodies } = ui;
   const n = await page.locator('#messages .msg.assistant').count();
   await page.fill('#max_tokens', '200');
@@ -211,8 +218,7 @@ test('Stop aborts the reply; server errors are shown in the page', { skip, timeo
 
 test('with --api-key the page asks for the key and sends the one typed in', { skip, timeout: kTimeoutMs }, async () => {
   keyed = await startServer({ args: ['--api-key', 'playground-secret'] });
-  const { page } = ui;
-  await page.goto(`${keyed.url}/`);  // another origin (port): nothing stored yet
+  const { page } = await openPlayground(keyed.url);
   await page.locator('#stats-note').filter({ hasText: /API key/ }).waitFor();
   await page.fill('#max_tokens', '16');
   await page.fill('#prompt', 'Hello');
@@ -230,4 +236,61 @@ test('with --api-key the page asks for the key and sends the one typed in', { sk
   assert.equal(await page.inputValue('#api-key'), 'playground-secret');
   assert.equal(await keyed.stop(), 0);
   keyed = null;
+});
+
+// An SSE body written a few bytes at a time: events and UTF-8 characters split across reads.
+async function dribble(res, events) {
+  res.writeHead(200, { 'Content-Type': 'text/event-stream', 'Cache-Control': 'no-cache' });
+  const bytes = Buffer.from(events.join(''));
+  for (let i = 0; i < bytes.length; i += 3) {
+    res.write(bytes.subarray(i, i + 3));
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  res.end();
+}
+
+test('the page reads SSE split anywhere, with CRLF, comments and a mid-stream error', { skip, timeout: kTimeoutMs }, async () => {
+  // The page as tern serves it, in front of scripted streams.
+  const html = await (await fetch(`${srv.url}/`)).text();
+  const chunk = (delta, finish = null) => 'data: ' + JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk',
+    created: 1, model: 'm', choices: [{ index: 0, delta, finish_reason: finish }] }) + '\r\n\r\n';
+  const streams = [
+    [': keep-alive\r\n\r\n', chunk({ role: 'assistant' }), chunk({ content: 'Héllo' }), ': ping\n\n',
+      chunk({ content: ' wörld ✓ ' }), chunk({ content: '🐦' }), chunk({}, 'stop'),
+      'data: ' + JSON.stringify({ id: 'chatcmpl-1', object: 'chat.completion.chunk', created: 1, model: 'm', choices: [],
+        usage: { prompt_tokens: 5, completion_tokens: 4, total_tokens: 9 } }) + '\n\n', 'data: [DONE]\n\n'],
+    [chunk({ role: 'assistant' }), chunk({ content: 'Half' }),
+      'data: ' + JSON.stringify({ error: { message: 'scripted failure', type: 'server_error', param: null, code: null } }) + '\n\n'],
+  ];
+  const fake = http.createServer(async (req, res) => {
+    if (req.url === '/') return res.writeHead(200, { 'Content-Type': 'text/html; charset=utf-8' }).end(html);
+    if (req.url === '/v1/chat/completions') {
+      for await (const _ of req);  // eslint-disable-line no-unused-vars
+      return dribble(res, streams.shift());
+    }
+    const upstream = await fetch(`${srv.url}${req.url}`);  // /stats, /v1/models
+    res.writeHead(upstream.status, { 'Content-Type': 'application/json' }).end(await upstream.text());
+  });
+  await new Promise((r) => fake.listen(0, '127.0.0.1', r));
+  let page;
+  try {
+    page = await (await browserContext()).newPage();
+    await page.goto(`http://127.0.0.1:${fake.address().port}/`);
+    const reply = await sendAndWait(page, 'Hi');
+    assert.equal(await reply.locator('.text').innerText(), 'Héllo wörld ✓ 🐦');
+    assert.equal(await reply.getAttribute('data-finish'), 'stop');
+    assert.equal(await reply.locator('.tokens').innerText(), '4 tokens');
+
+    await page.fill('#prompt', 'Again');
+    await page.click('#send');
+    const error = page.locator('#messages .msg.error');
+    await error.waitFor();
+    assert.match(await error.innerText(), /scripted failure/);
+    const failed = page.locator('#messages .msg.assistant').nth(1);
+    assert.equal(await failed.locator('.text').innerText(), 'Half');
+    assert.equal(await failed.getAttribute('data-finish'), 'error');
+  } finally {
+    await page?.close();
+    fake.close();
+  }
 });
