@@ -48,6 +48,9 @@ bool is_float_type(const std::string& t) { return t == "F32" || t == "F16" || t 
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
+  // `tern bench serve|sweep ...`: the serving load generator (cmd_bench_serve.cpp).
+  if (argc >= 1 && std::string(argv[0]) == "serve") return cmd_bench_serve(argc - 1, argv + 1);
+  if (argc >= 1 && std::string(argv[0]) == "sweep") return cmd_bench_sweep(argc - 1, argv + 1);
   std::string model_path, batches_text;
   int n_threads = 0;
   bool json = false;
