@@ -1,4 +1,5 @@
 // tern perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [--json]
+//                 [--save-logits BASE.bin | --kl-divergence BASE.bin]
 #include <unistd.h>
 
 #include <chrono>
@@ -8,6 +9,7 @@
 #include "commands.h"
 #include "core/mmap.h"
 #include "engine/perplexity.h"
+#include "logits_pass.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tern::cli {
@@ -16,13 +18,17 @@ int cmd_perplexity(int argc, char** argv) {
   std::string model_path, text_path;
   int n_ctx = 512, n_chunks = 0, n_threads = 0;
   bool json = false;
-  ArgParser args("perplexity", "tern perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [--json]");
+  std::string save_logits, kl_base;
+  ArgParser args("perplexity",
+                 "tern perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [--json] [--save-logits F | --kl-divergence F]");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-f,--file", &text_path, "text file to score");
   args.add("-c,--ctx-size", &n_ctx, "window size in tokens (default 512)");
   args.add("--chunks", &n_chunks, "score only the first N windows (default all)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   args.add_flag("--json", &json, "print {\"perplexity\", \"tokens\", \"windows\"} as JSON");
+  args.add("--save-logits", &save_logits, "save the scored distributions to F (the base for --kl-divergence)");
+  args.add("--kl-divergence", &kl_base, "compare with base distributions saved in F: KL, top-1 agreement, PPL ratio");
   if (auto s = args.parse(argc, argv); !s) return report(s);
   if (args.help_requested()) {
     std::fputs(args.help_text().c_str(), stdout);
@@ -31,6 +37,8 @@ int cmd_perplexity(int argc, char** argv) {
   if (model_path.empty() || text_path.empty())
     return report(error(ErrorKind::InvalidArgument, "perplexity: -m MODEL and -f TEXT are required"));
   if (n_chunks < 0 || n_threads < 0) return report(error(ErrorKind::InvalidArgument, "perplexity: negative count"));
+  if (!save_logits.empty() && !kl_base.empty())
+    return report(error(ErrorKind::InvalidArgument, "perplexity: --save-logits and --kl-divergence are separate runs"));
   auto text = read_file(text_path);
   if (!text) return report(text.status());
   auto model = Model::load(model_path);
@@ -50,19 +58,39 @@ int cmd_perplexity(int argc, char** argv) {
   o.bos = (*tok)->bos_id();
   ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
   const bool tty = isatty(STDERR_FILENO);
-  auto res = compute_perplexity(**model, tokens, o, pool, [&](int w, double ppl) {
+  auto on_window = [&](int w, double ppl) {
     if (tty) std::fprintf(stderr, "\rwindow %d: perplexity %.4f", w + 1, ppl);
-  });
+  };
+  Result<PerplexityResult> res = error(ErrorKind::Internal, "unset");
+  std::optional<eval::KlSummary> kl;
+  if (save_logits.empty() && kl_base.empty()) {
+    res = compute_perplexity(**model, tokens, o, pool, on_window);
+  } else {
+    auto pass = run_logits_pass(**model, tokens, {o, save_logits, kl_base}, pool, on_window);
+    if (pass) {
+      res = PerplexityResult{pass->perplexity, pass->nll_mean, pass->n_scored, pass->n_windows};
+      kl = pass->kl;
+    } else {
+      res = pass.status();
+    }
+  }
   if (tty) std::fputc('\n', stderr);
   if (!res) return report(res.status());
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (json) {
-    std::printf("{\"perplexity\": %.6f, \"tokens\": %lld, \"windows\": %d}\n", res->perplexity,
+    std::printf("{\"perplexity\": %.6f, \"tokens\": %lld, \"windows\": %d", res->perplexity,
                 static_cast<long long>(res->n_scored), res->n_windows);
+    if (kl)
+      std::printf(", \"kl_mean\": %.8f, \"kl_median\": %.8f, \"kl_p99\": %.8f, \"kl_max\": %.8f, "
+                  "\"top1_agreement\": %.6f, \"ppl_base\": %.6f, \"ppl_ratio\": %.8f",
+                  kl->kl_mean, kl->kl_median, kl->kl_p99, kl->kl_max, kl->top1_agreement, kl->ppl_base, kl->ppl_ratio);
+    std::printf("}\n");
   } else {
     std::printf("perplexity: %.4f (%lld tokens scored in %d windows of %d)\n", res->perplexity,
                 static_cast<long long>(res->n_scored), res->n_windows, n_ctx);
+    if (kl) print_kl_summary(*kl);
   }
+  if (!save_logits.empty()) std::fprintf(stderr, "tern: saved the scored distributions to %s\n", save_logits.c_str());
   std::fprintf(stderr, "tern: %zu tokens in the text, %.1f s, %.1f tok/s evaluated\n", tokens.size(), s,
                res->n_windows * static_cast<double>(n_ctx) / s);
   return 0;

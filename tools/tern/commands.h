@@ -18,6 +18,8 @@ int cmd_serve(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_batch(int argc, char** argv);
+int cmd_eval(int argc, char** argv);
+int cmd_report(int argc, char** argv);
 
 // Prints "tern: <message>" to stderr and returns the exit code for its kind
 // (2 for usage errors, 1 otherwise).

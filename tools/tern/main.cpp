@@ -30,6 +30,8 @@ constexpr Command kCommands[] = {
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with a web playground and Prometheus metrics"},
     {"bench", cmd_bench, "measure pp/tg/batched throughput against the machine's limits"},
     {"batch", cmd_batch, "run a JSONL file of requests through the serving engine"},
+    {"eval", cmd_eval, "eval quant: quantize a model to several types, table of quality (PPL, KL) and speed"},
+    {"report", cmd_report, "assemble result JSON files into a markdown report with tables and SVG charts"},
 };
 
 void print_usage(FILE* out) {

@@ -1,0 +1,168 @@
+// End-to-end: the `tern` binary saves base logits for stories260K, measures KL
+// of the same model and of a Q8_0 quantization against them, runs
+// `tern eval quant` with two types, and `tern report` on its JSON.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "../model/model_fixture.h"
+#include "eval/results.h"
+#include "xml_check.h"
+
+namespace tern {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Output {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class EvalCli : public ::testing::Test {
+ protected:
+  static fs::path dir() {
+    static const fs::path d = fs::path(TERN_BINARY_DIR) / ("eval_cli." + std::to_string(::getpid()));
+    return d;
+  }
+  static void SetUpTestSuite() { fs::create_directories(dir()); }
+  static void TearDownTestSuite() { fs::remove_all(dir()); }
+
+  static Output tern(const std::string& args) {
+    const fs::path err_path = dir() / "stderr.txt";
+    const std::string cmd = std::string(TERN_BINARY_DIR) + "/tools/tern/tern " + args + " 2>" + quote(err_path) + " </dev/null";
+    Output o;
+    FILE* p = popen(cmd.c_str(), "r");
+    if (!p) return o;
+    char buf[4096];
+    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) o.out.append(buf, n);
+    const int status = pclose(p);
+    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    o.err = slurp(err_path);
+    return o;
+  }
+  static std::string text() { return quote(std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt"); }
+  // Three windows of 128 tokens: enough to compare, quick to run.
+  static std::string ppl_args(const std::string& model) {
+    return "perplexity -m " + quote(model) + " -f " + text() + " -c 128 --chunks 3 -t 2 ";
+  }
+  static const std::string& base_logits() {
+    static const std::string path = [] {
+      const std::string p = (dir() / "base.logits").string();
+      const Output o = tern(ppl_args(test::stories_gguf()) + "--save-logits " + quote(p));
+      EXPECT_EQ(o.exit_code, 0) << o.err;
+      return p;
+    }();
+    return path;
+  }
+};
+
+TEST_F(EvalCli, KlOfTheSameModelIsZero) {
+  TERN_REQUIRE_STORIES();
+  ASSERT_TRUE(fs::exists(base_logits()));
+  const Output o = tern(ppl_args(test::stories_gguf()) + "--json --kl-divergence " + quote(base_logits()));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  EXPECT_LT(j["kl_mean"].get<double>(), 1e-5);
+  EXPECT_LT(j["kl_p99"].get<double>(), 1e-4);
+  EXPECT_DOUBLE_EQ(j["top1_agreement"].get<double>(), 1.0);
+  EXPECT_NEAR(j["ppl_ratio"].get<double>(), 1.0, 1e-9);
+  EXPECT_EQ(j["tokens"].get<int>(), 3 * 63);
+}
+
+TEST_F(EvalCli, KlOfQ8IsSmallAndPositive) {
+  TERN_REQUIRE_STORIES();
+  const std::string q8 = (dir() / "q8.gguf").string();
+  const Output q = tern("quantize " + quote(test::stories_gguf()) + " " + quote(q8) + " Q8_0 -t 2");
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const Output o = tern(ppl_args(q8) + "--kl-divergence " + quote(base_logits()));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("KL divergence vs base"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("top-1 agreement"), std::string::npos);
+  const Output j = tern(ppl_args(q8) + "--json --kl-divergence " + quote(base_logits()));
+  const auto r = nlohmann::json::parse(j.out);
+  EXPECT_GT(r["kl_mean"].get<double>(), 1e-7);
+  EXPECT_LT(r["kl_mean"].get<double>(), 0.05);
+  EXPECT_GT(r["top1_agreement"].get<double>(), 0.9);
+}
+
+TEST_F(EvalCli, MismatchedLogitsAreRejected) {
+  TERN_REQUIRE_STORIES();
+  const std::string m = quote(test::stories_gguf());
+  const Output ctx = tern("perplexity -m " + m + " -f " + text() + " -c 64 --chunks 3 --kl-divergence " + quote(base_logits()));
+  EXPECT_NE(ctx.exit_code, 0);
+  EXPECT_NE(ctx.err.find("-c 128"), std::string::npos) << ctx.err;
+  const Output chunks = tern("perplexity -m " + m + " -f " + text() + " -c 128 --chunks 2 --kl-divergence " + quote(base_logits()));
+  EXPECT_NE(chunks.exit_code, 0);
+  const fs::path cut = dir() / "cut.logits";
+  fs::copy_file(base_logits(), cut, fs::copy_options::overwrite_existing);
+  fs::resize_file(cut, fs::file_size(cut) / 2);
+  const Output trunc = tern(ppl_args(test::stories_gguf()) + "--kl-divergence " + quote(cut.string()));
+  EXPECT_NE(trunc.exit_code, 0);
+  EXPECT_NE(trunc.err.find("truncated"), std::string::npos) << trunc.err;
+}
+
+TEST_F(EvalCli, EvalQuantThenReport) {
+  TERN_REQUIRE_STORIES();
+  const fs::path json = dir() / "quant.json", svg = dir() / "quant.svg", md = dir() / "REPORT.md";
+  const Output o = tern("eval quant -m " + quote(test::stories_gguf()) + " -f " + text() +
+                        " --types Q8_0,Q4_0 -c 128 --chunks 2 -p 16 -n 4 -r 1 -t 2 --price-per-hour 1.5 --json " +
+                        quote(json.string()) + " --plot " + quote(svg.string()));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("| type |"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("| base (F32) |"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("| Q8_0 |"), std::string::npos);
+  EXPECT_NE(o.out.find("| Q4_0 |"), std::string::npos);
+  EXPECT_NE(o.out.find("cost / M tg tokens"), std::string::npos);
+
+  auto parsed = eval::parse_result_json(slurp(json), json.string());
+  ASSERT_TRUE(parsed) << parsed.status().message();
+  ASSERT_EQ(parsed->kind, eval::ResultKind::QuantEval);
+  const auto& rows = parsed->quant.rows;
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].kl_mean, 0.0);
+  EXPECT_GT(rows[2].kl_mean, rows[1].kl_mean);  // Q4_0 further from the base than Q8_0
+  EXPECT_LT(rows[1].bits_per_weight, rows[0].bits_per_weight);
+  EXPECT_GT(rows[1].tg_tok_s, 0.0);
+  EXPECT_FALSE(parsed->quant.setup.cpu_model.empty());
+  EXPECT_NE(parsed->quant.setup.command.find("eval quant"), std::string::npos);
+
+  const auto x = test::check_xml(slurp(svg));
+  ASSERT_TRUE(x.ok) << x.error;
+  std::vector<std::string> series;
+  for (const auto& e : x.elements)
+    if (e.attrs.count("class") && e.attrs.at("class") == "series") series.push_back(e.attrs.at("data-name"));
+  EXPECT_EQ(series, (std::vector<std::string>{"base (F32)", "Q8_0", "Q4_0"}));
+  if (std::system("command -v xmllint >/dev/null 2>&1") == 0) {
+    EXPECT_EQ(std::system(("xmllint --noout " + quote(svg.string())).c_str()), 0);
+  }
+
+  const Output r = tern("report " + quote(json.string()) + " -o " + quote(md.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string report = slurp(md);
+  EXPECT_NE(report.find("## Setup"), std::string::npos) << report;
+  EXPECT_NE(report.find("| Q4_0 |"), std::string::npos);
+  EXPECT_NE(report.find("](REPORT-1.svg)"), std::string::npos);
+  EXPECT_TRUE(test::check_xml(slurp(dir() / "REPORT-1.svg")).ok);
+  const Output bad = tern("report " + quote(md.string()) + " -o " + quote((dir() / "x.md").string()));
+  EXPECT_NE(bad.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace tern

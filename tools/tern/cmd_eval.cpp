@@ -1,0 +1,258 @@
+// tern eval quant -m BASE.gguf --types Q8_0,Q4_K_M,... -f TEXT [options]
+// Quantizes the base model to each type, then measures every file on the same
+// text and machine: perplexity, KL divergence against the base's saved
+// distributions, top-1 agreement, and pp/tg speed. Prints one markdown table
+// (stdout); --json and --plot write the record and a quality–speed scatter.
+#include <unistd.h>
+
+#include <cstdio>
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "args.h"
+#include "commands.h"
+#include "core/mmap.h"
+#include "engine/bench.h"
+#include "eval/report.h"
+#include "logits_pass.h"
+#include "model/quantize.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tern::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct EvalQuantArgs {
+  std::string model_path, text_path, types_text = "Q8_0,Q6_K,Q5_K_M,Q4_K_M,Q4_0", out_dir, json_path, plot_path;
+  std::string plot_metric = "kl";
+  int n_ctx = 0, n_chunks = 0, n_threads = 0;
+  BenchOptions bench{.n_prompt = 128, .n_gen = 32, .batches = {}, .n_batch = 512, .repetitions = 3, .seed = 42};
+  float price_per_hour = 0;
+};
+
+// "Q8_0 x7, F32 x5": the tensor types a file really holds, most common first.
+std::string tensor_types(const Model& m) {
+  std::map<std::string, int> counts;
+  for (const auto& t : m.file().tensors()) ++counts[std::string(gguf::type_name(t.type))];
+  std::vector<std::pair<int, std::string>> order;
+  for (const auto& [name, n] : counts) order.emplace_back(-n, name);
+  std::sort(order.begin(), order.end());
+  std::string out;
+  for (const auto& [neg, name] : order) out += (out.empty() ? "" : ", ") + name + " x" + std::to_string(-neg);
+  return out;
+}
+
+// The type holding most of the file's bytes ("F32" for a converted base).
+std::string main_type(const Model& m) {
+  std::map<std::string, uint64_t> bytes;
+  for (const auto& t : m.file().tensors()) bytes[std::string(gguf::type_name(t.type))] += t.n_bytes;
+  auto it = std::max_element(bytes.begin(), bytes.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+  return it == bytes.end() ? "?" : it->first;
+}
+
+double bits_per_weight(const Model& m) {
+  uint64_t bytes = 0, elements = 0;
+  for (const auto& t : m.file().tensors()) bytes += t.n_bytes, elements += t.n_elements;
+  return elements ? 8.0 * bytes / elements : 0.0;
+}
+
+void status_line(const std::string& what) {
+  if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\r\033[K%s", what.c_str());
+  else std::fprintf(stderr, "%s\n", what.c_str());
+}
+
+// Measures one model file into a table row: quality against the base logits
+// (or saves them, for the base) and speed.
+Result<eval::QuantEvalRow> measure(const std::string& label, const std::string& path, const std::vector<TokenId>& tokens,
+                                   const PerplexityOptions& ppl, const std::string& logits_path, bool is_base,
+                                   const EvalQuantArgs& a, ThreadPool& pool) {
+  auto model = Model::load(path);
+  if (!model) return model.status();
+  const Model& m = **model;
+  eval::QuantEvalRow row;
+  row.type = label;
+  row.is_base = is_base;
+  row.file_bytes = fs::file_size(path);
+  row.bits_per_weight = bits_per_weight(m);
+  row.tensor_types = tensor_types(m);
+  LogitsPassOptions lo{ppl, is_base ? logits_path : "", is_base ? "" : logits_path};
+  auto pass = run_logits_pass(m, tokens, lo, pool, [&](int w, double p) {
+    if (isatty(STDERR_FILENO))
+      std::fprintf(stderr, "\r\033[Keval: %s: window %d, perplexity %.4f", label.c_str(), w + 1, p);
+  });
+  if (!pass) return pass.status().with_context(label);
+  row.ppl = pass->perplexity;
+  if (pass->kl) {
+    row.ppl_ratio = pass->kl->ppl_ratio;
+    row.kl_mean = pass->kl->kl_mean;
+    row.kl_median = pass->kl->kl_median;
+    row.kl_p99 = pass->kl->kl_p99;
+    row.kl_max = pass->kl->kl_max;
+    row.top1 = pass->kl->top1_agreement;
+  } else {  // the base against itself
+    row.ppl_ratio = 1.0;
+    row.kl_mean = row.kl_median = row.kl_p99 = row.kl_max = 0.0;
+    row.top1 = 1.0;
+  }
+  status_line("eval: " + label + ": measuring speed");
+  auto bench = run_bench(m, a.bench, pool);
+  if (!bench) return bench.status().with_context(label);
+  const int n = pool.n_threads();
+  if (bench->pp.tokens > 0) row.pp_tok_s = bench->pp.tok_s, row.pp_tok_s_per_core = bench->pp.tok_s / n;
+  if (bench->tg.tokens > 0) row.tg_tok_s = bench->tg.tok_s, row.tg_tok_s_per_core = bench->tg.tok_s / n;
+  if (a.price_per_hour > 0 && row.tg_tok_s > 0) row.cost_per_mtok = a.price_per_hour / (row.tg_tok_s * 3600.0) * 1e6;
+  return row;
+}
+
+Status write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  if (!out) return error(ErrorKind::IoError, "cannot write " + path);
+  return Status::ok();
+}
+
+Result<std::vector<const QuantScheme*>> parse_types(const std::string& text) {
+  std::vector<const QuantScheme*> out;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const QuantScheme* s = find_quant_scheme(item);
+    if (!s)
+      return error(ErrorKind::InvalidArgument, "eval quant: unknown type '" + item + "' (known: " + quant_scheme_names() + ")");
+    out.push_back(s);
+  }
+  if (out.empty()) return error(ErrorKind::InvalidArgument, "eval quant: --types is empty");
+  return out;
+}
+
+int eval_quant(int argc, char** argv) {
+  EvalQuantArgs a;
+  ArgParser args("eval quant",
+                 "tern eval quant -m BASE.gguf -f TEXT [--types Q8_0,Q4_K_M,...] [-c CTX] [--chunks N] [--out-dir DIR]\n"
+                 "                [-p 128] [-n 32] [-r 3] [-t THREADS] [--json OUT.json] [--plot OUT.svg] [--price-per-hour P]");
+  args.add("-m,--model", &a.model_path, "base GGUF model (F32/F16/BF16 for a fair baseline)");
+  args.add("-f,--file", &a.text_path, "text to score");
+  args.add("--types", &a.types_text, "comma-separated quant types or mixes (default Q8_0,Q6_K,Q5_K_M,Q4_K_M,Q4_0)");
+  args.add("-c,--ctx-size", &a.n_ctx, "perplexity window in tokens (default min(512, training context))");
+  args.add("--chunks", &a.n_chunks, "score only the first N windows (default all; the base logits take 2*n_vocab bytes a token)");
+  args.add("--out-dir", &a.out_dir, "keep the quantized files and base logits here (default: a temporary directory, removed)");
+  args.add("-p,--n-prompt", &a.bench.n_prompt, "prompt tokens for pp (default 128, 0 skips)");
+  args.add("-n,--n-gen", &a.bench.n_gen, "generated tokens for tg (default 32, 0 skips)");
+  args.add("-r,--repetitions", &a.bench.repetitions, "speed repetitions after one warm-up (default 3)");
+  args.add("-t,--threads", &a.n_threads, "threads (default: all cores)");
+  args.add("--json", &a.json_path, "write the results (with the setup: machine, build, command) as JSON");
+  args.add("--plot", &a.plot_path, "write an SVG scatter of quality against tg tok/s");
+  args.add("--plot-metric", &a.plot_metric, "quality axis of --plot: kl (default) or ppl (perplexity ratio)");
+  args.add("--price-per-hour", &a.price_per_hour, "machine price per hour: adds cost per million generated tokens");
+  if (auto s = args.parse(argc, argv); !s) return report(s);
+  if (args.help_requested()) {
+    std::fputs(args.help_text().c_str(), stdout);
+    return 0;
+  }
+  if (a.model_path.empty() || a.text_path.empty())
+    return report(error(ErrorKind::InvalidArgument, "eval quant: -m BASE.gguf and -f TEXT are required"));
+  if (a.n_ctx < 0 || a.n_chunks < 0 || a.n_threads < 0 || a.price_per_hour < 0 || a.bench.repetitions < 1)
+    return report(error(ErrorKind::InvalidArgument, "eval quant: counts and price must not be negative (-r >= 1)"));
+  if (a.plot_metric != "kl" && a.plot_metric != "ppl")
+    return report(error(ErrorKind::InvalidArgument, "eval quant: --plot-metric is kl or ppl"));
+  auto schemes = parse_types(a.types_text);
+  if (!schemes) return report(schemes.status());
+
+  auto text = read_file(a.text_path);
+  if (!text) return report(text.status());
+  std::vector<TokenId> tokens;
+  PerplexityOptions ppl;
+  eval::QuantEval result;
+  result.setup = eval::collect_setup(argc, argv, "tern eval quant");
+  {
+    auto base = Model::load(a.model_path);
+    if (!base) return report(base.status());
+    auto tok = Tokenizer::from_gguf((*base)->file());
+    if (!tok) return report(tok.status().with_context(a.model_path));
+    tokens = (*tok)->encode(*text, true, false);
+    ppl.n_ctx = a.n_ctx > 0 ? a.n_ctx : std::min(512, (*base)->hparams().n_ctx_train);
+    ppl.max_windows = a.n_chunks;
+    ppl.add_bos = (*tok)->add_bos();
+    ppl.bos = (*tok)->bos_id();
+    result.rows.reserve(schemes->size() + 1);
+    result.rows.push_back({});
+    result.rows[0].type = "base (" + main_type(**base) + ")";
+  }
+  const bool temp_dir = a.out_dir.empty();
+  const fs::path dir = temp_dir ? fs::temp_directory_path() / ("tern-eval-" + std::to_string(::getpid())) : fs::path(a.out_dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return report(error(ErrorKind::IoError, "eval quant: cannot create " + dir.string() + ": " + ec.message()));
+  struct Cleanup {
+    fs::path dir;
+    bool on;
+    ~Cleanup() {
+      std::error_code e;
+      if (on) fs::remove_all(dir, e);
+    }
+  } cleanup{dir, temp_dir};
+
+  ThreadPool pool(a.n_threads > 0 ? a.n_threads : ThreadPool::default_threads());
+  const std::string logits_path = (dir / "base.logits").string();
+  const std::string stem = fs::path(a.model_path).stem().string();
+  auto base_row = measure(result.rows[0].type, a.model_path, tokens, ppl, logits_path, true, a, pool);
+  if (!base_row) return report(base_row.status());
+  result.rows[0] = *base_row;
+  for (size_t i = 0; i < schemes->size(); ++i) {
+    const QuantScheme& scheme = *(*schemes)[i];
+    const std::string name(scheme.name);
+    status_line("eval: [" + std::to_string(i + 1) + "/" + std::to_string(schemes->size()) + "] quantizing " + name);
+    const std::string qpath = (dir / (stem + "-" + name + ".gguf")).string();
+    auto q = quantize_gguf({a.model_path, qpath, scheme}, pool);
+    if (!q) return report(q.status());
+    auto row = measure(name, qpath, tokens, ppl, logits_path, false, a, pool);
+    if (!row) return report(row.status());
+    row->n_fallback = static_cast<int>(q->n_fallback);
+    result.rows.push_back(*row);
+    if (temp_dir) fs::remove(qpath, ec);
+  }
+  if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\r\033[K");
+
+  result.setup.model = a.model_path;
+  if (auto h = hash_file(a.model_path)) {
+    char hex[20];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(*h));
+    result.setup.model_hash = hex;
+  }
+  result.setup.threads = pool.n_threads();
+  result.text_path = a.text_path;
+  result.n_ctx = ppl.n_ctx;
+  result.n_chunks = static_cast<int>(std::min<size_t>(a.n_chunks > 0 ? a.n_chunks : SIZE_MAX, tokens.size() / ppl.n_ctx));
+  result.n_tokens_scored = static_cast<int64_t>(result.n_chunks) * (ppl.n_ctx - 1 - ppl.n_ctx / 2);
+  result.n_prompt = a.bench.n_prompt;
+  result.n_gen = a.bench.n_gen;
+  result.repetitions = a.bench.repetitions;
+  if (a.price_per_hour > 0) result.price_per_hour = a.price_per_hour;
+
+  std::fputs(eval::quant_table(result).c_str(), stdout);
+  if (!a.json_path.empty())
+    if (auto s = write_text(a.json_path, eval::quant_eval_to_json(result)); !s) return report(s);
+  if (!a.plot_path.empty()) {
+    const auto metric = a.plot_metric == "kl" ? eval::QualityMetric::Kl : eval::QualityMetric::PplRatio;
+    if (auto s = write_text(a.plot_path, eval::render_svg(eval::quant_chart({&result}, {stem}, metric))); !s)
+      return report(s);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int cmd_eval(int argc, char** argv) {
+  if (argc >= 1 && !std::strcmp(argv[0], "quant")) return eval_quant(argc - 1, argv + 1);
+  const bool help = argc >= 1 && (!std::strcmp(argv[0], "-h") || !std::strcmp(argv[0], "--help"));
+  std::fputs("usage: tern eval quant -m BASE.gguf -f TEXT [--types ...] (tern eval quant --help for details)\n",
+             help ? stdout : stderr);
+  return help ? 0 : 2;
+}
+
+}  // namespace tern::cli
