@@ -1,4 +1,5 @@
-// tern bench -m MODEL [-p 512] [-n 128] [-b BATCHES] [-t THREADS] [-r REPS] [--json]
+// tern bench -m MODEL [-p 512] [-n 128] [-b BATCHES] [-t THREADS] [-r REPS] [--json] [--price-per-hour P]
+// (and `tern bench serve|sweep`, the serving load generator in cmd_bench_serve.cpp)
 // Prompt processing, generation and batched decode throughput, each beside
 // the machine's measured limits (roofline).
 #include <unistd.h>
@@ -54,8 +55,10 @@ int cmd_bench(int argc, char** argv) {
   std::string model_path, batches_text;
   int n_threads = 0;
   bool json = false;
+  float price_per_hour = 0.0f;
   BenchOptions o;
-  ArgParser args("bench", "tern bench -m MODEL [-p 512] [-n 128] [-b BATCHES] [-t THREADS] [-r REPS] [--json]");
+  ArgParser args("bench", "tern bench -m MODEL [-p 512] [-n 128] [-b BATCHES] [-t THREADS] [-r REPS] [--json] "
+                          "[--price-per-hour P]\n       tern bench serve|sweep --url URL ... (see tern bench serve --help)");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-p,--n-prompt", &o.n_prompt, "prompt tokens for pp (default 512, 0 skips)");
   args.add("-n,--n-gen", &o.n_gen, "generated tokens for tg (default 128, 0 skips)");
@@ -63,7 +66,9 @@ int cmd_bench(int argc, char** argv) {
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   args.add("-r,--repetitions", &o.repetitions, "measured repetitions after one warm-up (default 5)");
   args.add_flag("--json", &json, "print one JSON object");
+  args.add("--price-per-hour", &price_per_hour, "machine price per hour: adds the cost per million generated tokens");
   if (auto s = args.parse(argc, argv); !s) return report(s);
+  if (!(price_per_hour >= 0.0f)) return report(error(ErrorKind::InvalidArgument, "bench: --price-per-hour must be >= 0"));
   if (args.help_requested()) {
     std::fputs(args.help_text().c_str(), stdout);
     return 0;
@@ -105,15 +110,27 @@ int cmd_bench(int argc, char** argv) {
   char hash_hex[20];
   std::snprintf(hash_hex, sizeof hash_hex, "%016llx", hash ? static_cast<unsigned long long>(*hash) : 0ull);
   const kernels::CpuLevel level = kernels::best_cpu_level();
+  // Cost figures: tokens/s per core (the threads used), and with a price, what
+  // a million generated tokens cost at that rate.
+  const double n_cores = pool.n_threads();
+  auto cost_per_million = [&](double tok_s) { return tok_s > 0 ? price_per_hour / 3600.0 / tok_s * 1e6 : 0.0; };
 
   if (json) {
-    std::printf("{\"pp\": {\"tokens\": %d, \"tok_s\": %.3f, \"std\": %.3f}, ", r.pp.tokens, r.pp.tok_s, r.pp.std);
-    std::printf("\"tg\": {\"tokens\": %d, \"tok_s\": %.3f, \"std\": %.3f}, ", r.tg.tokens, r.tg.tok_s, r.tg.std);
-    std::printf("\"batched\": [");
-    for (size_t i = 0; i < r.batched.size(); ++i)
-      std::printf("%s{\"batch\": %d, \"tok_s\": %.3f, \"std\": %.3f}", i ? ", " : "", r.batched[i].batch,
-                  r.batched[i].tok_s, r.batched[i].std);
-    std::printf("], \"bandwidth_gbs\": %.3f, \"gflops\": %.3f, ", bandwidth_gbs, gflops);
+    std::printf("{\"pp\": {\"tokens\": %d, \"tok_s\": %.3f, \"std\": %.3f, \"tok_s_per_core\": %.3f}, ", r.pp.tokens,
+                r.pp.tok_s, r.pp.std, r.pp.tok_s / n_cores);
+    std::printf("\"tg\": {\"tokens\": %d, \"tok_s\": %.3f, \"std\": %.3f, \"tok_s_per_core\": %.3f", r.tg.tokens,
+                r.tg.tok_s, r.tg.std, r.tg.tok_s / n_cores);
+    if (price_per_hour > 0) std::printf(", \"cost_per_million_tokens\": %.4f", cost_per_million(r.tg.tok_s));
+    std::printf("}, \"batched\": [");
+    for (size_t i = 0; i < r.batched.size(); ++i) {
+      std::printf("%s{\"batch\": %d, \"tok_s\": %.3f, \"std\": %.3f, \"tok_s_per_core\": %.3f", i ? ", " : "",
+                  r.batched[i].batch, r.batched[i].tok_s, r.batched[i].std, r.batched[i].tok_s / n_cores);
+      if (price_per_hour > 0) std::printf(", \"cost_per_million_tokens\": %.4f", cost_per_million(r.batched[i].tok_s));
+      std::printf("}");
+    }
+    if (price_per_hour > 0) std::printf("], \"price_per_hour\": %.4f, \"cores\": %d, ", price_per_hour, pool.n_threads());
+    else std::printf("], \"cores\": %d, ", pool.n_threads());
+    std::printf("\"bandwidth_gbs\": %.3f, \"gflops\": %.3f, ", bandwidth_gbs, gflops);
     std::printf("\"limits\": {\"read_bw_gbs\": %.3f, \"peak_gflops_f32\": %.1f, \"peak_gops_int8\": %.1f}, ",
                 lim.read_bw_gbs, lim.peak_gflops_f32, lim.peak_gops_int8);
     std::printf("\"roofline_tg_tok_s\": %.3f, \"weight_bytes\": %llu, \"weight_type\": \"%s\", ", roofline_tg,
@@ -139,18 +156,24 @@ int cmd_bench(int argc, char** argv) {
     std::printf("memory    RSS %.1f MiB = file %.1f + KV %.1f + %.1f MiB other (after pp/tg)\n", r.rss_bytes / mib,
                 file_bytes / mib, r.kv_bytes / mib, other_mib);
   std::printf("\n");
-  std::printf("%-14s %18s   %s\n", "test", "tok/s", "roofline");
+  std::printf("%-14s %18s %10s   %s\n", "test", "tok/s", "per core", "roofline");
   if (r.pp.tokens > 0)
-    std::printf("%-14s %10.2f ± %-6.2f   %.1f GFLOP/s = %.0f%% of the %s peak\n", ("pp" + std::to_string(r.pp.tokens)).c_str(),
-                r.pp.tok_s, r.pp.std, gflops, compute_peak > 0 ? 100.0 * gflops / compute_peak : 0.0,
-                is_float_type(wtype) ? "f32" : "int8");
+    std::printf("%-14s %10.2f ± %-6.2f %10.2f   %.1f GFLOP/s = %.0f%% of the %s peak\n",
+                ("pp" + std::to_string(r.pp.tokens)).c_str(), r.pp.tok_s, r.pp.std, r.pp.tok_s / n_cores, gflops,
+                compute_peak > 0 ? 100.0 * gflops / compute_peak : 0.0, is_float_type(wtype) ? "f32" : "int8");
   if (r.tg.tokens > 0)
-    std::printf("%-14s %10.2f ± %-6.2f   %.1f GB/s of weights = %.0f%% of read bandwidth (roofline %.1f tok/s)\n",
-                ("tg" + std::to_string(r.tg.tokens)).c_str(), r.tg.tok_s, r.tg.std, bandwidth_gbs,
+    std::printf("%-14s %10.2f ± %-6.2f %10.2f   %.1f GB/s of weights = %.0f%% of read bandwidth (roofline %.1f tok/s)\n",
+                ("tg" + std::to_string(r.tg.tokens)).c_str(), r.tg.tok_s, r.tg.std, r.tg.tok_s / n_cores, bandwidth_gbs,
                 lim.read_bw_gbs > 0 ? 100.0 * bandwidth_gbs / lim.read_bw_gbs : 0.0, roofline_tg);
   for (const auto& b : r.batched)
-    std::printf("%-14s %10.2f ± %-6.2f   %d steps\n", ("batched b=" + std::to_string(b.batch)).c_str(), b.tok_s, b.std,
-                b.steps);
+    std::printf("%-14s %10.2f ± %-6.2f %10.2f   %d steps\n", ("batched b=" + std::to_string(b.batch)).c_str(), b.tok_s,
+                b.std, b.tok_s / n_cores, b.steps);
+  if (price_per_hour > 0) {
+    std::printf("\ncost at %.4f per hour: %.4f per million generated tokens (tg)", price_per_hour,
+                cost_per_million(r.tg.tok_s));
+    for (const auto& b : r.batched) std::printf(", %.4f at batch %d", cost_per_million(b.tok_s), b.batch);
+    std::printf("\n");
+  }
   return 0;
 }
 
