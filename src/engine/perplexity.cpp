@@ -9,7 +9,8 @@ namespace tern {
 
 Result<PerplexityResult> compute_perplexity(const Model& model, const std::vector<TokenId>& tokens,
                                             const PerplexityOptions& o, ThreadPool& pool,
-                                            const std::function<void(int, double)>& progress) {
+                                            const std::function<void(int, double)>& progress,
+                                            const PerplexityRowFn& on_row) {
   if (o.n_ctx < 4) return error(ErrorKind::InvalidArgument, "context must be at least 4 tokens for perplexity");
   if (o.add_bos && o.bos < 0) return error(ErrorKind::InvalidArgument, "the vocabulary adds BOS but has no BOS id");
   int n_windows = static_cast<int>(tokens.size() / o.n_ctx);
@@ -48,6 +49,7 @@ Result<PerplexityResult> compute_perplexity(const Model& model, const std::vecto
       const TokenId target = tokens[start + first + r + 1];
       nll += std::log(sum) + max - row[target];
       ++n_scored;
+      if (on_row) TERN_RETURN_IF_ERROR(on_row(std::span<const float>(row, n_vocab), target));
     }
     if (progress) progress(w, std::exp(nll / n_scored));
   }

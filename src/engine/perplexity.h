@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -31,9 +32,14 @@ struct PerplexityResult {
   int n_windows = 0;
 };
 
-// progress(window_index, running_perplexity) after each window.
+// progress(window_index, running_perplexity) after each window. on_row, when
+// given, sees every scored row in order: its logits [n_vocab] and the token
+// it predicts (KL divergence and saved logits hang off this); an error it
+// returns stops the pass.
+using PerplexityRowFn = std::function<Status(std::span<const float> logits, TokenId target)>;
 Result<PerplexityResult> compute_perplexity(const Model& model, const std::vector<TokenId>& tokens,
                                             const PerplexityOptions& options, ThreadPool& pool,
-                                            const std::function<void(int, double)>& progress = {});
+                                            const std::function<void(int, double)>& progress = {},
+                                            const PerplexityRowFn& on_row = {});
 
 }  // namespace tern

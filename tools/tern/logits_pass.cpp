@@ -6,7 +6,6 @@
 
 #include "core/assert.h"
 #include "eval/logits_file.h"
-#include "kv/kv_cache.h"
 
 namespace tern::cli {
 namespace {
@@ -64,45 +63,27 @@ Result<LogitsPassResult> run_logits_pass(const Model& model, const std::vector<T
     save.emplace(std::move(*w));
   }
 
-  auto kv = make_contiguous_kv_cache(model.kv_shape(), 1, o.n_ctx);
-  std::vector<float> logits;      // [n_out][n_vocab] of one forward call
   std::vector<double> base_lp(n_vocab);
   eval::KlAccumulator acc;
-  double nll = 0.0;
-  int64_t n_scored = 0;
-  Batch batch;
-  for (int w = 0; w < n_windows; ++w) {
-    const TokenId* win = fed.data() + static_cast<size_t>(w) * o.n_ctx;  // [n_ctx]
-    kv->truncate(SeqId(0), 0);
-    int row = 0;  // scored rows of this window handled so far
-    for (int pos = 0; pos < o.n_ctx;) {
-      batch.clear();
-      for (const int end = std::min(o.n_ctx, pos + o.n_batch); pos < end; ++pos)
-        batch.add(win[pos], pos, SeqId(0), pos >= first && pos < o.n_ctx - 1);
-      TERN_RETURN_IF_ERROR(model.forward(batch, *kv, logits, pool));
-      for (size_t i = 0; i * n_vocab < logits.size(); ++i, ++row) {
-        const std::span<const float> lr(logits.data() + i * n_vocab, n_vocab);
-        const TokenId target = tokens[static_cast<size_t>(w) * o.n_ctx + first + row + 1];
-        double max = *std::max_element(lr.begin(), lr.end()), z = 0.0;
-        for (float x : lr) z += std::exp(x - max);
-        nll += std::log(z) + max - lr[target];
-        ++n_scored;
-        if (save) TERN_RETURN_IF_ERROR(save->write_row(lr));
-        if (base) {
-          int32_t top1 = 0;
-          TERN_RETURN_IF_ERROR(base->read_row(base_lp, top1));
-          acc.add(base_lp, top1, lr, target);
-        }
-      }
-    }
-    TERN_ASSERT(row == n_rows);
-    if (progress) progress(w, std::exp(nll / n_scored));
-  }
+  PerplexityOptions windows = o;
+  windows.max_windows = n_windows;
+  auto ppl = compute_perplexity(model, tokens, windows, pool, progress,
+                                [&](std::span<const float> lr, TokenId target) -> Status {
+                                  if (save) TERN_RETURN_IF_ERROR(save->write_row(lr));
+                                  if (base) {
+                                    int32_t top1 = 0;
+                                    TERN_RETURN_IF_ERROR(base->read_row(base_lp, top1));
+                                    acc.add(base_lp, top1, lr, target);
+                                  }
+                                  return Status::ok();
+                                });
+  TERN_RETURN_IF_ERROR(ppl.status());
+  TERN_ASSERT(ppl->n_scored == static_cast<int64_t>(n_windows) * n_rows);
   LogitsPassResult res;
-  res.n_windows = n_windows;
-  res.n_scored = n_scored;
-  res.nll_mean = nll / n_scored;
-  res.perplexity = std::exp(res.nll_mean);
+  res.n_windows = ppl->n_windows;
+  res.n_scored = ppl->n_scored;
+  res.nll_mean = ppl->nll_mean;
+  res.perplexity = ppl->perplexity;
   if (save) TERN_RETURN_IF_ERROR(save->finish(res.nll_mean));
   if (base) res.kl = acc.summary(base->header().base_nll_mean);
   return res;

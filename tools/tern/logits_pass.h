@@ -3,9 +3,8 @@
 // also save every scored row's distribution (--save-logits) or compare each
 // row with saved base distributions (--kl-divergence). Shared by
 // `tern perplexity` and `tern eval quant`.
-//
-// engine/compute_perplexity() has no per-row hook, so the window loop is
-// repeated here; when it gains one, this file should call it instead.
+// The windows are engine/compute_perplexity()'s; this adds what each scored
+// row is compared with or saved as.
 #pragma once
 
 #include <functional>
