@@ -9,40 +9,15 @@
 #include <vector>
 
 #include "../model/model_fixture.h"
+#include "cli/run_tern.h"
 
 namespace tern {
 namespace {
 
-struct Output {
-  int exit_code = -1;
-  std::string out;  // stdout
-  std::string err;  // stderr
-};
-
-std::string tern_bin() { return std::string(TERN_BINARY_DIR) + "/tools/tern/tern"; }
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-Output run_tern(const std::string& args) {
-  const std::string err_path = std::string(TERN_BINARY_DIR) + "/cli_stderr." + std::to_string(::getpid()) + ".txt";
-  const std::string cmd = tern_bin() + " " + args + " 2>" + err_path + " </dev/null";
-  Output o;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return o;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) o.out.append(buf, n);
-  const int status = pclose(p);
-  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream err(err_path);
-  o.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
-  std::remove(err_path.c_str());
-  return o;
-}
+using Output = test::TernOutput;
+using test::run_tern;
+using test::tern_bin;
+std::string quote(const std::string& s) { return test::shell_quote(s); }
 
 TEST(Cli, GreedyRunPrintsGoldenText) {
   TERN_REQUIRE_STORIES();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../model/model_fixture.h"
+#include "cli/run_tern.h"
 #include "eval/results.h"
 #include "xml_check.h"
 
@@ -19,16 +20,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Output {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
+using Output = test::TernOutput;
+std::string quote(const std::string& s) { return test::shell_quote(s); }
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
@@ -44,19 +37,7 @@ class EvalCli : public ::testing::Test {
   static void SetUpTestSuite() { fs::create_directories(dir()); }
   static void TearDownTestSuite() { fs::remove_all(dir()); }
 
-  static Output tern(const std::string& args) {
-    const fs::path err_path = dir() / "stderr.txt";
-    const std::string cmd = std::string(TERN_BINARY_DIR) + "/tools/tern/tern " + args + " 2>" + quote(err_path) + " </dev/null";
-    Output o;
-    FILE* p = popen(cmd.c_str(), "r");
-    if (!p) return o;
-    char buf[4096];
-    for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) o.out.append(buf, n);
-    const int status = pclose(p);
-    o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    o.err = slurp(err_path);
-    return o;
-  }
+  static Output tern(const std::string& args) { return test::run_tern(args); }
   static std::string text() { return quote(std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt"); }
   // Three windows of 128 tokens: enough to compare, quick to run.
   static std::string ppl_args(const std::string& model) {

@@ -16,6 +16,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "fd_limit.h"
 #include "core/build_info.h"
 #include "eval/svg_chart.h"
 #include "loadgen/report.h"
@@ -302,6 +303,7 @@ int cmd_bench_serve(int argc, char** argv) {
   args.add("--csv", &csv_path, "write one row per request");
   args.add("--plot", &plot_path, "write an SVG of per-request latencies");
   if (auto s = args.parse(argc, argv); !s) return report(s);
+  raise_fd_limit();  // thousands of concurrent streams need as many sockets
   if (args.help_requested()) {
     std::fputs(args.help_text().c_str(), stdout);
     return 0;
@@ -337,6 +339,7 @@ int cmd_bench_sweep(int argc, char** argv) {
   args.add("--request-rate", &f.rate_text, "arrival rate while sweeping concurrencies (default inf)");
   args.add("-o,--output", &prefix, "writes PREFIX.md, PREFIX.json, PREFIX.svg (and PREFIX.png) (default bench_sweep)");
   if (auto s = args.parse(argc, argv); !s) return report(s);
+  raise_fd_limit();  // thousands of concurrent streams need as many sockets
   if (args.help_requested()) {
     std::fputs(args.help_text().c_str(), stdout);
     return 0;

@@ -4,7 +4,6 @@
 // drain in-flight requests up to --shutdown-timeout and exit 0.
 #include <pthread.h>
 #include <signal.h>
-#include <sys/resource.h>
 
 #include <cstdio>
 #include <fstream>
@@ -14,20 +13,11 @@
 #include "args.h"
 #include "commands.h"
 #include "engine_flags.h"
+#include "fd_limit.h"
 #include "server/server.h"
 
 namespace tern::cli {
 namespace {
-
-// Thousands of streaming clients need thousands of descriptors: lift the soft
-// limit to the hard one.
-void raise_fd_limit() {
-  rlimit rl{};
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &rl);
-  }
-}
 
 Status read_key_file(const std::string& path, std::string& key) {
   std::ifstream in(path);

@@ -1,0 +1,48 @@
+// Runs the built `tern` binary as a subprocess for end-to-end CLI tests:
+// stdout captured, stderr through a per-process file, stdin closed.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+namespace tern::test {
+
+struct TernOutput {
+  int exit_code = -1;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+inline std::string tern_bin() { return std::string(TERN_BINARY_DIR) + "/tools/tern/tern"; }
+
+// Single-quoted for /bin/sh.
+inline std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// `tern ARGS` (ARGS already quoted as needed).
+inline TernOutput run_tern(const std::string& args) {
+  const std::string err_path =
+      std::string(TERN_BINARY_DIR) + "/tern_stderr." + std::to_string(::getpid()) + ".txt";
+  const std::string cmd = tern_bin() + " " + args + " 2>" + shell_quote(err_path) + " </dev/null";
+  TernOutput o;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return o;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) o.out.append(buf, n);
+  const int status = pclose(p);
+  o.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err(err_path);
+  o.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  std::remove(err_path.c_str());
+  return o;
+}
+
+}  // namespace tern::test
