@@ -22,25 +22,47 @@ size_t packed_bytes(const MatmulKernels& k, const WeightView& w) {
   return static_cast<size_t>(n_panels) * packed_panel_bytes(w);
 }
 
-void pack_weights(const MatmulKernels& k, const WeightView& w, void* out) {
-  TERN_ASSERT(packed_bytes(k, w) > 0);
+namespace {
+
+// Lead and trail parts are 0 or 2 bytes: a fixed-size copy the compiler inlines.
+inline void copy_small(uint8_t* dst, const uint8_t* src, int n) {
+  if (n == 2) std::memcpy(dst, src, 2);
+}
+
+// Panel p (rows 32p .. 32p + 31) of w into dst (packed_panel_bytes(w) bytes).
+void pack_panel(const MatmulKernels& k, const WeightView& w, int64_t p, uint8_t* dst) {
   const size_t block = w.traits->block_bytes;
   const int64_t n_blocks = w.n_cols / w.traits->block_elems;
   const int lead = k.pack.lead_bytes, n_dw = k.pack.n_dwords, trail = k.pack.trail_bytes;
-  auto* dst = static_cast<uint8_t*>(out);
-  for (int64_t r0 = 0; r0 < w.n_rows; r0 += kPanelRows) {
-    const uint8_t* rows[kPanelRows];  // rows past the matrix repeat its last row (the kernels' convention)
-    for (int r = 0; r < kPanelRows; ++r)
-      rows[r] = static_cast<const uint8_t*>(w.row(r0 + r < w.n_rows ? r0 + r : w.n_rows - 1));
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      const size_t off = static_cast<size_t>(b) * block;
-      for (int r = 0; r < kPanelRows; ++r, dst += lead) std::memcpy(dst, rows[r] + off, lead);
-      for (int h = 0; h < 2; ++h)
-        for (int j = 0; j < n_dw; ++j)
-          for (int r = 0; r < 16; ++r, dst += 4) std::memcpy(dst, rows[16 * h + r] + off + lead + 4 * j, 4);
-      for (int r = 0; r < kPanelRows; ++r, dst += trail) std::memcpy(dst, rows[r] + off + block - trail, trail);
-    }
+  const int64_t r0 = p * kPanelRows;
+  const uint8_t* rows[kPanelRows];  // rows past the matrix repeat its last row (the kernels' convention)
+  for (int r = 0; r < kPanelRows; ++r)
+    rows[r] = static_cast<const uint8_t*>(w.row(r0 + r < w.n_rows ? r0 + r : w.n_rows - 1));
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const size_t off = static_cast<size_t>(b) * block;
+    for (int r = 0; r < kPanelRows; ++r, dst += lead) copy_small(dst, rows[r] + off, lead);
+    for (int h = 0; h < 2; ++h)
+      for (int j = 0; j < n_dw; ++j)
+        for (int r = 0; r < 16; ++r, dst += 4) std::memcpy(dst, rows[16 * h + r] + off + lead + 4 * j, 4);
+    for (int r = 0; r < kPanelRows; ++r, dst += trail) copy_small(dst, rows[r] + off + block - trail, trail);
   }
+}
+
+}  // namespace
+
+void pack_weights(const MatmulKernels& k, const WeightView& w, void* out, ThreadPool* pool) {
+  TERN_ASSERT(packed_bytes(k, w) > 0);
+  TERN_ASSERT(k.pack.lead_bytes % 2 == 0 && k.pack.lead_bytes <= 2 && k.pack.trail_bytes <= 2);
+  const size_t panel_bytes = packed_panel_bytes(w);
+  const auto n_panels = static_cast<size_t>((w.n_rows + kPanelRows - 1) / kPanelRows);
+  auto* dst = static_cast<uint8_t*>(out);
+  auto run = [&](size_t begin, size_t end) {
+    for (size_t p = begin; p < end; ++p) pack_panel(k, w, static_cast<int64_t>(p), dst + p * panel_bytes);
+  };
+  if (pool)
+    pool->parallel_for(n_panels, [&](size_t begin, size_t end, int) { run(begin, end); });
+  else
+    run(0, n_panels);
 }
 
 }  // namespace tern::kernels

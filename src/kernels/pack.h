@@ -19,6 +19,7 @@ size_t packed_panel_bytes(const WeightView& w);
 // Bytes of w's packed form under k; 0 when k has no packed form for w.
 size_t packed_bytes(const MatmulKernels& k, const WeightView& w);
 // out: packed_bytes(k, w) bytes, 64-byte aligned for the fastest loads.
-void pack_weights(const MatmulKernels& k, const WeightView& w, void* out);
+// With a pool, panels are packed in parallel (same bytes either way).
+void pack_weights(const MatmulKernels& k, const WeightView& w, void* out, ThreadPool* pool = nullptr);
 
 }  // namespace tern::kernels

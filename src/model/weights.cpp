@@ -113,6 +113,21 @@ void release_pages(const void* p, size_t n) {
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+// Maps the file pages covering [p, p + n) in one call instead of one fault per
+// 4 KiB page (they are usually in the page cache already). Best effort: older
+// kernels refuse MADV_POPULATE_READ and the pages then fault in as read.
+void populate_pages(const void* p, size_t n) {
+#ifdef MADV_POPULATE_READ
+  const int advice = MADV_POPULATE_READ;
+#else
+  const int advice = 22;  // MADV_POPULATE_READ, Linux 5.14
+#endif
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) / page * page;
+  madvise(reinterpret_cast<void*>(begin), end - begin, advice);
+}
+
 }  // namespace
 
 // TERN_PACK=0 keeps every matrix in place (read once).
@@ -125,13 +140,22 @@ bool Model::packing_default() {
 }
 
 void Model::pack_weights() {
+  // Packing is a memory-bound re-ordering of every matrix: spread it over the
+  // cores (a 1B-parameter file takes seconds on one thread).
+  ThreadPool pool(ThreadPool::default_threads());
   auto pack = [&](kernels::WeightView& w) {
     const kernels::MatmulKernels* k = kernels::matmul_kernels(w.traits->type);
     const size_t bytes = k ? kernels::packed_bytes(*k, w) : 0;
     if (bytes == 0) return;
-    void* buf = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (!buf) return;  // out of memory: this matrix simply stays in place
-    kernels::pack_weights(*k, w, buf);
+    // 2 MiB alignment lets the kernel back the buffer with huge pages: far
+    // fewer page faults while it is filled, and fewer TLB misses when read.
+    // (The size is not rounded up: a partial last huge page stays in 4 KiB pages.)
+    constexpr size_t kHuge = size_t{2} << 20;
+    void* buf = nullptr;
+    if (posix_memalign(&buf, kHuge, bytes) != 0) return;  // out of memory: this matrix stays in place
+    madvise(buf, bytes / kHuge * kHuge, MADV_HUGEPAGE);
+    populate_pages(w.data, static_cast<size_t>(w.n_rows) * w.row_stride_bytes);
+    kernels::pack_weights(*k, w, buf, &pool);
     packed_.emplace_back(static_cast<uint8_t*>(buf));
     w.packed = buf;
     packed_bytes_ += bytes;

@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -101,6 +102,12 @@ TEST(MatmulDriver, PackedWeightsGiveBitIdenticalResults) {
       std::vector<uint8_t> packed(bytes + 64);
       uint8_t* aligned = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
       pack_weights(*k, view, aligned);
+      {  // packing panels in parallel writes the same bytes
+        std::vector<uint8_t> parallel(bytes);
+        ThreadPool pack_pool(3);
+        pack_weights(*k, view, parallel.data(), &pack_pool);
+        ASSERT_EQ(0, std::memcmp(parallel.data(), aligned, bytes)) << tr->name << " rows " << n_rows;
+      }
       WeightView packed_view = view;
       packed_view.packed = aligned;
       for (int64_t n_tokens : {1, 2, 9, 41}) {
