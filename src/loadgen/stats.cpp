@@ -3,16 +3,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "eval/kl_divergence.h"
+
 namespace tern::loadgen {
 
 double percentile_sorted(const std::vector<double>& sorted, double p) {
   if (sorted.empty()) return 0;
-  p = std::clamp(p, 0.0, 100.0);
-  const double rank = p / 100.0 * static_cast<double>(sorted.size() - 1);
-  const auto lo = static_cast<size_t>(std::floor(rank));
-  const size_t hi = std::min(lo + 1, sorted.size() - 1);
-  const double frac = rank - static_cast<double>(lo);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * frac;
+  return eval::percentile(sorted, std::clamp(p, 0.0, 100.0) / 100.0);  // the one interpolation rule
 }
 
 double percentile(std::vector<double> values, double p) {

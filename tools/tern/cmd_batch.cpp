@@ -14,6 +14,7 @@
 #include "args.h"
 #include "commands.h"
 #include "engine_flags.h"
+#include "eval/kl_divergence.h"
 #include "tern/engine.h"
 
 namespace tern::cli {
@@ -70,10 +71,7 @@ std::string parse_line(const std::string& line, Item& item) {
 double percentile(std::vector<double> v, double q) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
-  const double x = q * static_cast<double>(v.size() - 1);
-  const size_t i = static_cast<size_t>(x);
-  const double f = x - static_cast<double>(i);
-  return i + 1 < v.size() ? v[i] * (1 - f) + v[i + 1] * f : v[i];
+  return eval::percentile(v, q);
 }
 
 }  // namespace
