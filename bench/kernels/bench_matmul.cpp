@@ -2,7 +2,7 @@
 // per weight type, at the best CPU level (TERN_CPU_LEVEL=avx2|scalar caps it,
 // or --level), against this machine's measured limits.
 //
-//   bench_matmul [--types Q4_0,Q8_0,...] [--threads 1,2] [--level avx2] [--quick]
+//   bench_matmul [--types Q4_0,Q8_0,...] [--threads 1,2] [--level avx2] [--quick] [--gemm2 2048x8192]
 //
 // GEMV: n_tokens = 1 over weights rotated through >= 256 MiB of copies, so
 // every call streams from DRAM as a model's decode step does; reported as GB/s
@@ -21,6 +21,7 @@
 
 #include "kernels/cpu_features.h"
 #include "kernels/matmul_kernels.h"
+#include "kernels/pack.h"
 #include "kernels/ref/ops.h"
 #include "kernels/roofline.h"
 #include "quant/quant.h"
@@ -39,6 +40,7 @@ struct Options {
                                     "Q5_0", "Q5_1", "Q5_K", "Q3_K", "Q2_K", "IQ4_NL", "F32"};
   std::vector<int> threads = {1, 2};
   bool quick = false;
+  Shape gemm2 = {8192, 2048};  // the second GEMM column (--gemm2 ROWSxCOLS)
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -77,19 +79,41 @@ std::vector<uint8_t> make_weights(const quant::TypeTraits& tr, Shape s, uint32_t
   return w;
 }
 
+// A matrix as the model holds it: packed (kernels/pack.h) when the type's
+// kernel reads packed panels, in place otherwise. `storage` owns the bytes.
+struct Matrix {
+  std::vector<uint8_t> storage;
+  kernels::WeightView view;
+};
+
+Matrix make_matrix(const quant::TypeTraits& tr, Shape s, const std::vector<uint8_t>& w) {
+  Matrix m{w, {&tr, nullptr, s.rows, s.cols, quant::row_bytes(tr, s.cols)}};
+  m.view.data = m.storage.data();
+  const kernels::MatmulKernels* k = kernels::matmul_kernels(tr.type);
+  const size_t bytes = k ? kernels::packed_bytes(*k, m.view) : 0;
+  if (bytes == 0) return m;
+  std::vector<uint8_t> packed(bytes + 64);
+  uint8_t* aligned = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+  kernels::pack_weights(*k, m.view, aligned);
+  m.storage = std::move(packed);  // the buffer moves, its address does not
+  m.view.data = nullptr;
+  m.view.packed = aligned;
+  return m;
+}
+
 // GB/s of weight bytes for n_tokens = 1, weights rotated through >= 256 MiB.
 double bench_gemv(const quant::TypeTraits& tr, Shape s, ThreadPool& pool, double min_s) {
   const std::vector<uint8_t> w0 = make_weights(tr, s, 1);
   const size_t bytes = w0.size();
   const size_t n_copies = std::max<size_t>(2, (size_t{256} << 20) / bytes + 1);
-  std::vector<std::vector<uint8_t>> copies(n_copies, w0);
+  std::vector<Matrix> copies;
+  for (size_t i = 0; i < n_copies; ++i) copies.push_back(make_matrix(tr, s, w0));
   std::vector<float> x(s.cols), y(s.rows);
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (auto& v : x) v = normal(rng);
   auto run = [&](size_t i) {
-    kernels::WeightView v{&tr, copies[i % n_copies].data(), s.rows, s.cols, quant::row_bytes(tr, s.cols)};
-    kernels::matmul(v, x.data(), y.data(), 1, pool);
+    kernels::matmul(copies[i % n_copies].view, x.data(), y.data(), 1, pool);
   };
   for (size_t i = 0; i < n_copies; ++i) run(i);  // warm up: page in every copy
   size_t n_calls = 0;
@@ -104,12 +128,12 @@ double bench_gemv(const quant::TypeTraits& tr, Shape s, ThreadPool& pool, double
 
 // GOP/s (2 ops per multiply-add) for n_tokens tokens; best of several runs.
 double bench_gemm(const quant::TypeTraits& tr, Shape s, int64_t n_tokens, ThreadPool& pool, double min_s) {
-  const std::vector<uint8_t> w = make_weights(tr, s, 3);
+  const Matrix m = make_matrix(tr, s, make_weights(tr, s, 3));
+  const kernels::WeightView& v = m.view;
   std::vector<float> x(s.cols * n_tokens), y(s.rows * n_tokens);
   std::mt19937 rng(4);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (auto& v : x) v = normal(rng);
-  kernels::WeightView v{&tr, w.data(), s.rows, s.cols, quant::row_bytes(tr, s.cols)};
+  for (auto& e : x) e = normal(rng);
   kernels::matmul(v, x.data(), y.data(), n_tokens, pool);  // warm up
   double best = 1e30, total = 0;
   int reps = 0;
@@ -139,7 +163,7 @@ int run(const Options& opt) {
   std::printf("- kernel level: %s\n", kernels::cpu_level_name(kernels::best_cpu_level()));
   std::printf("- compiler: %s\n\n", __VERSION__);
   const Shape gemv_shapes[] = {{4096, 4096}, {11008, 4096}, {8192, 2048}};
-  const Shape gemm_shapes[] = {{4096, 4096}, {8192, 2048}};
+  const Shape gemm_shapes[] = {{4096, 4096}, opt.gemm2};
   const int64_t n_tokens = opt.quick ? 128 : 512;
   const double min_s = opt.quick ? 0.2 : 0.6;
   for (int n_threads : opt.threads) {
@@ -148,8 +172,9 @@ int run(const Options& opt) {
     std::printf("## %d thread%s: read %.1f GB/s, int8 VNNI peak %.0f GOP/s, f32 FMA peak %.0f GFLOP/s, bf16 peak %.0f GFLOP/s\n\n",
                 n_threads, n_threads > 1 ? "s" : "", lim.read_bw_gbs, lim.peak_gops_int8, lim.peak_gflops_f32, lim.peak_gflops_bf16);
     std::printf("| type | act | tile | GEMV 4096x4096 GB/s | GEMV 11008x4096 GB/s | GEMV 8192x2048 GB/s | %% of read BW |"
-                " GEMM 4096x4096x%lld GOP/s | GEMM 8192x2048x%lld GOP/s | %% of peak |\n",
-                static_cast<long long>(n_tokens), static_cast<long long>(n_tokens));
+                " GEMM 4096x4096x%lld GOP/s | GEMM %lldx%lldx%lld GOP/s | %% of peak |\n",
+                static_cast<long long>(n_tokens), static_cast<long long>(opt.gemm2.rows),
+                static_cast<long long>(opt.gemm2.cols), static_cast<long long>(n_tokens));
     std::printf("|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const std::string& name : opt.types) {
       const quant::TypeTraits* tr = traits_by_name(name);
@@ -197,8 +222,15 @@ int main(int argc, char** argv) {
       setenv("TERN_CPU_LEVEL", value().c_str(), 1);  // read once, before the first kernel lookup
     } else if (a == "--quick") {
       opt.quick = true;
+    } else if (a == "--gemm2") {
+      const std::string v = value();
+      opt.gemm2 = {std::atoll(v.c_str()), std::atoll(v.c_str() + std::min(v.size(), v.find('x') + 1))};
+      if (opt.gemm2.rows <= 0 || opt.gemm2.cols <= 0 || opt.gemm2.cols % 256 != 0) {
+        std::fprintf(stderr, "bench_matmul: --gemm2 wants ROWSxCOLS, COLS a multiple of 256 (got %s)\n", v.c_str());
+        return 2;
+      }
     } else {
-      std::fprintf(stderr, "usage: bench_matmul [--types Q4_0,Q8_0,...] [--threads 1,2] [--level avx2|scalar] [--quick]\n");
+      std::fprintf(stderr, "usage: bench_matmul [--types Q4_0,Q8_0,...] [--threads 1,2] [--level avx2|scalar] [--quick] [--gemm2 ROWSxCOLS]\n");
       return 2;
     }
   }

@@ -43,10 +43,14 @@ struct MatmulKernels {
   //   panel p (rows 32p .. 32p+31; rows past the matrix repeat its last row),
   //   block b:  [lead bytes of rows 0..31] [half h = 0,1][dword j][16 rows x 4 bytes]
   //             [trailing bytes of rows 0..31]            block = lead + 4 n_dwords + trail
+  //
+  // by_element (one-element "blocks", F16): for each element k, the values of
+  // the panel's 32 rows side by side; lead/dwords/trail are unused.
   struct PackLayout {
     int lead_bytes = 0;
     int n_dwords = 0;
     int trail_bytes = 0;
+    bool by_element = false;
   };
   PackLayout pack{};
   // Like tile, over one packed panel of n_rows <= 32 real rows (nullptr: no packed form).

@@ -144,7 +144,9 @@ TEST(Quantize, StoriesTypesMetadataAndLoad) {
       const auto& [key, value] = in->metadata()[i];
       ASSERT_LT(i, out->metadata().size());
       EXPECT_EQ(out->metadata()[i].first, key);
-      if (key != "general.file_type") EXPECT_TRUE(same_value(out->metadata()[i].second, value)) << key;
+      if (key != "general.file_type") {
+        EXPECT_TRUE(same_value(out->metadata()[i].second, value)) << key;
+      }
     }
     EXPECT_EQ(*out->get_u64("general.file_type"), c.file_type);
     EXPECT_EQ(*out->get_u64("general.quantization_version"), 2u);

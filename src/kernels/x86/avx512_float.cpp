@@ -1,7 +1,6 @@
-// AVX-512 kernels for float weights: F32, F16 (f32 activations) and BF16.
+// AVX-512 kernels for float weights: F32 and BF16 (F16: avx512_f16.cpp).
 //
 //   F32   w f32 x f32 (act F32): one FMA per 16 weights per column
-//   F16   w widened with vcvtph2ps (exact), x f32 (act F32): no activation rounding at all
 //   BF16  with AVX512-BF16: x rounded to bf16 (act BF16) and vdpbf16ps, 32 products per
 //         instruction (exact products, f32 sums) — as ggml does for BF16 weights;
 //         without it: w widened by a 16-bit shift (exact), x f32 (act F32)
@@ -53,12 +52,6 @@ struct F32W {
   static constexpr size_t kElemBytes = 4;
   static __m512 load(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 };
-struct F16W {
-  static constexpr size_t kElemBytes = 2;
-  static __m512 load(const uint8_t* p, __mmask16 m) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-  }
-};
 struct Bf16W {
   static constexpr size_t kElemBytes = 2;
   static __m512 load(const uint8_t* p, __mmask16 m) {
@@ -70,7 +63,7 @@ struct Bf16W {
 // fused instruction; a packed weight vector is 64 bytes (f32 after widening,
 // or raw bf16 pairs).
 //
-// Weights of type WT times f32 activations (F32, F16, BF16 without AVX512-BF16).
+// Weights of type WT times f32 activations (F32, BF16 without AVX512-BF16).
 template <class WT>
 struct FmaOp {
   static constexpr int kV = 16;
@@ -304,7 +297,6 @@ constexpr MatmulKernels float_row(GgmlType act_type, void (*quantize_act)(const 
 }
 
 constexpr MatmulKernels kF32 = float_row<FmaOp<F32W>>(GgmlType::F32, copy_f32);
-constexpr MatmulKernels kF16 = float_row<FmaOp<F16W>>(GgmlType::F32, copy_f32);
 constexpr MatmulKernels kBf16Fma = float_row<FmaOp<Bf16W>>(GgmlType::F32, copy_f32);
 constexpr MatmulKernels kBf16Dp = float_row<DpBf16Op>(GgmlType::BF16, avx512_convert_bf16);
 
@@ -315,7 +307,7 @@ const MatmulKernels* avx512_float_kernels(GgmlType t) {
     case GgmlType::F32:
       return &kF32;
     case GgmlType::F16:
-      return &kF16;
+      return avx512_f16_kernels();
     case GgmlType::BF16:
       return cpu_features().avx512bf16 ? &kBf16Dp : &kBf16Fma;
     default:

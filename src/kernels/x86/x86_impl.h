@@ -6,7 +6,8 @@
 //   act_quant_avx512.cpp / act_quant_avx2.cpp   f32 activations -> Q8_0, Q8_1, Q8_K, BF16
 //   avx512_legacy.cpp / avx2_legacy.cpp         Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL (32-element blocks)
 //   avx512_kquants.cpp / avx2_kquants.cpp       Q2_K Q3_K Q4_K Q5_K Q6_K (256-element super-blocks)
-//   avx512_float.cpp / avx2_float.cpp           F32 F16 BF16
+//   avx512_float.cpp / avx2_float.cpp           F32 BF16 (avx2: F16 too)
+//   avx512_f16.cpp                              F16: 32-row panels read by element, packed or in place
 //   avx512_panel_kquants.cpp                    32-row GEMM panels for Q4_K, Q5_K, Q6_K (row-per-lane layout)
 //   avx512_panel_legacy.cpp                     32-row GEMM panels for Q4_0, Q8_0, IQ4_NL
 //   avx512_matmul.cpp / avx2_matmul.cpp         the level's table: asks each family in turn
@@ -49,6 +50,7 @@ PanelFn avx512_legacy_panel(gguf::GgmlType weight_type, bool packed);   // Q4_0 
 const MatmulKernels* avx512_legacy_kernels(gguf::GgmlType weight_type);
 const MatmulKernels* avx512_kquant_kernels(gguf::GgmlType weight_type);
 const MatmulKernels* avx512_float_kernels(gguf::GgmlType weight_type);
+const MatmulKernels* avx512_f16_kernels();
 const MatmulKernels* avx2_legacy_kernels(gguf::GgmlType weight_type);
 const MatmulKernels* avx2_kquant_kernels(gguf::GgmlType weight_type);
 const MatmulKernels* avx2_float_kernels(gguf::GgmlType weight_type);

@@ -1,0 +1,143 @@
+// AVX-512 kernel for F16 weights x f32 activations: 32-row panels, one
+// schedule for decode and prompt.
+//
+// Each output (row r, column c) is one f32 accumulator lane summing
+// w[r][k] * x[c][k] in order of increasing k with fused multiply-adds (the
+// F16 weight widened exactly by vcvtph2ps; activations are not rounded).
+// That order does not depend on the tile shape, the batch size or whether the
+// weights were packed, so every path gives the same bits.
+//
+// Weights are read "by element": for each k, the 32 rows' values side by side
+// (64 bytes = two vectors of 16 rows). A packed panel (MatmulKernels::pack,
+// by_element) is exactly that for the whole row; rows in place are copied into
+// that form one K chunk at a time. A register tile is 32 rows x up to 12
+// columns (24 accumulators); per k it loads two weight vectors and broadcasts
+// one activation per column, so 24 FMAs cost 2 widening loads and 12
+// broadcasts:
+//
+//   for chunk of K (kChunk elements: 16 KiB of weights, stays in L1):
+//     for column group of 12:         acc[2][12] <- parked (memory, L1)
+//       for k in chunk:               w0, w1 = rows 0..15, 16..31 at k
+//         for c in group:             acc[h][c] += w_h * broadcast(x[c][k])
+//                                     parked <- acc
+//
+// Parking accumulators between chunks changes no bit.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/x86/x86_impl.h"
+
+namespace tern::kernels::x86 {
+namespace {
+
+constexpr int kRows = 32;       // panel rows: two vectors of 16
+constexpr int kGroupCols = 12;  // columns of one register tile
+constexpr int kMaxCols = 96;    // columns per call: 8 groups share each chunk of weights in L1
+constexpr int kChunk = 256;     // elements of K per chunk: 16 KiB of weights
+
+// Accumulators of every column group, parked between chunks (12 KiB).
+struct alignas(64) Parked {
+  __m512 acc[kMaxCols][2];
+};
+
+// acc[h][c] over k = 0 .. len-1 of the chunk: w points at its first element
+// (64 bytes per k), x at column 0's first element, xs floats between columns.
+template <int C>
+inline void group_chunk(const uint16_t* w, int len, const float* x, size_t xs, __m512* park) {
+  __m512 acc[2][C];
+  for (int c = 0; c < C; ++c) {
+    acc[0][c] = park[2 * c];
+    acc[1][c] = park[2 * c + 1];
+  }
+  for (int k = 0; k < len; ++k) {
+    const __m512 w0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(w + kRows * k)));
+    const __m512 w1 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(w + kRows * k + 16)));
+    for (int c = 0; c < C; ++c) {
+      const __m512 xb = _mm512_set1_ps(x[c * xs + k]);
+      acc[0][c] = _mm512_fmadd_ps(w0, xb, acc[0][c]);
+      acc[1][c] = _mm512_fmadd_ps(w1, xb, acc[1][c]);
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    park[2 * c] = acc[0][c];
+    park[2 * c + 1] = acc[1][c];
+  }
+}
+
+// The last n_cols % kGroupCols columns (C counts down to the shape asked).
+template <int C>
+inline void tail_chunk(int cols, const uint16_t* w, int len, const float* x, size_t xs, __m512* park) {
+  if constexpr (C > 1) {
+    if (cols < C) return tail_chunk<C - 1>(cols, w, len, x, xs, park);
+  }
+  group_chunk<C>(w, len, x, xs, park);
+}
+
+// Rows in place -> the by-element form of chunk [k0, k0 + len) (rows past
+// n_rows are left as they are: their lanes are never stored).
+inline void gather_chunk(const uint8_t* w, size_t w_stride, int n_rows, int64_t k0, int len, uint16_t* out) {
+  for (int r = 0; r < n_rows; ++r) {
+    const auto* row = reinterpret_cast<const uint16_t*>(w + r * w_stride) + k0;
+    for (int k = 0; k < len; ++k) out[kRows * k + r] = row[k];
+  }
+}
+
+// One panel: weights either packed (by element, whole row) or rows in place.
+void f16_panel(int64_t n, const uint8_t* packed, const uint8_t* w, size_t w_stride, int n_rows, const float* x,
+               size_t xs, int n_cols, float* y, size_t ldy) {
+  Parked p;
+  for (int c = 0; c < n_cols; ++c) p.acc[c][0] = p.acc[c][1] = _mm512_setzero_ps();
+  alignas(64) uint16_t staged[kChunk * kRows];  // rows in place only
+  for (int64_t k0 = 0; k0 < n; k0 += kChunk) {
+    const int len = static_cast<int>(n - k0 < kChunk ? n - k0 : kChunk);
+    const uint16_t* wc;
+    if (packed) {
+      wc = reinterpret_cast<const uint16_t*>(packed) + kRows * k0;
+    } else {
+      gather_chunk(w, w_stride, n_rows, k0, len, staged);
+      wc = staged;
+    }
+    int c0 = 0;
+    for (; c0 + kGroupCols <= n_cols; c0 += kGroupCols)
+      group_chunk<kGroupCols>(wc, len, x + c0 * xs + k0, xs, &p.acc[c0][0]);
+    if (c0 < n_cols) tail_chunk<kGroupCols - 1>(n_cols - c0, wc, len, x + c0 * xs + k0, xs, &p.acc[c0][0]);
+  }
+  const __mmask16 lo = n_rows >= 16 ? 0xffff : static_cast<__mmask16>((1u << n_rows) - 1);
+  const __mmask16 hi = n_rows >= 32 ? 0xffff : n_rows <= 16 ? 0 : static_cast<__mmask16>((1u << (n_rows - 16)) - 1);
+  for (int c = 0; c < n_cols; ++c) {
+    _mm512_mask_storeu_ps(y + c * ldy, lo, p.acc[c][0]);
+    _mm512_mask_storeu_ps(y + c * ldy + 16, hi, p.acc[c][1]);
+  }
+}
+
+void f16_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
+              float* y, size_t ldy) {
+  f16_panel(n, nullptr, static_cast<const uint8_t*>(w), w_stride, n_rows, static_cast<const float*>(xq),
+            x_stride / sizeof(float), n_cols, y, ldy);
+}
+
+void f16_packed_tile(int64_t n, const void* panel, int n_rows, const void* xq, size_t x_stride, int n_cols, float* y,
+                     size_t ldy) {
+  f16_panel(n, static_cast<const uint8_t*>(panel), nullptr, 0, n_rows, static_cast<const float*>(xq),
+            x_stride / sizeof(float), n_cols, y, ldy);
+}
+
+void copy_f32(const float* x, void* xq, int64_t n) { std::memcpy(xq, x, static_cast<size_t>(n) * sizeof(float)); }
+
+MatmulKernels::PackLayout by_element() {
+  MatmulKernels::PackLayout l;
+  l.by_element = true;
+  return l;
+}
+
+const MatmulKernels kF16 = {gguf::GgmlType::F32, copy_f32,     f16_tile,       kRows, kMaxCols, CpuLevel::Avx512,
+                            by_element(),        f16_packed_tile};
+
+}  // namespace
+
+const MatmulKernels* avx512_f16_kernels() { return &kF16; }
+
+}  // namespace tern::kernels::x86
