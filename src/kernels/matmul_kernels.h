@@ -56,6 +56,11 @@ struct MatmulKernels {
   // Like tile, over one packed panel of n_rows <= 32 real rows (nullptr: no packed form).
   void (*packed_tile)(int64_t n, const void* panel, int n_rows, const void* xq, size_t x_stride, int n_cols, float* y,
                       size_t ldy) = nullptr;
+  // Activation bytes the driver passes over every row tile before moving to
+  // the next columns: each pass streams the weights once more. 512 KiB keeps
+  // them in L2; a kernel whose activations are cheap to stream from L3 (F16's
+  // broadcasts) asks for more, so its weights are read fewer times.
+  size_t act_block_bytes = size_t{512} << 10;
 };
 
 // Kernels for `weight_type` at the best level this CPU supports (nullptr when

@@ -38,6 +38,38 @@ Status validate_batch(const Batch& b, const KvCache& kv, int n_vocab, std::unord
   return Status::ok();
 }
 
+struct ForwardScratch {
+  std::vector<float> x, xn, q, k, v, att, proj, gate, up;
+};
+
+// Grows (never shrinks) a scratch buffer to at least n elements.
+float* grow(std::vector<float>& buf, int64_t n) {
+  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
+  return buf.data();
+}
+
+void add_to(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+// Per-token element-wise work of a pass: on the pool when there is enough of
+// it to pay for the hand-off (a prompt), on the calling thread otherwise (decode).
+struct Rows {
+  ThreadPool& pool;
+  int64_t n;
+  template <class Fn>
+  void run(int64_t elems_per_row, Fn&& fn) const {
+    constexpr int64_t kMinParallel = 1 << 15;  // elements
+    if (n < 2 || n * elems_per_row < kMinParallel) {
+      for (int64_t t = 0; t < n; ++t) fn(t);
+      return;
+    }
+    pool.parallel_for(static_cast<size_t>(n), [&](size_t b, size_t e, int) {
+      for (size_t t = b; t < e; ++t) fn(static_cast<int64_t>(t));
+    });
+  }
+};
+
 }  // namespace
 
 // Consecutive tokens of one sequence form one attention query block (up to
@@ -77,15 +109,19 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
 
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t n_embd = hp_.n_embd, q_dim = hp_.q_dim(), kv_dim = hp_.kv_dim(), n_ff = hp_.n_ff;
-  std::vector<float> x(n * n_embd);      // [n][n_embd] residual stream
-  std::vector<float> xn(n * n_embd);     // [n][n_embd] normed input of a sub-layer
-  std::vector<float> q(n * q_dim);       // [n][n_head][head_dim]
-  std::vector<float> k(n * kv_dim);      // [n][n_head_kv][head_dim]
-  std::vector<float> v(n * kv_dim);      // [n][n_head_kv][head_dim]
-  std::vector<float> att(n * q_dim);     // [n][n_head][head_dim]
-  std::vector<float> proj(n * n_embd);   // [n][n_embd] sub-layer output
-  std::vector<float> gate(n * n_ff);     // [n][n_ff]
-  std::vector<float> up(n * n_ff);       // [n][n_ff]
+  // Activations live in this thread's scratch: a prompt's buffers are tens of
+  // MiB, and fresh ones every pass cost page faults and zeroing. Every element
+  // used is written before it is read.
+  thread_local ForwardScratch scratch;
+  float* x = grow(scratch.x, n * n_embd);       // [n][n_embd] residual stream
+  float* xn = grow(scratch.xn, n * n_embd);     // [n][n_embd] normed input of a sub-layer
+  float* q = grow(scratch.q, n * q_dim);        // [n][n_head][head_dim]
+  float* k = grow(scratch.k, n * kv_dim);       // [n][n_head_kv][head_dim]
+  float* v = grow(scratch.v, n * kv_dim);       // [n][n_head_kv][head_dim]
+  float* att = grow(scratch.att, n * q_dim);    // [n][n_head][head_dim]
+  float* proj = grow(scratch.proj, n * n_embd); // [n][n_embd] sub-layer output
+  float* gate = grow(scratch.gate, n * n_ff);   // [n][n_ff]
+  float* up = grow(scratch.up, n * n_ff);       // [n][n_ff]
 
   const std::vector<BlockSpan> spans = query_blocks(batch);
   std::vector<kernels::QueryBlock> blocks(spans.size());
@@ -95,29 +131,32 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
                                            kv.shape().type == KvType::F16};
 
   for (int64_t t = 0; t < n; ++t)
-    tok_embd_.traits->to_float(tok_embd_.row(batch.tokens[t]), x.data() + t * n_embd, n_embd);
+    tok_embd_.traits->to_float(tok_embd_.row(batch.tokens[t]), x + t * n_embd, n_embd);
+  const Rows rows{pool, n};
 
   for (int il = 0; il < hp_.n_layer; ++il) {
     const LayerWeights& l = layers_[il];
     // Attention block: x += Wo · attn(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
+    rows.run(n_embd, [&](int64_t t) {
+      kernels::rms_norm(x + t * n_embd, l.attn_norm.data(), xn + t * n_embd, n_embd, hp_.rms_eps);
+    });
+    const kernels::MatmulJob qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
+    kernels::matmul_group(qkv, 3, xn, n, pool);
+    add_bias(q, l.bq, n, q_dim);
+    add_bias(k, l.bk, n, kv_dim);
+    add_bias(v, l.bv, n, kv_dim);
+    rows.run(q_dim + kv_dim, [&](int64_t t) {
+      kernels::rope(q + t * q_dim, hp_.n_head, hp_.head_dim, batch.positions[t], hp_.rope);
+      kernels::rope(k + t * kv_dim, hp_.n_head_kv, hp_.head_dim, batch.positions[t], hp_.rope);
+    });
     for (int64_t t = 0; t < n; ++t)
-      kernels::rms_norm(x.data() + t * n_embd, l.attn_norm.data(), xn.data() + t * n_embd, n_embd, hp_.rms_eps);
-    const kernels::MatmulJob qkv[] = {{&l.wq, q.data()}, {&l.wk, k.data()}, {&l.wv, v.data()}};
-    kernels::matmul_group(qkv, 3, xn.data(), n, pool);
-    add_bias(q.data(), l.bq, n, q_dim);
-    add_bias(k.data(), l.bk, n, kv_dim);
-    add_bias(v.data(), l.bv, n, kv_dim);
-    for (int64_t t = 0; t < n; ++t) {
-      kernels::rope(q.data() + t * q_dim, hp_.n_head, hp_.head_dim, batch.positions[t], hp_.rope);
-      kernels::rope(k.data() + t * kv_dim, hp_.n_head_kv, hp_.head_dim, batch.positions[t], hp_.rope);
-      kv.store(il, batch.seq_ids[t], batch.positions[t], k.data() + t * kv_dim, v.data() + t * kv_dim);
-    }
+      kv.store(il, batch.seq_ids[t], batch.positions[t], k + t * kv_dim, v + t * kv_dim);
     for (size_t ib = 0; ib < spans.size(); ++ib) {
       const BlockSpan& sp = spans[ib];
       kernels::QueryBlock& qb = blocks[ib];
       const SeqId seq = batch.seq_ids[sp.first_token];
-      qb.q = q.data() + sp.first_token * q_dim;
-      qb.out = att.data() + sp.first_token * q_dim;
+      qb.q = q + sp.first_token * q_dim;
+      qb.out = att + sp.first_token * q_dim;
       qb.n_q = sp.n_q;
       qb.pos0 = batch.positions[sp.first_token];
       const int32_t first = hp_.sliding_window > 0 ? std::max(0, qb.pos0 - hp_.sliding_window + 1) : 0;
@@ -127,17 +166,18 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
       for (const KvRows& r : kv_rows) qb.runs.push_back({r.k, r.v, r.pos0, r.n});
     }
     kernels::attention(attn_shape, blocks, pool);
-    kernels::matmul(l.wo, att.data(), proj.data(), n, pool);
-    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += proj[i];
+    kernels::matmul(l.wo, att, proj, n, pool);
+    rows.run(n_embd, [&](int64_t t) { add_to(x + t * n_embd, proj + t * n_embd, n_embd); });
 
     // Feed-forward block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
-    for (int64_t t = 0; t < n; ++t)
-      kernels::rms_norm(x.data() + t * n_embd, l.ffn_norm.data(), xn.data() + t * n_embd, n_embd, hp_.rms_eps);
-    const kernels::MatmulJob gate_up[] = {{&l.w_gate, gate.data()}, {&l.w_up, up.data()}};
-    kernels::matmul_group(gate_up, 2, xn.data(), n, pool);
-    kernels::swiglu(gate.data(), up.data(), n * n_ff);
-    kernels::matmul(l.w_down, gate.data(), proj.data(), n, pool);
-    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += proj[i];
+    rows.run(n_embd, [&](int64_t t) {
+      kernels::rms_norm(x + t * n_embd, l.ffn_norm.data(), xn + t * n_embd, n_embd, hp_.rms_eps);
+    });
+    const kernels::MatmulJob gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
+    kernels::matmul_group(gate_up, 2, xn, n, pool);
+    rows.run(n_ff, [&](int64_t t) { kernels::swiglu(gate + t * n_ff, up + t * n_ff, n_ff); });
+    kernels::matmul(l.w_down, gate, proj, n, pool);
+    rows.run(n_embd, [&](int64_t t) { add_to(x + t * n_embd, proj + t * n_embd, n_embd); });
   }
 
   // Output head only for the tokens that asked for logits.
@@ -145,7 +185,7 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
   for (int64_t t = 0; t < n; ++t) {
     if (!batch.logits[t]) continue;
     out_rows.resize(out_rows.size() + n_embd);
-    kernels::rms_norm(x.data() + t * n_embd, output_norm_.data(), out_rows.data() + out_rows.size() - n_embd, n_embd,
+    kernels::rms_norm(x + t * n_embd, output_norm_.data(), out_rows.data() + out_rows.size() - n_embd, n_embd,
                       hp_.rms_eps);
   }
   const int64_t n_out = static_cast<int64_t>(out_rows.size()) / n_embd;

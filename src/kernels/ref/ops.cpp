@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "core/assert.h"
@@ -67,8 +68,9 @@ void matmul_group(const MatmulJob* jobs, int n_jobs, const float* x, int64_t n_t
   });
   // One list of row tiles over all jobs. Each thread owns a range of whole
   // tiles; within it, columns go in blocks small enough for their activations
-  // to stay in L2 while every tile of the range passes over them; a tile
-  // reuses each loaded weight block for all its columns.
+  // to stay in cache (L2 by default, MatmulKernels::act_block_bytes) while
+  // every tile of the range passes over them; a tile reuses each loaded weight
+  // block for all its columns.
   int64_t n_tiles = 0;
   size_t min_chunk = 1, max_stride = 1;
   for (int j = 0; j < n_jobs; ++j) {
@@ -80,8 +82,12 @@ void matmul_group(const MatmulJob* jobs, int n_jobs, const float* x, int64_t n_t
     max_stride = std::max(max_stride, plan[j].x_stride);
   }
   int64_t max_cols = 1;
-  for (int j = 0; j < n_jobs; ++j) max_cols = std::max<int64_t>(max_cols, plan[j].k->max_cols);
-  const int64_t col_block = std::max<int64_t>(max_cols, static_cast<int64_t>((512 * 1024) / max_stride));
+  size_t act_block = SIZE_MAX;
+  for (int j = 0; j < n_jobs; ++j) {
+    max_cols = std::max<int64_t>(max_cols, plan[j].k->max_cols);
+    act_block = std::min(act_block, plan[j].k->act_block_bytes);
+  }
+  const int64_t col_block = std::max<int64_t>(max_cols, static_cast<int64_t>(act_block / max_stride));
   pool.parallel_for(static_cast<size_t>(n_tiles), [&](size_t tile_begin, size_t tile_end, int) {
     for (int64_t c0 = 0; c0 < n_tokens; c0 += col_block) {
       const int64_t c1 = std::min(n_tokens, c0 + col_block);
