@@ -5,6 +5,8 @@
 #include <random>
 #include <vector>
 
+#include "kernels/elementwise.h"
+#include "kernels/matmul_test_util.h"
 #include "kernels/ref/ops.h"
 
 namespace tern::kernels {
@@ -42,6 +44,38 @@ TEST(RefOps, SwiGlu) {
   EXPECT_NEAR(g[0], -2.0 / (1 + std::exp(2.0)), 1e-6);
   EXPECT_EQ(g[1], 0.0f);
   EXPECT_NEAR(g[2], 2 * 3.0 / (1 + std::exp(-3.0)), 1e-5);
+}
+
+// Every level's vectorised SwiGLU against libm, over ordinary values, the
+// saturating ends of the sigmoid (|g| up to 1e4, where e^-g over- or
+// underflows) and lengths with tails; an element's result does not depend on
+// the length of the call or on where in it the element sits.
+TEST(RefOps, SwiGluEveryLevelMatchesLibmReference) {
+  std::vector<float> g = randn(1000, 7), u = randn(1000, 8);
+  for (size_t i = 0; i < g.size(); ++i) g[i] *= 4.0f;
+  const float extremes[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 20.0f, -20.0f, 87.0f, -87.0f, 88.5f, -88.5f, 100.0f,
+                            -100.0f, 1e4f, -1e4f};
+  for (size_t i = 0; i < sizeof(extremes) / sizeof(extremes[0]); ++i) g[i * 37] = extremes[i];
+  std::vector<float> want = g;
+  swiglu_reference(want.data(), u.data(), static_cast<int64_t>(want.size()));
+  for (CpuLevel level : testing::available_levels()) {
+    const ElementwiseKernels* k = elementwise_kernels_at(level);
+    ASSERT_NE(k, nullptr);
+    std::vector<float> got = g;
+    k->swiglu(got.data(), u.data(), static_cast<int64_t>(got.size()));
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << cpu_level_name(level) << " g " << g[i];
+      ASSERT_NEAR(got[i], want[i], 2e-6 * std::fabs(want[i]) + 1e-30) << cpu_level_name(level) << " g " << g[i];
+    }
+    for (int64_t n : {1, 5, 16, 17, 33}) {
+      for (int64_t at : {int64_t{0}, int64_t{100}}) {
+        std::vector<float> part(g.begin() + at, g.begin() + at + n);
+        k->swiglu(part.data(), u.data() + at, n);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(part[i], got[at + i]) << cpu_level_name(level) << " n " << n << " at " << at << " i " << i;
+      }
+    }
+  }
 }
 
 // RoPE as complex multiplication: pair (a, b) -> (a + ib) * e^{i pos theta_k}.

@@ -41,6 +41,8 @@ inline float reduce_lanes(const float* acc) {
 // calling convention of such types without AVX-512 does not apply.)
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float f32x16 __attribute__((vector_size(64)));
+typedef int32_t i32x16 __attribute__((vector_size(64)));
+constexpr i32x16 kIota = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 __attribute__((always_inline)) inline f32x16 load16(const float* p) {
   f32x16 v;
@@ -183,13 +185,20 @@ void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, in
           continue;
         }
         const int row = row0 + r;
-        float tile_max = kNegInf;
-        for (int j = 0; j < kKvTile; ++j) {
-          const int32_t pos = p0 + j;
-          const bool valid = j < n_pos && pos <= qpos[r] && pos >= lo[r];
-          p[j] = valid ? p[j] * s.scale : kNegInf;
-          tile_max = max_f(tile_max, p[j]);
+        // Scale, mask (causal, window, past the tile's end) and the tile max,
+        // 16 positions at a time (written with vectors: the compiler leaves
+        // this loop scalar otherwise).
+        f32x16 vmax = kNegInf - f32x16{};
+        for (int c = 0; c < kKvTile / 16; ++c) {
+          const i32x16 j = kIota + 16 * c;
+          const i32x16 pos = j + p0;
+          const i32x16 valid = (j < n_pos) & (pos <= qpos[r]) & (pos >= lo[r]);
+          const f32x16 v = valid ? load16(p + 16 * c) * s.scale : kNegInf - f32x16{};
+          store16(p + 16 * c, v);
+          vmax = v > vmax ? v : vmax;
         }
+        float tile_max = kNegInf;
+        for (int i = 0; i < 16; ++i) tile_max = max_f(tile_max, vmax[i]);
         if (tile_max == kNegInf) {  // fully masked tile: this row is unchanged
           for (int j = 0; j < kKvTile; ++j) p[j] = 0.0f;
           continue;
@@ -198,13 +207,37 @@ void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, in
         const float m_new = max_f(m[row], tile_max);
         corr[r] = fast_exp(m[row] - m_new);  // 0 when m was -inf
         for (int j = 0; j < kKvTile; ++j) p[j] = p[j] == kNegInf ? 0.0f : fast_exp(p[j] - m_new);
-        float lanes[kLanes] = {};
-        for (int j = 0; j < kKvTile; ++j) lanes[j % kLanes] += p[j];
-        l[row] = l[row] * corr[r] + reduce_lanes(lanes);
+        // lanes[i] = p[i] + p[i + 16] + p[i + 32] + p[i + 48], in that order.
+        f32x16 lanes = load16(p);
+        for (int c = 1; c < kKvTile / kLanes; ++c) lanes += load16(p + kLanes * c);
+        float lane_sums[kLanes];
+        store16(lane_sums, lanes);
+        l[row] = l[row] * corr[r] + reduce_lanes(lane_sums);
         m[row] = m_new;
       }
-      // o = o * corr + P V, 16 lanes of head_dim at a time.
+      // o = o * corr + P V, 64 lanes of head_dim at a time (then 16): each
+      // value vector loaded feeds the four rows, each weight broadcast feeds
+      // four vectors. Every lane sums over j in order, whatever the width.
       int i0 = 0;
+      for (; i0 + 64 <= hd; i0 += 64) {
+        f32x16 ov[kRowBlock][4] = {};
+        for (int j = 0; j < n_pos; ++j) {
+          const float* vj = vp[j] + i0;
+          const f32x16 v0 = load16(vj), v1 = load16(vj + 16), v2 = load16(vj + 32), v3 = load16(vj + 48);
+          for (int r = 0; r < kRowBlock; ++r) {
+            const float w = sc[r][j];
+            ov[r][0] += w * v0;
+            ov[r][1] += w * v1;
+            ov[r][2] += w * v2;
+            ov[r][3] += w * v3;
+          }
+        }
+        for (int r = 0; r < nr; ++r) {
+          if (!live[r]) continue;
+          float* orow = o + static_cast<size_t>(row0 + r) * hd + i0;
+          for (int c = 0; c < 4; ++c) store16(orow + 16 * c, load16(orow + 16 * c) * corr[r] + ov[r][c]);
+        }
+      }
       for (; i0 + 16 <= hd; i0 += 16) {
         f32x16 ov[kRowBlock] = {};
         for (int j = 0; j < n_pos; ++j) {

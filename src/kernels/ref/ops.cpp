@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/assert.h"
+#include "kernels/elementwise.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/pack.h"
 
@@ -134,7 +135,9 @@ void softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void swiglu(float* gate, const float* up, int64_t n) {
+void swiglu(float* gate, const float* up, int64_t n) { elementwise_kernels().swiglu(gate, up, n); }
+
+void swiglu_reference(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];

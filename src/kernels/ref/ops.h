@@ -47,8 +47,11 @@ void rms_norm(const float* x, const float* weight, float* y, int64_t n, float ep
 // In-place softmax over n values.
 void softmax(float* x, int64_t n);
 
-// gate[i] = silu(gate[i]) * up[i]
+// gate[i] = silu(gate[i]) * up[i], vectorised (kernels/elementwise.h: a
+// polynomial exp, within ~1e-6 relative of swiglu_reference).
 void swiglu(float* gate, const float* up, int64_t n);
+// The same with libm's exp, one element at a time: the oracle for tests.
+void swiglu_reference(float* gate, const float* up, int64_t n);
 
 enum class RopeLayout {
   Normal,  // rotate adjacent pairs (2i, 2i+1): llama, llama2.c, mistral GGUFs
