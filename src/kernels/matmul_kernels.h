@@ -61,6 +61,9 @@ struct MatmulKernels {
   // them in L2; a kernel whose activations are cheap to stream from L3 (F16's
   // broadcasts) asks for more, so its weights are read fewer times.
   size_t act_block_bytes = size_t{512} << 10;
+  // quantize_act writes act_type blocks whose int8 quants are stored + 128
+  // (unsigned bytes, for vpdpbusd's unsigned operand); scales as act_type.
+  bool act_biased = false;
 };
 
 // Kernels for `weight_type` at the best level this CPU supports (nullptr when

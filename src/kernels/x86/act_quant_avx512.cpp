@@ -61,6 +61,17 @@ void avx512_quantize_q8_0(const float* x, void* xq, int64_t n) {
   }
 }
 
+// Q8_0 with every quant stored as q + 128 (unsigned): the activations of the
+// VNNI panel kernels (avx512_panel_legacy.cpp, MatmulKernels::act_biased).
+void avx512_quantize_q8_0_biased(const float* x, void* xq, int64_t n) {
+  avx512_quantize_q8_0(x, xq, n);
+  auto* b = static_cast<BlockQ8_0*>(xq);
+  for (int64_t i = 0; i < n / quant::kQK8_0; ++i) {
+    const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs), _mm256_xor_si256(q, _mm256_set1_epi8(static_cast<char>(0x80))));
+  }
+}
+
 // As Q8_0 (q clamped to +-127, which the rounding never exceeds), plus s = fp16(sum(q) * d).
 void avx512_quantize_q8_1(const float* x, void* xq, int64_t n) {
   auto* b = static_cast<BlockQ8_1*>(xq);

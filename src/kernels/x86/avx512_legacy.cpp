@@ -210,8 +210,10 @@ constexpr MatmulKernels::PackLayout pack_layout(GgmlType t) {
 
 template <GgmlType kType>
 constexpr MatmulKernels panel_row() {
-  return {GgmlType::Q8_0, avx512_quantize_q8_0, panel_tile<kType>, kPanelRows, kPanelCols, CpuLevel::Avx512,
-          pack_layout(kType), packed_panel_tile<kType>};
+  MatmulKernels k{GgmlType::Q8_0, avx512_quantize_q8_0_biased, panel_tile<kType>, kPanelRows, kPanelCols,
+                  CpuLevel::Avx512, pack_layout(kType), packed_panel_tile<kType>};
+  k.act_biased = true;
+  return k;
 }
 
 constexpr MatmulKernels kQ4_0 = panel_row<GgmlType::Q4_0>();

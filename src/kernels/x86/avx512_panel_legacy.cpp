@@ -4,18 +4,18 @@
 // (row, token) result is the same sequence of operations whatever the batch.
 //
 // The row-per-lane scheme of avx512_panel_kquants.cpp (read that first), per
-// block b of 8 dwords, with weights made unsigned by an offset o:
+// block b of 8 dwords. vpdpbusd multiplies unsigned by signed bytes: the
+// weights stay signed (Q4_0: q - 8; Q8_0: as stored; IQ4_NL: the code book
+// value) and the activations come biased, x + 128 as unsigned bytes (the
+// kernel's own quantize_act, MatmulKernels::act_biased), so
 //
-//   Q4_0    u = q (0..15),          o = 8
-//   Q8_0    u = w + 128,            o = 128
-//   IQ4_NL  u = code book + 128,    o = 128
-//
-//   t[c][h] = vpdpbusd chain over the 8 dwords, seeded with -o * sum(x_c,b)
+//   t[c][h] = vpdpbusd chain over the 8 dwords of (x_c + 128) . w,
+//             seeded with -128 * sum(w)            = exactly sum(x_c . w)
 //   out[c][h] += f32(t) * (dw[h] * dx_c,b)
 //
-// sum(x_c,b) comes from vpsadbw once per column and block and is shared by the
-// 32 rows; the chain is exact in int32 (|t| <= 32 * 255 * 127). Two multiply-
-// port instructions (the scale product and the FMA) per 8 vpdpbusd.
+// sum(w) is a property of the weights: one vpdpbusd chain against ones per
+// decoded block, shared by every column (no per-column work besides the dot
+// products and the scale). The chain is exact in int32 (|t| <= 32 * 255 * 127).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -38,9 +38,21 @@ constexpr size_t kXBytes = sizeof(quant::BlockQ8_0);
 
 // One block of 32 rows in row-per-lane form: [h] = rows 16h .. 16h + 15.
 struct Decoded {
-  __m512i w[8][kHalves];  // unsigned weights of element dword k
-  __m512 d[kHalves];      // dw
+  __m512i w[8][kHalves];   // signed weights of element dword k
+  __m512 d[kHalves];       // dw
+  __m512i seed[kHalves];   // -128 * the sum of each row's 32 weights
 };
+
+// seed[h] = -128 * sum(w) per lane (row), from the decoded weights.
+inline void weight_sums(int h, Decoded& dec) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i s0 = _mm512_setzero_si512(), s1 = _mm512_setzero_si512();
+  for (int k = 0; k < 8; k += 2) {
+    s0 = _mm512_dpbusd_epi32(s0, ones, dec.w[k][h]);
+    s1 = _mm512_dpbusd_epi32(s1, ones, dec.w[k + 1][h]);
+  }
+  dec.seed[h] = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_add_epi32(s0, s1), 7));
+}
 
 // Dwords j..j+3 (the 16 bytes at rows[r] + off, r < 16) -> out[i] lane r = row r's dword j + i.
 inline void transpose_16x4(const uint8_t* const* rows, size_t off, __m512i out[4]) {
@@ -125,9 +137,13 @@ inline void split_nibbles(const __m512i t[4], int h, Decoded& dec) {
   }
 }
 
+// Q4_0's weight: the nibble minus 8.
+inline void center_nibbles(int h, Decoded& dec) {
+  for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_sub_epi8(dec.w[k][h], _mm512_set1_epi8(8));
+}
+
 struct Q4_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
-  static constexpr int kOffset = 8;
   static constexpr int kDwords = 4;
   template <class Src>
   static void decode(const Src& src, int h, Decoded& dec) {
@@ -135,27 +151,27 @@ struct Q4_0 {
     src.dw4(h, 0, t);
     dec.d[h] = src.d(h);
     split_nibbles(t, h, dec);
+    center_nibbles(h, dec);
   }
 };
 
 struct Iq4Nl {
   static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
-  static constexpr int kOffset = 128;
   static constexpr int kDwords = 4;
   // Q4_0's nibbles are indices into the code book.
   template <class Src>
   static void decode(const Src& src, int h, Decoded& dec) {
-    Q4_0::decode(src, h, dec);
-    alignas(16) uint8_t shifted[16];
-    for (int i = 0; i < 16; ++i) shifted[i] = static_cast<uint8_t>(quant::kIq4nlValues[i] + 128);
-    const __m512i table = _mm512_broadcast_i32x4(load_128(shifted));
+    __m512i t[4];
+    src.dw4(h, 0, t);
+    dec.d[h] = src.d(h);
+    split_nibbles(t, h, dec);
+    const __m512i table = _mm512_broadcast_i32x4(load_128(reinterpret_cast<const uint8_t*>(quant::kIq4nlValues)));
     for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_shuffle_epi8(table, dec.w[k][h]);
   }
 };
 
 struct Q8_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
-  static constexpr int kOffset = 128;
   static constexpr int kDwords = 8;
   template <class Src>
   static void decode(const Src& src, int h, Decoded& dec) {
@@ -163,35 +179,29 @@ struct Q8_0 {
     src.dw4(h, 0, t);
     src.dw4(h, 4, t + 4);
     dec.d[h] = src.d(h);
-    for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_xor_si512(t[k], _mm512_set1_epi8(static_cast<char>(0x80)));
+    for (int k = 0; k < 8; ++k) dec.w[k][h] = t[k];
   }
 };
 
-// -o * sum of the 32 int8 activations of a Q8_0 block at xb: vpsadbw of x + 128 against 0.
-template <int kOffset>
-inline int neg_offset_sum(const uint8_t* xb) {
-  const __m256i u = _mm256_xor_si256(load_256(xb + 2), _mm256_set1_epi8(static_cast<char>(0x80)));
-  const __m256i s4 = _mm256_sad_epu8(u, _mm256_setzero_si256());
-  const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
-  const int sum = static_cast<int>(_mm_cvtsi128_si64(_mm_add_epi64(s2, _mm_unpackhi_epi64(s2, s2)))) - 32 * 128;
-  return -kOffset * sum;
-}
-
-// One group of C <= 8 columns over one decoded block. The operations on one
-// (row, column) lane do not depend on C or on the other columns.
-template <int kOffset, int C>
+// One group of C <= 8 columns over one decoded block (activations biased,
+// x + 128). The operations on one (row, column) lane do not depend on C or on
+// the other columns.
+template <int C>
 inline void group_block(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHalves]) {
   __m512i t[C][kHalves];
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) t[c][0] = t[c][1] = _mm512_set1_epi32(neg_offset_sum<kOffset>(xc[c]));
+  for (int c = 0; c < C; ++c) {
+    t[c][0] = dec.seed[0];
+    t[c][1] = dec.seed[1];
+  }
 #pragma GCC unroll 8
   for (int k = 0; k < 8; ++k) {
     const __m512i w0 = dec.w[k][0], w1 = dec.w[k][1];
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       const __m512i xv = bcast_dword(xc[c] + 2 + 4 * k);
-      t[c][0] = _mm512_dpbusd_epi32(t[c][0], w0, xv);
-      t[c][1] = _mm512_dpbusd_epi32(t[c][1], w1, xv);
+      t[c][0] = _mm512_dpbusd_epi32(t[c][0], xv, w0);
+      t[c][1] = _mm512_dpbusd_epi32(t[c][1], xv, w1);
     }
   }
 #pragma GCC unroll 8
@@ -202,12 +212,12 @@ inline void group_block(const Decoded& dec, const uint8_t* const* xc, __m512 (*o
   }
 }
 
-template <int kOffset, int C>
+template <int C>
 void tail_group(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHalves], int n) {
   if constexpr (C > 1) {
-    if (n < C) return tail_group<kOffset, C - 1>(dec, xc, out, n);
+    if (n < C) return tail_group<C - 1>(dec, xc, out, n);
   }
-  group_block<kOffset, C>(dec, xc, out);
+  group_block<C>(dec, xc, out);
 }
 
 // n_rows <= 32 rows x n_cols columns (any), in groups of 8 columns. kPacked:
@@ -245,11 +255,12 @@ void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
         const RowSource src{rows.p, static_cast<size_t>(ib) * WT::kBytes};
         for (int h = 0; h < kHalves; ++h) WT::decode(src, h, dec);
       }
+      for (int h = 0; h < kHalves; ++h) weight_sums(h, dec);
       const uint8_t* xc[kMaxCols];
       for (int c = 0; c < nc; ++c) xc[c] = x + (c0 + c) * x_stride + ib * kXBytes;
       int c = 0;
-      for (; c + kGroupCols <= nc; c += kGroupCols) group_block<WT::kOffset, kGroupCols>(dec, xc + c, out + c);
-      if (c < nc) tail_group<WT::kOffset, kGroupCols - 1>(dec, xc + c, out + c, nc - c);
+      for (; c + kGroupCols <= nc; c += kGroupCols) group_block<kGroupCols>(dec, xc + c, out + c);
+      if (c < nc) tail_group<kGroupCols - 1>(dec, xc + c, out + c, nc - c);
     }
     for (int c = 0; c < nc; ++c)
       for (int h = 0; h < kHalves; ++h) _mm512_mask_storeu_ps(y + (c0 + c) * ldy + 16 * h, row_mask(n_rows, h), out[c][h]);

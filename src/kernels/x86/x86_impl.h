@@ -29,6 +29,7 @@ namespace tern::kernels::x86 {
 // Activation quantizers: x [n] f32 -> one row of blocks, bit-exact with
 // quant::traits(T)->from_float (and with float_to_bf16 for BF16).
 void avx512_quantize_q8_0(const float* x, void* xq, int64_t n);
+void avx512_quantize_q8_0_biased(const float* x, void* xq, int64_t n);  // quants stored + 128
 void avx512_quantize_q8_1(const float* x, void* xq, int64_t n);
 void avx512_quantize_q8_k(const float* x, void* xq, int64_t n);
 void avx512_convert_bf16(const float* x, void* xq, int64_t n);
