@@ -40,6 +40,16 @@ Status validate_batch(const Batch& b, const KvCache& kv, int n_vocab, std::unord
 
 struct ForwardScratch {
   std::vector<float> x, xn, q, k, v, att, proj, gate, up;
+  // Buffers larger than this (a long prompt's: 54 MiB for 512 tokens of a 1B
+  // model) are given back after the pass, so a server's resident memory stays
+  // file + KV cache + a few MiB; their page faults are ~1% of such a pass.
+  static constexpr size_t kKeepBytes = size_t{8} << 20;
+  void trim() {
+    size_t bytes = 0;
+    for (const auto* b : {&x, &xn, &q, &k, &v, &att, &proj, &gate, &up}) bytes += b->capacity() * sizeof(float);
+    if (bytes <= kKeepBytes) return;
+    for (auto* b : {&x, &xn, &q, &k, &v, &att, &proj, &gate, &up}) std::vector<float>().swap(*b);
+  }
 };
 
 // Grows (never shrinks) a scratch buffer to at least n elements.
@@ -109,9 +119,9 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
 
   const int64_t n = static_cast<int64_t>(batch.size());
   const int64_t n_embd = hp_.n_embd, q_dim = hp_.q_dim(), kv_dim = hp_.kv_dim(), n_ff = hp_.n_ff;
-  // Activations live in this thread's scratch: a prompt's buffers are tens of
-  // MiB, and fresh ones every pass cost page faults and zeroing. Every element
-  // used is written before it is read.
+  // Activations live in this thread's scratch, reused by the next pass (decode
+  // steps and short batches; see ForwardScratch::trim). Every element used is
+  // written before it is read.
   thread_local ForwardScratch scratch;
   float* x = grow(scratch.x, n * n_embd);       // [n][n_embd] residual stream
   float* xn = grow(scratch.xn, n * n_embd);     // [n][n_embd] normed input of a sub-layer
@@ -193,6 +203,7 @@ Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logit
   if (n_out > 0) kernels::matmul(output_, out_rows.data(), logits.data(), n_out, pool);
 
   for (const auto& [seq, end] : next_pos) kv.set_n_positions(SeqId(seq), end);
+  scratch.trim();
   return Status::ok();
 }
 
