@@ -41,8 +41,9 @@ class ContiguousKvCache final : public KvCache {
   }
   void truncate(SeqId seq, int32_t n) override {
     Slot& s = slot(seq);
-    if (n <= 0) {
-      s = Slot{};
+    if (n <= 0) {  // the slot is free again; its rows stay allocated for the next sequence (no re-zeroing)
+      s.n_valid = 0;
+      s.n_reserved = 0;
       return;
     }
     s.n_valid = std::min(s.n_valid, n);

@@ -43,7 +43,7 @@ struct ForwardScratch {
   // Buffers larger than this (a long prompt's: 54 MiB for 512 tokens of a 1B
   // model) are given back after the pass, so a server's resident memory stays
   // file + KV cache + a few MiB; their page faults are ~1% of such a pass.
-  static constexpr size_t kKeepBytes = size_t{8} << 20;
+  static constexpr size_t kKeepBytes = size_t{32} << 20;
   void trim() {
     size_t bytes = 0;
     for (const auto* b : {&x, &xn, &q, &k, &v, &att, &proj, &gate, &up}) bytes += b->capacity() * sizeof(float);
