@@ -1,7 +1,8 @@
 // AVX-512 VNNI panel kernels for prompt processing with 32-element block
 // weights: Q4_0, Q8_0, IQ4_NL against Q8_0 activations, up to 32 rows x any columns.
 // Every tile of these types runs here, prompt and decode alike, so that a
-// (row, token) result is the same sequence of operations whatever the batch.
+// (row, token) result is the same whatever the batch: the float operations
+// are the same sequence, on an int32 dot product that is exact either way.
 //
 // The row-per-lane scheme of avx512_panel_kquants.cpp (read that first), per
 // block b of 8 dwords. vpdpbusd multiplies unsigned by signed bytes: the
@@ -16,6 +17,7 @@
 // sum(w) is a property of the weights: one vpdpbusd chain against ones per
 // decoded block, shared by every column (no per-column work besides the dot
 // products and the scale). The chain is exact in int32 (|t| <= 32 * 255 * 127).
+// Decode (fewer than 8 columns) uses the unsigned form instead (see Q4_0 below).
 #include <immintrin.h>
 
 #include <cstddef>
@@ -137,35 +139,44 @@ inline void split_nibbles(const __m512i t[4], int h, Decoded& dec) {
   }
 }
 
-// Q4_0's weight: the nibble minus 8.
-inline void center_nibbles(int h, Decoded& dec) {
-  for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_sub_epi8(dec.w[k][h], _mm512_set1_epi8(8));
-}
-
+// Two exact forms of the same int32 dot product t = sum(x . w) per block:
+//
+//   signed weights   (GEMM, 8+ columns): t = vpdpbusd(x + 128, w) seeded with
+//                    -128 * sum(w) -- one seed per block, shared by all columns;
+//   unsigned weights (GEMV, few columns): t = vpdpbusd(w + o, x) seeded with
+//                    -o * sum(x) -- no per-block weight sums, which would
+//                    double a one-column call's vpdpbusd count.
+//
+// Both give the same integer, so the result does not depend on the form (nor
+// on the batch). kSigned selects the weights' decoding; o is the type's offset.
 struct Q4_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
   static constexpr int kDwords = 4;
-  template <class Src>
+  static constexpr int kOffset = 8;  // unsigned form: the nibble itself
+  template <bool kSigned, class Src>
   static void decode(const Src& src, int h, Decoded& dec) {
     __m512i t[4];
     src.dw4(h, 0, t);
     dec.d[h] = src.d(h);
     split_nibbles(t, h, dec);
-    center_nibbles(h, dec);
+    if constexpr (kSigned)
+      for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_sub_epi8(dec.w[k][h], _mm512_set1_epi8(8));
   }
 };
 
 struct Iq4Nl {
   static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
   static constexpr int kDwords = 4;
-  // Q4_0's nibbles are indices into the code book.
-  template <class Src>
+  static constexpr int kOffset = 128;
+  // Q4_0's nibbles are indices into the code book (its values + 128 in the unsigned form).
+  template <bool kSigned, class Src>
   static void decode(const Src& src, int h, Decoded& dec) {
     __m512i t[4];
     src.dw4(h, 0, t);
     dec.d[h] = src.d(h);
     split_nibbles(t, h, dec);
-    const __m512i table = _mm512_broadcast_i32x4(load_128(reinterpret_cast<const uint8_t*>(quant::kIq4nlValues)));
+    __m512i table = _mm512_broadcast_i32x4(load_128(reinterpret_cast<const uint8_t*>(quant::kIq4nlValues)));
+    if constexpr (!kSigned) table = _mm512_xor_si512(table, _mm512_set1_epi8(static_cast<char>(0x80)));
     for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_shuffle_epi8(table, dec.w[k][h]);
   }
 };
@@ -173,19 +184,32 @@ struct Iq4Nl {
 struct Q8_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
   static constexpr int kDwords = 8;
-  template <class Src>
+  static constexpr int kOffset = 128;
+  template <bool kSigned, class Src>
   static void decode(const Src& src, int h, Decoded& dec) {
     __m512i t[8];
     src.dw4(h, 0, t);
     src.dw4(h, 4, t + 4);
     dec.d[h] = src.d(h);
-    for (int k = 0; k < 8; ++k) dec.w[k][h] = t[k];
+    for (int k = 0; k < 8; ++k)
+      dec.w[k][h] = kSigned ? t[k] : _mm512_xor_si512(t[k], _mm512_set1_epi8(static_cast<char>(0x80)));
   }
 };
 
-// One group of C <= 8 columns over one decoded block (activations biased,
-// x + 128). The operations on one (row, column) lane do not depend on C or on
-// the other columns.
+// out[c][h] += f32(t[c][h]) * (dw[h] * dx_c) for the C columns of a group.
+template <int C>
+inline void scale_out(const Decoded& dec, const uint8_t* const* xc, const __m512i (&t)[C][kHalves],
+                      __m512 (*out)[kHalves]) {
+#pragma GCC unroll 8
+  for (int c = 0; c < C; ++c) {
+    const __m512 dx = _mm512_set1_ps(_cvtsh_ss(load_u16(xc[c])));
+    out[c][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c][0]), _mm512_mul_ps(dec.d[0], dx), out[c][0]);
+    out[c][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c][1]), _mm512_mul_ps(dec.d[1], dx), out[c][1]);
+  }
+}
+
+// Signed form: one group of C <= 8 columns over one decoded block. The
+// operations on one (row, column) lane do not depend on C or on the other columns.
 template <int C>
 inline void group_block(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHalves]) {
   __m512i t[C][kHalves];
@@ -204,12 +228,43 @@ inline void group_block(const Decoded& dec, const uint8_t* const* xc, __m512 (*o
       t[c][1] = _mm512_dpbusd_epi32(t[c][1], xv, w1);
     }
   }
+  scale_out<C>(dec, xc, t, out);
+}
+
+// -o * sum of the 32 activations of a biased block at xb (vpsadbw of x + 128 against 0).
+template <int kOffset>
+inline int neg_offset_sum(const uint8_t* xb) {
+  const __m256i s4 = _mm256_sad_epu8(load_256(xb + 2), _mm256_setzero_si256());
+  const __m128i s2 = _mm_add_epi64(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+  const int sum = static_cast<int>(_mm_cvtsi128_si64(_mm_add_epi64(s2, _mm_unpackhi_epi64(s2, s2)))) - 32 * 128;
+  return -kOffset * sum;
+}
+
+// Unsigned form, for C < 8 columns (decode): the activations un-biased per broadcast.
+template <int kOffset, int C>
+inline void group_block_unsigned(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHalves]) {
+  __m512i t[C][kHalves];
 #pragma GCC unroll 8
-  for (int c = 0; c < C; ++c) {
-    const __m512 dx = _mm512_set1_ps(_cvtsh_ss(load_u16(xc[c])));
-    out[c][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c][0]), _mm512_mul_ps(dec.d[0], dx), out[c][0]);
-    out[c][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t[c][1]), _mm512_mul_ps(dec.d[1], dx), out[c][1]);
+  for (int c = 0; c < C; ++c) t[c][0] = t[c][1] = _mm512_set1_epi32(neg_offset_sum<kOffset>(xc[c]));
+#pragma GCC unroll 8
+  for (int k = 0; k < 8; ++k) {
+    const __m512i w0 = dec.w[k][0], w1 = dec.w[k][1];
+#pragma GCC unroll 8
+    for (int c = 0; c < C; ++c) {
+      const __m512i xv = _mm512_xor_si512(bcast_dword(xc[c] + 2 + 4 * k), _mm512_set1_epi8(static_cast<char>(0x80)));
+      t[c][0] = _mm512_dpbusd_epi32(t[c][0], w0, xv);
+      t[c][1] = _mm512_dpbusd_epi32(t[c][1], w1, xv);
+    }
   }
+  scale_out<C>(dec, xc, t, out);
+}
+
+template <int kOffset, int C>
+void tail_group_unsigned(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHalves], int n) {
+  if constexpr (C > 1) {
+    if (n < C) return tail_group_unsigned<kOffset, C - 1>(dec, xc, out, n);
+  }
+  group_block_unsigned<kOffset, C>(dec, xc, out);
 }
 
 template <int C>
@@ -218,6 +273,18 @@ void tail_group(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHal
     if (n < C) return tail_group<C - 1>(dec, xc, out, n);
   }
   group_block<C>(dec, xc, out);
+}
+
+// Block ib of the panel, decoded in the signed or unsigned form.
+template <class WT, bool kSigned, bool kPacked>
+inline void decode_block(const uint8_t* w, const PanelRows& rows, int64_t ib, Decoded& dec) {
+  if constexpr (kPacked) {
+    const PackedSource src{w + ib * 32 * WT::kBytes, WT::kDwords};
+    for (int h = 0; h < kHalves; ++h) WT::template decode<kSigned>(src, h, dec);
+  } else {
+    const RowSource src{rows.p, static_cast<size_t>(ib) * WT::kBytes};
+    for (int h = 0; h < kHalves; ++h) WT::template decode<kSigned>(src, h, dec);
+  }
 }
 
 // n_rows <= 32 rows x n_cols columns (any), in groups of 8 columns. kPacked:
@@ -248,16 +315,15 @@ void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
       } else {
         prefetch_next_panel(w, w_stride, ib, n_blocks);  // GEMV: the next panel from DRAM
       }
-      if constexpr (kPacked) {
-        const PackedSource src{w + ib * kPackedBlock, WT::kDwords};
-        for (int h = 0; h < kHalves; ++h) WT::decode(src, h, dec);
-      } else {
-        const RowSource src{rows.p, static_cast<size_t>(ib) * WT::kBytes};
-        for (int h = 0; h < kHalves; ++h) WT::decode(src, h, dec);
-      }
-      for (int h = 0; h < kHalves; ++h) weight_sums(h, dec);
       const uint8_t* xc[kMaxCols];
       for (int c = 0; c < nc; ++c) xc[c] = x + (c0 + c) * x_stride + ib * kXBytes;
+      if (nc < kGroupCols) {  // decode: the unsigned form
+        decode_block<WT, false, kPacked>(w, rows, ib, dec);
+        tail_group_unsigned<WT::kOffset, kGroupCols - 1>(dec, xc, out, nc);
+        continue;
+      }
+      decode_block<WT, true, kPacked>(w, rows, ib, dec);
+      for (int h = 0; h < kHalves; ++h) weight_sums(h, dec);
       int c = 0;
       for (; c + kGroupCols <= nc; c += kGroupCols) group_block<kGroupCols>(dec, xc + c, out + c);
       if (c < nc) tail_group<kGroupCols - 1>(dec, xc + c, out + c, nc - c);
