@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/attention.h"
+#include "kernels/ops/exp_poly.h"
 
 #if defined(__F16C__)
 #include <immintrin.h>
@@ -59,16 +60,9 @@ constexpr int kRowBlock = 4;  // query rows sharing each key/value load
 // reduction (2^k * e^r) that vectorises, accurate to ~1e-7 relative.
 inline float fast_exp(float x) {
   x = max_f(x, -87.0f);
-  const float k = __builtin_nearbyintf(x * 1.44269504088896341f);
-  const float r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  const float k = __builtin_nearbyintf(x * kLog2e);
+  const float r = x - k * kLn2Hi - k * kLn2Lo;
+  const float p = exp_poly(r);
   int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
   float scale;
   __builtin_memcpy(&scale, &bits, 4);

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/elementwise.h"
+#include "kernels/ops/exp_poly.h"
 
 namespace tern::kernels {
 namespace {
@@ -15,25 +16,17 @@ namespace {
 typedef float ew_f32x16 __attribute__((vector_size(64)));
 typedef int32_t ew_i32x16 __attribute__((vector_size(64)));
 
-// e^x for x in [-87, 88] (clamped outside): 2^k * e^r with |r| <= ln2 / 2 and
-// a degree-7 Taylor polynomial, ~1e-7 relative. The same operations per lane
-// at every level.
+// e^x for x in [-87, 88] (clamped outside): 2^k * e^r with |r| <= ln2 / 2
+// (exp_poly.h), ~1e-7 relative.
 __attribute__((always_inline)) inline ew_f32x16 exp16(ew_f32x16 x) {
   const ew_f32x16 lo = -87.0f - ew_f32x16{}, hi = 88.0f - ew_f32x16{};
   x = x < lo ? lo : x;
   x = x > hi ? hi : x;
   // k = round(x / ln2): adding and subtracting 1.5 * 2^23 rounds to nearest
   // (|x / ln2| < 2^22), with plain vector arithmetic at every level.
-  const ew_f32x16 k = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  const ew_f32x16 r = x - k * 0.693145751953125f - k * 1.428606765330187045e-06f;
-  ew_f32x16 p = (1.0f / 5040.0f) - ew_f32x16{};
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
+  const ew_f32x16 k = (x * kLog2e + 12582912.0f) - 12582912.0f;
+  const ew_f32x16 r = x - k * kLn2Hi - k * kLn2Lo;
+  const ew_f32x16 p = exp_poly(r);
   const ew_i32x16 bits = (__builtin_convertvector(k, ew_i32x16) + 127) << 23;
   ew_f32x16 scale;
   __builtin_memcpy(&scale, &bits, sizeof scale);
