@@ -17,7 +17,7 @@ size_t packed_panel_bytes(const WeightView& w) {
 size_t packed_bytes(const MatmulKernels& k, const WeightView& w) {
   if (!k.packed_tile || k.max_rows != kPanelRows || !w.traits) return 0;
   const size_t block = w.traits->block_bytes;
-  if (k.pack.by_element ? w.traits->block_elems != 1
+  if (k.pack.by_element ? w.traits->block_elems != 1 || block != 2
                         : static_cast<size_t>(k.pack.lead_bytes + 4 * k.pack.n_dwords + k.pack.trail_bytes) != block)
     return 0;
   const int64_t n_panels = (w.n_rows + kPanelRows - 1) / kPanelRows;
@@ -31,15 +31,15 @@ inline void copy_small(uint8_t* dst, const uint8_t* src, int n) {
   if (n == 2) std::memcpy(dst, src, 2);
 }
 
-// By element: for each k, element k of rows 0..31 side by side. Copied in
-// strips of 64 elements so the 32 source lines of a strip stay in L1.
-template <size_t kElem>
+// By element (2-byte elements, F16): for each k, element k of rows 0..31 side
+// by side. Copied in strips of 64 elements so the 32 source lines of a strip
+// stay in L1.
 void pack_by_element(const uint8_t* const* rows, int64_t n, uint8_t* dst) {
   constexpr int64_t kStrip = 64;
   for (int64_t k0 = 0; k0 < n; k0 += kStrip) {
     const int64_t k1 = k0 + kStrip < n ? k0 + kStrip : n;
     for (int r = 0; r < kPanelRows; ++r)
-      for (int64_t k = k0; k < k1; ++k) std::memcpy(dst + (k * kPanelRows + r) * kElem, rows[r] + k * kElem, kElem);
+      for (int64_t k = k0; k < k1; ++k) std::memcpy(dst + (k * kPanelRows + r) * 2, rows[r] + k * 2, 2);
   }
 }
 
@@ -52,11 +52,7 @@ void pack_panel(const MatmulKernels& k, const WeightView& w, int64_t p, uint8_t*
   const uint8_t* rows[kPanelRows];  // rows past the matrix repeat its last row (the kernels' convention)
   for (int r = 0; r < kPanelRows; ++r)
     rows[r] = static_cast<const uint8_t*>(w.row(r0 + r < w.n_rows ? r0 + r : w.n_rows - 1));
-  if (k.pack.by_element) {
-    if (block == 2) return pack_by_element<2>(rows, n_blocks, dst);
-    if (block == 4) return pack_by_element<4>(rows, n_blocks, dst);
-    TERN_ASSERT(false && "by-element packing of 2- or 4-byte elements only");
-  }
+  if (k.pack.by_element) return pack_by_element(rows, n_blocks, dst);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t off = static_cast<size_t>(b) * block;
     for (int r = 0; r < kPanelRows; ++r, dst += lead) copy_small(dst, rows[r] + off, lead);

@@ -45,10 +45,10 @@ struct ForwardScratch {
   // file + KV cache + a few MiB; their page faults are ~1% of such a pass.
   static constexpr size_t kKeepBytes = size_t{32} << 20;
   void trim() {
+    const std::vector<float>* all[] = {&x, &xn, &q, &k, &v, &att, &proj, &gate, &up};
     size_t bytes = 0;
-    for (const auto* b : {&x, &xn, &q, &k, &v, &att, &proj, &gate, &up}) bytes += b->capacity() * sizeof(float);
-    if (bytes <= kKeepBytes) return;
-    for (auto* b : {&x, &xn, &q, &k, &v, &att, &proj, &gate, &up}) std::vector<float>().swap(*b);
+    for (const auto* b : all) bytes += b->capacity() * sizeof(float);
+    if (bytes > kKeepBytes) *this = ForwardScratch{};
   }
 };
 

@@ -100,6 +100,30 @@ inline void half_to_float_row(const void* src_v, float* dst, int n) {
 #endif
 }
 
+// o[r][i0 .. i0 + 16 NV) = o * corr[r] + sum over j of sc[r][j] * v_j, for the
+// live rows of a block: each value vector loaded feeds the four rows, each
+// weight broadcast feeds NV vectors. Every lane sums over j in order, so the
+// result does not depend on NV.
+template <int NV>
+__attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, int nr, const float* const* vp,
+                                                    const float (*sc)[kKvTile], const bool* live, const float* corr,
+                                                    float* o, int hd) {
+  f32x16 ov[kRowBlock][NV] = {};
+  for (int j = 0; j < n_pos; ++j) {
+    f32x16 v[NV];
+    for (int c = 0; c < NV; ++c) v[c] = load16(vp[j] + i0 + 16 * c);
+    for (int r = 0; r < kRowBlock; ++r) {
+      const float w = sc[r][j];
+      for (int c = 0; c < NV; ++c) ov[r][c] += w * v[c];
+    }
+  }
+  for (int r = 0; r < nr; ++r) {
+    if (!live[r]) continue;
+    float* orow = o + static_cast<size_t>(r) * hd + i0;
+    for (int c = 0; c < NV; ++c) store16(orow + 16 * c, load16(orow + 16 * c) * corr[r] + ov[r][c]);
+  }
+}
+
 // Tiles are 64 positions at absolute multiples of 64, gathered across the runs
 // (a paged cache's blocks), so a row's arithmetic is the same for any layout.
 // Keys are transposed into the tile ([head_dim][64], converted from half when
@@ -209,41 +233,10 @@ void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, in
         l[row] = l[row] * corr[r] + reduce_lanes(lane_sums);
         m[row] = m_new;
       }
-      // o = o * corr + P V, 64 lanes of head_dim at a time (then 16): each
-      // value vector loaded feeds the four rows, each weight broadcast feeds
-      // four vectors. Every lane sums over j in order, whatever the width.
+      // o = o * corr + P V, 64 lanes of head_dim at a time (then 16).
       int i0 = 0;
-      for (; i0 + 64 <= hd; i0 += 64) {
-        f32x16 ov[kRowBlock][4] = {};
-        for (int j = 0; j < n_pos; ++j) {
-          const float* vj = vp[j] + i0;
-          const f32x16 v0 = load16(vj), v1 = load16(vj + 16), v2 = load16(vj + 32), v3 = load16(vj + 48);
-          for (int r = 0; r < kRowBlock; ++r) {
-            const float w = sc[r][j];
-            ov[r][0] += w * v0;
-            ov[r][1] += w * v1;
-            ov[r][2] += w * v2;
-            ov[r][3] += w * v3;
-          }
-        }
-        for (int r = 0; r < nr; ++r) {
-          if (!live[r]) continue;
-          float* orow = o + static_cast<size_t>(row0 + r) * hd + i0;
-          for (int c = 0; c < 4; ++c) store16(orow + 16 * c, load16(orow + 16 * c) * corr[r] + ov[r][c]);
-        }
-      }
-      for (; i0 + 16 <= hd; i0 += 16) {
-        f32x16 ov[kRowBlock] = {};
-        for (int j = 0; j < n_pos; ++j) {
-          const f32x16 v = load16(vp[j] + i0);
-          for (int r = 0; r < kRowBlock; ++r) ov[r] += sc[r][j] * v;
-        }
-        for (int r = 0; r < nr; ++r) {
-          if (!live[r]) continue;
-          float* orow = o + static_cast<size_t>(row0 + r) * hd;
-          store16(orow + i0, load16(orow + i0) * corr[r] + ov[r]);
-        }
-      }
+      for (; i0 + 64 <= hd; i0 += 64) pv_lanes<4>(i0, n_pos, nr, vp, sc, live, corr, o + static_cast<size_t>(row0) * hd, hd);
+      for (; i0 + 16 <= hd; i0 += 16) pv_lanes<1>(i0, n_pos, nr, vp, sc, live, corr, o + static_cast<size_t>(row0) * hd, hd);
       for (int r = 0; r < nr; ++r) {  // head sizes that are not a multiple of 16
         if (!live[r]) continue;
         float* orow = o + static_cast<size_t>(row0 + r) * hd;
