@@ -121,7 +121,8 @@ struct EngineStats {
 
 struct ModelInfo {
   std::string name;
-  int32_t n_ctx = 0;   // the per-sequence context limit in force
+  int32_t n_ctx = 0;   // the per-sequence context limit in force: min(context, what the KV pool holds)
+  int32_t n_ctx_model = 0;  // the context asked for (EngineConfig::n_ctx, else the model's training length)
   int32_t n_vocab = 0;
   std::string chat_template;        // GGUF tokenizer.chat_template; empty when the file has none
   std::string bos_token, eos_token; // their texts; empty when the vocabulary has none
@@ -142,7 +143,10 @@ class Engine {
   EngineStats stats() const;
   ModelInfo model_info() const;
   // Token ids <-> text with the model's tokenizer (thread-safe, no step needed).
-  std::vector<int32_t> tokenize(const std::string& text, bool add_special) const;
+  // quoted: special-token text marked by quote_special() stays plain text
+  // (chat content inside a template; see Tokenizer::quote_special).
+  std::vector<int32_t> tokenize(const std::string& text, bool add_special, bool quoted = false) const;
+  std::string quote_special(const std::string& text) const;
   std::string detokenize(const std::vector<int32_t>& tokens) const;
   // The bytes one token stands for (may be part of a UTF-8 character); "" when out of range.
   std::string token_piece(int32_t token) const;

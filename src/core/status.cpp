@@ -11,6 +11,7 @@ const char* error_kind_name(ErrorKind kind) {
     case ErrorKind::Unsupported: return "unsupported";
     case ErrorKind::IoError: return "I/O error";
     case ErrorKind::OutOfRange: return "out of range";
+    case ErrorKind::Unavailable: return "unavailable";
     case ErrorKind::Internal: return "internal error";
   }
   return "unknown";

@@ -21,6 +21,7 @@ enum class ErrorKind {
   Unsupported,      // well-formed but not implemented (type, architecture)
   IoError,          // the OS refused (open, mmap, write)
   OutOfRange,       // a value or size outside what is allowed
+  Unavailable,      // cannot serve now (shutting down, overloaded); retrying later may work
   Internal,
 };
 

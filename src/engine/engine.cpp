@@ -4,6 +4,7 @@
 // when there is none.
 #include "tern/engine.h"
 
+#include <algorithm>
 #include <atomic>
 #include <thread>
 
@@ -77,7 +78,7 @@ Result<RequestId> Engine::add_request(GenerationRequest request, OutputCallback 
   const RequestId id(impl_->next_id.fetch_add(1));
   {
     std::lock_guard lock(impl_->mu);
-    if (impl_->stopping) return error(ErrorKind::Unsupported, "the engine is shutting down");
+    if (impl_->stopping) return error(ErrorKind::Unavailable, "the engine is shutting down");
     impl_->inbox.push_back({id, std::move(prepared).value(), std::move(on_output)});
   }
   impl_->cv.notify_one();
@@ -102,7 +103,8 @@ ModelInfo Engine::model_info() const {
   ModelInfo info;
   auto name = impl_->core->model().file().get_string("general.name");
   if (name.is_ok()) info.name = name.value();
-  info.n_ctx = impl_->core->n_ctx();
+  info.n_ctx_model = impl_->core->n_ctx();
+  info.n_ctx = static_cast<int32_t>(std::min<int64_t>(info.n_ctx_model, impl_->core->max_seq_positions()));
   info.n_vocab = hp.n_vocab;
   auto tmpl = impl_->core->model().file().get_string("tokenizer.chat_template");
   if (tmpl.is_ok()) info.chat_template = tmpl.value();
@@ -112,8 +114,13 @@ ModelInfo Engine::model_info() const {
   return info;
 }
 
-std::vector<int32_t> Engine::tokenize(const std::string& text, bool add_special) const {
+std::vector<int32_t> Engine::tokenize(const std::string& text, bool add_special, bool quoted) const {
+  if (quoted) return impl_->core->tokenizer().encode_quoted(text, add_special);
   return impl_->core->tokenizer().encode(text, add_special, /*parse_special=*/true);
+}
+
+std::string Engine::quote_special(const std::string& text) const {
+  return impl_->core->tokenizer().quote_special(text);
 }
 
 std::string Engine::detokenize(const std::vector<int32_t>& tokens) const {

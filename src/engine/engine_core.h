@@ -61,6 +61,8 @@ class EngineCore {
   const PagedKvCache& kv() const { return *kv_; }
   // The context limit in force (the model's, or EngineConfig::n_ctx).
   int32_t n_ctx() const { return n_ctx_; }
+  // Positions one sequence can hold: min(n_ctx(), every position of the KV pool).
+  int64_t max_seq_positions() const { return max_seq_positions_; }
   std::string dump() const;
 
  private:

@@ -267,11 +267,14 @@ struct Job : std::enable_shared_from_this<Job> {
       for (const Choice& c : choices)
         if (!c.done && c.id.value != 0) ids.push_back(c.id);
     }
-    for (RequestId id : ids) st->engine->cancel(id);
+    for (RequestId rid : ids) st->engine->cancel(rid);
   }
 };
 
-ApiError context_error(int n_prompt, int max_tokens, int n_ctx) {
+// Counts are 64-bit: a prompt plus max_tokens near INT32_MAX must not wrap
+// into a value that passes the check.
+ApiError context_error(const ModelInfo& info, int64_t n_prompt, int64_t max_tokens) {
+  const int64_t n_ctx = info.n_ctx;
   ApiError e;
   e.param = n_prompt >= n_ctx ? "messages" : "max_tokens";
   e.code = "context_length_exceeded";
@@ -285,6 +288,10 @@ ApiError context_error(int n_prompt, int max_tokens, int n_ctx) {
                 std::to_string(max_tokens) + " in the completion), " + std::to_string(n_prompt + max_tokens - n_ctx) +
                 " too many. Reduce the prompt or max_tokens.";
   }
+  if (info.n_ctx < info.n_ctx_model)
+    e.message += " (The limit is the server's KV-cache pool, which holds " + std::to_string(info.n_ctx) +
+                 " positions per sequence of the model's " + std::to_string(info.n_ctx_model) +
+                 "; the operator can raise --kv-memory.)";
   return e;
 }
 
@@ -295,9 +302,9 @@ bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> p
   const GenerationParams& p = job->params;
   const int n_ctx = st.info.n_ctx;
   for (const auto& toks : prompts) {
-    const int n = static_cast<int>(toks.size());
-    if (n >= n_ctx || (p.max_tokens > 0 && n + p.max_tokens > n_ctx)) {
-      ApiError e = context_error(n, p.max_tokens, n_ctx);
+    const int64_t n = static_cast<int64_t>(toks.size());
+    if (n >= n_ctx || (p.max_tokens > 0 && n + int64_t{p.max_tokens} > n_ctx)) {
+      ApiError e = context_error(st.info, n, p.max_tokens);
       if (!job->chat) e.param = e.param == "messages" ? "prompt" : e.param;
       send_error(st, job->responder, job->endpoint, e);
       return false;
@@ -391,28 +398,37 @@ bool check_model(Server::State& st, const Responder& r, const std::string& endpo
 
 }  // namespace
 
+Result<std::vector<int32_t>> chat_prompt_tokens(const Server::State& st, std::vector<ChatMessage> messages,
+                                                bool add_generation_prompt) {
+  ChatTemplateInputs in;
+  in.messages = std::move(messages);
+  // Special-token text a client typed stays text: quoted here, it survives
+  // rendering and is tokenised as plain text, while the template's own
+  // control tokens (and bos/eos_token) keep their meaning.
+  const bool quote = !st.config.special_tokens_in_content;
+  if (quote)
+    for (ChatMessage& m : in.messages) m.content = st.engine->quote_special(m.content);
+  in.add_generation_prompt = add_generation_prompt;
+  in.bos_token = st.info.bos_token;
+  in.eos_token = st.info.eos_token;
+  auto text = st.chat_template->render(in);
+  TERN_RETURN_IF_ERROR(text.status());
+  // Templates that write BOS themselves must not get a second one.
+  const bool has_bos = !in.bos_token.empty() && text.value().rfind(in.bos_token, 0) == 0;
+  std::vector<int32_t> tokens = st.engine->tokenize(text.value(), !has_bos, quote);
+  if (tokens.empty()) return error(ErrorKind::InvalidArgument, "the rendered prompt has no tokens");
+  return tokens;
+}
+
 void handle_chat(const std::shared_ptr<Server::State>& st, HttpRequest req, Responder r) {
   const std::string endpoint = "/v1/chat/completions";
   auto parsed = parse_chat_request(req.body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(*st, r, endpoint, *e);
   ChatRequest& chat = std::get<ChatRequest>(parsed);
   if (!check_model(*st, r, endpoint, chat.params.model)) return;
-  ChatTemplateInputs in;
-  in.messages = std::move(chat.messages);
-  in.add_generation_prompt = true;
-  in.bos_token = st->info.bos_token;
-  in.eos_token = st->info.eos_token;
-  auto text = st->chat_template->render(in);
-  if (!text.is_ok()) return send_error(*st, r, endpoint, api_error_from_status(text.status(), "messages"));
-  // Templates that write BOS themselves must not get a second one.
-  const bool has_bos = !in.bos_token.empty() && text.value().rfind(in.bos_token, 0) == 0;
-  std::vector<std::vector<int32_t>> prompts{st->engine->tokenize(text.value(), !has_bos)};
-  if (prompts[0].empty()) {
-    ApiError e;
-    e.param = "messages";
-    e.message = "the rendered prompt has no tokens";
-    return send_error(*st, r, endpoint, e);
-  }
+  auto prompt = chat_prompt_tokens(*st, std::move(chat.messages), /*add_generation_prompt=*/true);
+  if (!prompt.is_ok()) return send_error(*st, r, endpoint, api_error_from_status(prompt.status(), "messages"));
+  std::vector<std::vector<int32_t>> prompts{std::move(prompt).value()};
   auto job = make_job(st, std::move(r), true, std::move(chat.params));
   launch(job, std::move(prompts));
 }

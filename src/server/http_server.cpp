@@ -16,6 +16,7 @@
 #include <unordered_map>
 
 #include "core/log.h"
+#include "server/http_framing.h"
 
 namespace tern::server {
 
@@ -29,63 +30,49 @@ namespace {
 constexpr uint32_t kMaxHeaderBytes = 16 * 1024;
 constexpr size_t kMaxPipelined = 16;
 
-const char* reason_phrase(int status) {
-  switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 204: return "No Content";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 422: return "Unprocessable Entity";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 503: return "Service Unavailable";
-    default: return "Status";
-  }
-}
-
-std::string head_text(int status, std::string_view content_type, const HeaderList& headers, bool keep_alive,
-                      std::optional<size_t> content_length) {
-  std::string h = "HTTP/1.1 " + std::to_string(status) + " " + reason_phrase(status) + "\r\n";
-  h += "Server: tern\r\n";
-  if (!content_type.empty()) h += "Content-Type: " + std::string(content_type) + "\r\n";
-  for (const auto& [k, v] : headers) h += k + ": " + v + "\r\n";
-  if (content_length)
-    h += "Content-Length: " + std::to_string(*content_length) + "\r\n";
-  else
-    h += "Transfer-Encoding: chunked\r\n";
-  h += keep_alive ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
-  return h;
-}
-
-std::string error_json(std::string_view message, std::string_view type, int status) {
-  // Transport-level errors (before any route runs) in the OpenAI error shape.
-  std::string m;
-  for (char c : message) m += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
-  return R"({"error":{"message":")" + m + R"(","type":")" + std::string(type) +
-         R"(","param":null,"code":)" + std::to_string(status) + "}}";
-}
-
 }  // namespace
+
+// The server-wide count of buffered bytes (request bodies not yet handled,
+// response bytes not yet sent). Shared, so a stream or a request outliving the
+// server's Impl still releases safely.
+class ByteBudget {
+ public:
+  explicit ByteBudget(int64_t limit) : limit_(limit) {}
+  void add(int64_t n) { used_.fetch_add(n, std::memory_order_relaxed); }
+  void sub(int64_t n) { used_.fetch_sub(n, std::memory_order_relaxed); }
+  int64_t used() const { return used_.load(std::memory_order_relaxed); }
+  bool over() const { return used() > limit_; }
+
+ private:
+  const int64_t limit_;
+  std::atomic<int64_t> used_{0};
+};
+
+// Releases n bytes from the budget when the last copy of the request holding it is destroyed.
+std::shared_ptr<const void> hold_bytes(const std::shared_ptr<ByteBudget>& budget, int64_t n) {
+  struct Hold {
+    Hold(std::shared_ptr<ByteBudget> b, int64_t bytes) : budget(std::move(b)), n(bytes) { budget->add(n); }
+    Hold(const Hold&) = delete;
+    Hold& operator=(const Hold&) = delete;
+    ~Hold() { budget->sub(n); }
+    std::shared_ptr<ByteBudget> budget;
+    int64_t n;
+  };
+  return std::make_shared<Hold>(budget, n);
+}
+
+// A stream whose client holds less than this unsent is never the one cut when
+// the server-wide budget is exceeded: it is keeping up.
+constexpr int64_t kStreamFairShareBytes = 256 * 1024;
 
 class StreamImpl;
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(tcp::socket socket, HttpServer::Impl* server);
+  Connection(tcp::socket socket, HttpServer::Impl* server, std::string peer);
   ~Connection();
   void start() {
-    asio::dispatch(strand_, [self = shared_from_this()] {
-      self->arm_timer(self->idle_timeout_s_);
-      self->read_next();
-    });
+    asio::dispatch(strand_, [self = shared_from_this()] { self->read_next(); });
   }
   void close_from_outside() {
     asio::post(strand_, [self = shared_from_this()] { self->close(); });
@@ -100,34 +87,58 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void stream_write(uint64_t no, std::string framed);
   void stream_finish(uint64_t no);
   void stream_kill(uint64_t no);
+  // Bytes handed to this connection and not yet written or dropped.
+  int64_t unsent() const { return unsent_.load(std::memory_order_relaxed); }
+  const ByteBudget& budget() const { return *budget_; }
 
   const int64_t max_stream_buffer_bytes_;
+  const std::string peer_;
 
  private:
+  // A request read ahead of its turn, or the error that ended reading.
+  struct Queued {
+    HttpRequest request;
+    bool keep_alive = true;
+    int error_status = 0;  // > 0: answer this and close
+    std::string error_message;
+    int64_t bytes = 0;     // counted in queued_bytes_
+  };
+  enum class ReadPhase { None, Waiting, Head, Body };
+
   void read_next();
-  void on_header(beast::error_code ec);
-  void on_body(beast::error_code ec);
-  void on_read_error(beast::error_code ec);
-  void dispatch(HttpRequest req);
-  void enqueue(std::string bytes);
+  void read_head();
+  void on_head(beast::error_code ec);
+  void read_body();
+  void on_request();
+  void on_read_error(beast::error_code ec, ReadPhase phase);
+  void reject(int status, std::string message);
+  void serve_queue();
+  void dispatch(Queued q);
+  void send_error_and_close(int status, const std::string& message);
+  void account(int64_t n);
+  void release(int64_t n);
+  void enqueue(std::string bytes);  // bytes already accounted
   void write_some();
   void response_complete();
-  void fail_request(int status, std::string_view message, std::string_view type);
   void close();
   void linger_close();
+  void drain();  // reads and discards until EOF, error or close
   void fire_disconnect();
-  void arm_timer(double seconds);
-  void disarm_timer() { ++timer_gen_, timer_.cancel(); }
+  void arm_read_timer(double seconds);
+  void disarm_read_timer() { ++read_gen_, read_timer_.cancel(); }
+  void arm_write_timer(double seconds);
+  void disarm_write_timer() { ++write_gen_, write_timer_.cancel(); }
 
   HttpServer::Impl* server_;
+  std::shared_ptr<ByteBudget> budget_;
   tcp::socket socket_;
   asio::strand<asio::io_context::executor_type> strand_;
-  asio::steady_timer timer_;
-  uint64_t timer_gen_ = 0;
+  asio::steady_timer read_timer_, write_timer_;
+  uint64_t read_gen_ = 0, write_gen_ = 0;
   beast::flat_buffer buffer_;
   std::optional<http::request_parser<http::string_body>> parser_;
-  const double idle_timeout_s_, write_timeout_s_;
-  const int64_t max_body_bytes_;
+  const HttpServerConfig& config_;
+  std::atomic<int64_t> unsent_{0};
 
   // Strand-only state.
   std::deque<std::string> out_;
@@ -135,19 +146,25 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool writing_ = false;
   bool closed_ = false;
   bool reading_ = false;
-  std::deque<HttpRequest> pipelined_;
-  uint64_t active_no_ = 0;    // request being answered (0 = none)
+  ReadPhase phase_ = ReadPhase::None;
+  bool read_timed_out_ = false;  // the pending read was cut by a header/body deadline
+  bool stop_reading_ = false;    // a last request (Connection: close) or an error was read
+  std::deque<Queued> queue_;
+  int64_t queued_bytes_ = 0;
+  uint64_t active_no_ = 0;       // request being answered (0 = none)
   uint64_t next_no_ = 1;
-  bool answered_ = false;     // respond/start_stream taken for active_no_
-  bool finishing_ = false;    // the whole response is queued; complete once flushed
-  bool keep_alive_ = true;    // of the active request
-  bool close_after_ = false;  // close once the queue drains (error replies)
+  bool answered_ = false;        // respond/start_stream taken for active_no_
+  bool finishing_ = false;       // the whole response is queued; complete once flushed
+  bool keep_alive_ = true;       // of the active request
+  bool head_only_ = false;       // the active request is HEAD: no body goes out
+  bool close_after_ = false;     // close once the queue drains (error replies)
   std::shared_ptr<StreamImpl> stream_;
+  std::unique_ptr<std::array<char, 16384>> sink_;  // linger_close()'s discard buffer
 
-  std::mutex cb_mu_;          // guards the two below (set from any thread)
+  std::mutex cb_mu_;             // guards the three below (set from any thread)
   std::function<void()> on_disconnect_;
   uint64_t disconnect_no_ = 0;
-  bool gone_ = false;         // the client went away mid-response
+  bool gone_ = false;            // the client went away mid-response
 };
 
 class StreamImpl : public ResponseStream {
@@ -160,10 +177,13 @@ class StreamImpl : public ResponseStream {
       closed_ = true;
       return false;
     }
-    if (queued_.fetch_add(static_cast<int64_t>(data.size())) + static_cast<int64_t>(data.size()) > limit_) {
+    const int64_t behind = c->unsent() + static_cast<int64_t>(data.size());
+    const bool too_far = behind > limit_;
+    const bool server_full = c->budget().over() && behind > kStreamFairShareBytes;
+    if (too_far || server_full) {
       // A reader this far behind is treated as gone; its request is cancelled.
-      TERN_LOG_WARN("server: stream: client not reading, closing connection queued_bytes=%lld",
-                    static_cast<long long>(queued_.load()));
+      TERN_LOG_WARN("server: stream: client not reading, closing connection unsent_bytes=%lld%s",
+                    static_cast<long long>(behind), server_full ? " (server buffer budget exceeded)" : "");
       closed_ = true;
       c->stream_kill(no_);
       return false;
@@ -182,28 +202,48 @@ class StreamImpl : public ResponseStream {
   }
   bool is_closed() const override { return closed_.load(); }
   void mark_closed() { closed_ = true; }
-  void sent(size_t n) { queued_.fetch_sub(static_cast<int64_t>(n)); }
 
  private:
   std::weak_ptr<Connection> conn_;
   const uint64_t no_;
   const int64_t limit_;
   std::atomic<bool> closed_{false};
-  std::atomic<int64_t> queued_{0};
 };
 
 struct HttpServer::Impl {
   HttpServerConfig config;
   HttpHandler handler;
+  std::shared_ptr<ByteBudget> budget;
   std::atomic<int> n_connections{0};
   std::atomic<bool> accepting{true};
   std::mutex conns_mu;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> conns;  // guarded by conns_mu
+  std::unordered_map<std::string, int> per_ip;                       // open connections by peer; guarded by conns_mu
   // Declared after what connections touch in their destructors: destroying the
   // io_context destroys pending handlers, and with them the last connections.
   asio::io_context ioc;
   tcp::acceptor acceptor{ioc};
   asio::steady_timer retry{ioc};
+  asio::steady_timer stop_timer{ioc};
+  // Keeps run() going while nothing is pending (no accept after stop_accepting,
+  // a stream between two tokens): outputs posted later must still be written.
+  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(ioc);
+
+  // Ends run() once every connection is gone, or at the deadline.
+  void stop_when_closed(std::chrono::steady_clock::time_point deadline) {
+    if (n_connections.load() == 0 || std::chrono::steady_clock::now() >= deadline) return ioc.stop();
+    stop_timer.expires_after(std::chrono::milliseconds(10));
+    stop_timer.async_wait([this, deadline](beast::error_code) { stop_when_closed(deadline); });
+  }
+
+  // Answers a connection we will not serve, then closes it.
+  static void refuse(tcp::socket& socket, std::string_view message) {
+    const std::string body = error_json(message, "server_error", 503);
+    std::string r = head_text(503, "application/json", {{"Retry-After", "1"}}, false, body.size()) + body;
+    beast::error_code ignored;
+    asio::write(socket, asio::buffer(r), ignored);
+    socket.close(ignored);
+  }
 
   void accept() {
     acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
@@ -217,18 +257,25 @@ struct HttpServer::Impl {
         });
         return;
       }
+      beast::error_code ignored;
+      const auto ep = socket.remote_endpoint(ignored);
+      std::string peer = ignored ? std::string() : ep.address().to_string();
+      bool per_ip_full = false;
+      if (config.max_connections_per_ip > 0) {
+        std::lock_guard lock(conns_mu);
+        per_ip_full = per_ip[peer] >= config.max_connections_per_ip;
+      }
       if (n_connections.load() >= config.max_connections) {
-        const std::string body = error_json("too many connections", "server_error", 503);
-        std::string r = head_text(503, "application/json", {}, false, body.size()) + body;
-        beast::error_code ignored;
-        asio::write(socket, asio::buffer(r), ignored);
-        socket.close(ignored);
+        refuse(socket, "too many connections");
+      } else if (per_ip_full) {
+        refuse(socket, "too many connections from this address");
       } else {
         socket.set_option(tcp::no_delay(true), ec);
-        auto c = std::make_shared<Connection>(std::move(socket), this);
+        auto c = std::make_shared<Connection>(std::move(socket), this, std::move(peer));
         {
           std::lock_guard lock(conns_mu);
           conns[c.get()] = c;
+          ++per_ip[c->peer_];
         }
         c->start();
       }
@@ -237,117 +284,212 @@ struct HttpServer::Impl {
   }
 };
 
-Connection::Connection(tcp::socket socket, HttpServer::Impl* server)
+Connection::Connection(tcp::socket socket, HttpServer::Impl* server, std::string peer)
     : max_stream_buffer_bytes_(server->config.max_stream_buffer_bytes),
+      peer_(std::move(peer)),
       server_(server),
+      budget_(server->budget),
       socket_(std::move(socket)),
       strand_(asio::make_strand(server->ioc)),
-      timer_(strand_),
-      idle_timeout_s_(server->config.idle_timeout_s),
-      write_timeout_s_(server->config.write_timeout_s),
-      max_body_bytes_(server->config.max_body_bytes) {
+      read_timer_(strand_),
+      write_timer_(strand_),
+      config_(server->config) {
   server_->n_connections.fetch_add(1);
 }
 
 Connection::~Connection() {
+  budget_->sub(unsent_.load());  // whatever was never written nor dropped
   server_->n_connections.fetch_sub(1);
   std::lock_guard lock(server_->conns_mu);
   server_->conns.erase(this);
+  auto it = server_->per_ip.find(peer_);
+  if (it != server_->per_ip.end() && --it->second <= 0) server_->per_ip.erase(it);
 }
 
-void Connection::arm_timer(double seconds) {
-  const uint64_t gen = ++timer_gen_;
-  timer_.expires_after(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
-  timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
-    if (ec || gen != self->timer_gen_ || self->closed_) return;
-    self->close();  // idle too long, or a write stalled
+void Connection::arm_read_timer(double seconds) {
+  const uint64_t gen = ++read_gen_;
+  read_timer_.expires_after(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  read_timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+    if (ec || gen != self->read_gen_ || self->closed_) return;
+    if (self->phase_ == ReadPhase::Head || self->phase_ == ReadPhase::Body) {
+      // A request started but stalled: cut the pending read (it completes at
+      // once as end-of-stream) and answer 408 in its turn.
+      self->read_timed_out_ = true;
+      beast::error_code ignored;
+      self->socket_.shutdown(tcp::socket::shutdown_receive, ignored);
+      return;
+    }
+    self->close();  // idle too long, or lingering after an error reply
+  });
+}
+
+void Connection::arm_write_timer(double seconds) {
+  const uint64_t gen = ++write_gen_;
+  write_timer_.expires_after(std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000)));
+  write_timer_.async_wait([self = shared_from_this(), gen](beast::error_code ec) {
+    if (ec || gen != self->write_gen_ || self->closed_) return;
+    self->close();  // a write stalled: the client stopped reading
   });
 }
 
 void Connection::read_next() {
-  if (closed_ || reading_ || close_after_ || pipelined_.size() >= kMaxPipelined) return;
+  if (closed_ || reading_ || stop_reading_ || close_after_) return;
+  // Back-pressure: requests read ahead wait in memory; stop reading (the
+  // client's sends block) until the queue drains.
+  if (queue_.size() >= kMaxPipelined || queued_bytes_ >= config_.max_pipelined_bytes) return;
   reading_ = true;
+  if (buffer_.size() > 0) return read_head();
+  // Wait for the first byte before any head deadline: a keep-alive connection
+  // between requests, or one waiting for its answer, is not slow.
+  phase_ = ReadPhase::Waiting;
+  if (next_no_ == 1 && queue_.empty())
+    arm_read_timer(config_.header_timeout_s);  // a new connection that sends nothing holds a slot for nothing
+  else if (active_no_ == 0 && queue_.empty())
+    arm_read_timer(config_.idle_timeout_s);
+  else
+    disarm_read_timer();
+  socket_.async_wait(tcp::socket::wait_read,
+                     asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec) {
+                       if (ec) return self->on_read_error(ec, ReadPhase::Waiting);
+                       self->read_head();
+                     }));
+}
+
+void Connection::read_head() {
+  phase_ = ReadPhase::Head;
+  arm_read_timer(config_.header_timeout_s);
   parser_.emplace();
   parser_->header_limit(kMaxHeaderBytes);
-  parser_->body_limit(static_cast<uint64_t>(max_body_bytes_));
+  parser_->body_limit(static_cast<uint64_t>(config_.max_body_bytes));
   http::async_read_header(socket_, buffer_, *parser_,
                           asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec, size_t) {
-                            self->on_header(ec);
+                            self->on_head(ec);
                           }));
 }
 
-void Connection::on_header(beast::error_code ec) {
-  if (ec) return on_read_error(ec);
+void Connection::on_head(beast::error_code ec) {
+  if (close_after_) return close();  // a read left pending while the connection was closing
+  if (ec) return on_read_error(ec, ReadPhase::Head);
   const auto& req = parser_->get();
+  std::vector<std::string_view> te;
+  for (const auto& f : req)
+    if (f.name() == http::field::transfer_encoding) te.emplace_back(f.value().data(), f.value().size());
+  const FramingVerdict framing =
+      check_request_framing(te, req.find(http::field::content_length) != req.end(), static_cast<int>(req.version()));
+  if (framing.status != 0) return reject(framing.status, framing.message);
   const auto len = parser_->content_length();
-  if (len && *len > static_cast<uint64_t>(max_body_bytes_)) return on_read_error(http::error::body_limit);
-  if (beast::iequals(req[http::field::expect], "100-continue") && active_no_ == 0)
-    enqueue("HTTP/1.1 100 Continue\r\n\r\n");
-  http::async_read(socket_, buffer_, *parser_,
-                   asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code e, size_t) {
-                     self->on_body(e);
-                   }));
+  if (len && *len > static_cast<uint64_t>(config_.max_body_bytes)) return on_read_error(http::error::body_limit, phase_);
+  if (budget_->over() && (len.value_or(0) > 0 || parser_->chunked()))
+    return reject(503, "the server is holding too much unsent data; retry shortly");
+  if (beast::iequals(req[http::field::expect], "100-continue") && active_no_ == 0 && queue_.empty()) {
+    std::string cont = "HTTP/1.1 100 Continue\r\n\r\n";
+    account(static_cast<int64_t>(cont.size()));
+    enqueue(std::move(cont));
+  }
+  phase_ = ReadPhase::Body;
+  arm_read_timer(config_.body_timeout_s);
+  read_body();
 }
 
-void Connection::on_body(beast::error_code ec) {
+void Connection::read_body() {
+  if (parser_->is_done()) return on_request();
+  http::async_read_some(socket_, buffer_, *parser_,
+                        asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec, size_t) {
+                          if (ec) return self->on_read_error(ec, ReadPhase::Body);
+                          self->arm_read_timer(self->config_.body_timeout_s);  // progress
+                          self->read_body();
+                        }));
+}
+
+void Connection::on_request() {
   reading_ = false;
-  if (ec) return on_read_error(ec);
+  phase_ = ReadPhase::None;
+  disarm_read_timer();
   http::request<http::string_body> msg = parser_->release();
-  HttpRequest req;
+  Queued q;
+  HttpRequest& req = q.request;
   req.method = std::string(msg.method_string());
   req.target = std::string(msg.target());
-  const size_t q = req.target.find('?');
-  req.path = req.target.substr(0, q);
+  const size_t query = req.target.find('?');
+  req.path = req.target.substr(0, query);
   for (const auto& f : msg) {
     std::string name(f.name_string());
     for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     req.headers.emplace_back(std::move(name), std::string(f.value()));
   }
-  beast::error_code ignored;
-  const auto ep = socket_.remote_endpoint(ignored);
-  if (!ignored) req.remote = ep.address().to_string();
+  req.remote = peer_;
   req.body = std::move(msg.body());
-  const bool keep = msg.keep_alive();
-  if (active_no_ != 0) {
-    pipelined_.push_back(std::move(req));
-    if (!keep) close_after_ = true;
-  } else {
-    keep_alive_ = keep;
-    dispatch(std::move(req));
-  }
+  q.bytes = static_cast<int64_t>(req.body.size() + req.target.size()) + 256;
+  req.budget_hold = hold_bytes(budget_, static_cast<int64_t>(req.body.size()));
+  q.keep_alive = msg.keep_alive();
+  if (!q.keep_alive) stop_reading_ = true;  // its answer is the connection's last
+  queued_bytes_ += q.bytes;
+  queue_.push_back(std::move(q));
+  serve_queue();
   // Keep a read pending: it notices a client that goes away mid-response and
   // picks up pipelined requests.
   read_next();
 }
 
-void Connection::on_read_error(beast::error_code ec) {
+void Connection::on_read_error(beast::error_code ec, ReadPhase phase) {
   reading_ = false;
+  phase_ = ReadPhase::None;
+  disarm_read_timer();
   if (closed_) return;
+  if (read_timed_out_) {
+    read_timed_out_ = false;
+    return reject(408, phase == ReadPhase::Body ? "the request body stopped arriving"
+                                                : "the request head did not arrive in time");
+  }
   if (ec == http::error::body_limit)
-    return fail_request(413, "request body is larger than the server's limit of " +
-                                 std::to_string(max_body_bytes_) + " bytes", "invalid_request_error");
-  if (ec == http::error::header_limit)
-    return fail_request(431, "request headers are larger than 16 KiB", "invalid_request_error");
+    return reject(413, "request body is larger than the server's limit of " + std::to_string(config_.max_body_bytes) +
+                           " bytes");
+  if (ec == http::error::header_limit) return reject(431, "request headers are larger than 16 KiB");
   if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset ||
       ec == asio::error::operation_aborted || ec == asio::error::broken_pipe || ec == http::error::partial_message) {
     return close();  // the client went away (mid-response: its request is cancelled)
   }
-  fail_request(400, "malformed HTTP request: " + ec.message(), "invalid_request_error");
+  reject(400, "malformed HTTP request: " + ec.message());
 }
 
-void Connection::fail_request(int status, std::string_view message, std::string_view type) {
-  // The byte stream cannot be trusted past this point: answer, then close.
-  if (active_no_ != 0) return close();
-  const std::string body = error_json(message, type, status);
+void Connection::reject(int status, std::string message) {
+  // The byte stream cannot be trusted past this point: nothing more is read;
+  // the error is answered after the requests before it, then we close.
+  reading_ = false;
+  phase_ = ReadPhase::None;
+  disarm_read_timer();
+  stop_reading_ = true;
+  Queued q;
+  q.error_status = status;
+  q.error_message = std::move(message);
+  queue_.push_back(std::move(q));
+  serve_queue();
+}
+
+void Connection::serve_queue() {
+  if (closed_ || active_no_ != 0 || close_after_ || queue_.empty()) return;
+  Queued q = std::move(queue_.front());
+  queue_.pop_front();
+  queued_bytes_ -= q.bytes;
+  if (q.error_status > 0) return send_error_and_close(q.error_status, q.error_message);
+  dispatch(std::move(q));
+}
+
+void Connection::send_error_and_close(int status, const std::string& message) {
+  const std::string body = error_json(message, "invalid_request_error", status);
+  std::string bytes = head_text(status, "application/json", {}, false, body.size()) + body;
   close_after_ = true;
-  enqueue(head_text(status, "application/json", {}, false, body.size()) + body);
+  account(static_cast<int64_t>(bytes.size()));
+  enqueue(std::move(bytes));
 }
 
-void Connection::dispatch(HttpRequest req) {
+void Connection::dispatch(Queued q) {
   active_no_ = next_no_++;
   answered_ = false;
   finishing_ = false;
-  disarm_timer();
+  keep_alive_ = q.keep_alive;
+  head_only_ = q.request.method == "HEAD";
+  if (phase_ == ReadPhase::Waiting) disarm_read_timer();  // no longer idle
   {
     std::lock_guard lock(cb_mu_);
     on_disconnect_ = nullptr;
@@ -355,7 +497,17 @@ void Connection::dispatch(HttpRequest req) {
   }
   Responder responder(shared_from_this(), active_no_);
   // The handler runs on this strand; it must not block (documented contract).
-  server_->handler(std::move(req), std::move(responder));
+  server_->handler(std::move(q.request), std::move(responder));
+}
+
+void Connection::account(int64_t n) {
+  unsent_.fetch_add(n, std::memory_order_relaxed);
+  budget_->add(n);
+}
+
+void Connection::release(int64_t n) {
+  unsent_.fetch_sub(n, std::memory_order_relaxed);
+  budget_->sub(n);
 }
 
 void Connection::respond(uint64_t no, HttpResponse r) {
@@ -363,8 +515,10 @@ void Connection::respond(uint64_t no, HttpResponse r) {
     if (self->closed_ || no != self->active_no_ || self->answered_) return;
     self->answered_ = true;
     self->finishing_ = true;
+    // HEAD: the same head (with the length the body would have), no body.
     std::string bytes = head_text(r.status, r.content_type, r.headers, self->keep_alive_, r.body.size());
-    bytes += r.body;
+    if (!self->head_only_) bytes += r.body;
+    self->account(static_cast<int64_t>(bytes.size()));
     self->enqueue(std::move(bytes));
   });
 }
@@ -377,14 +531,17 @@ std::shared_ptr<ResponseStream> Connection::start_stream(uint64_t no, int status
     if (self->closed_ || no != self->active_no_ || self->answered_) return stream->mark_closed();
     self->answered_ = true;
     self->stream_ = stream;
-    self->enqueue(head_text(status, ct, h, self->keep_alive_, std::nullopt));
+    std::string head = head_text(status, ct, h, self->keep_alive_, std::nullopt);
+    self->account(static_cast<int64_t>(head.size()));
+    self->enqueue(std::move(head));
   });
   return stream;
 }
 
 void Connection::stream_write(uint64_t no, std::string framed) {
+  account(static_cast<int64_t>(framed.size()));  // held from now on, until written or dropped
   asio::post(strand_, [self = shared_from_this(), no, f = std::move(framed)]() mutable {
-    if (self->closed_ || no != self->active_no_) return;
+    if (self->closed_ || no != self->active_no_ || self->head_only_) return self->release(static_cast<int64_t>(f.size()));
     self->enqueue(std::move(f));
   });
 }
@@ -393,7 +550,13 @@ void Connection::stream_finish(uint64_t no) {
   asio::post(strand_, [self = shared_from_this(), no] {
     if (self->closed_ || no != self->active_no_ || self->finishing_) return;
     self->finishing_ = true;
-    self->enqueue("0\r\n\r\n");
+    if (self->head_only_) {
+      if (!self->writing_) self->write_some();
+      return;
+    }
+    std::string last = "0\r\n\r\n";
+    self->account(static_cast<int64_t>(last.size()));
+    self->enqueue(std::move(last));
   });
 }
 
@@ -429,7 +592,7 @@ void Connection::fire_disconnect() {
 }
 
 void Connection::enqueue(std::string bytes) {
-  if (closed_) return;
+  if (closed_) return release(static_cast<int64_t>(bytes.size()));
   out_.push_back(std::move(bytes));
   if (!writing_) write_some();
 }
@@ -450,13 +613,15 @@ void Connection::write_some() {
     out_.pop_front();
   }
   writing_ = true;
-  arm_timer(write_timeout_s_);
+  arm_write_timer(config_.write_timeout_s);
   asio::async_write(socket_, asio::buffer(writing_buf_),
-                    asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec, size_t n) {
-                      if (self->closed_) return;
+                    asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec, size_t) {
+                      if (self->closed_) return;  // close() released what was in flight
                       if (ec) return self->close();
-                      if (self->stream_) self->stream_->sent(n);
-                      self->disarm_timer();
+                      self->release(static_cast<int64_t>(self->writing_buf_.size()));
+                      self->writing_buf_.clear();
+                      if (self->writing_buf_.capacity() > (64 << 10)) self->writing_buf_.shrink_to_fit();
+                      self->disarm_write_timer();
                       self->write_some();
                     }));
 }
@@ -471,51 +636,53 @@ void Connection::response_complete() {
     on_disconnect_ = nullptr;
     disconnect_no_ = 0;
   }
-  if (!keep_alive_) return close();
-  if (!pipelined_.empty()) {
-    HttpRequest next = std::move(pipelined_.front());
-    pipelined_.pop_front();
-    dispatch(std::move(next));
-    read_next();
-    return;
-  }
-  arm_timer(idle_timeout_s_);
+  if (!keep_alive_) return linger_close();
+  serve_queue();
+  if (active_no_ == 0 && queue_.empty() && phase_ == ReadPhase::Waiting) arm_read_timer(config_.idle_timeout_s);
   read_next();
 }
 
 void Connection::linger_close() {
-  // After an error reply the client may still be sending its body: closing with
-  // unread data would reset the connection before it reads our answer. Stop
-  // sending, then discard what arrives for a moment.
+  // After the last reply the client may still be sending (a body we refused,
+  // pipelined requests we will not answer): closing with unread data would
+  // reset the connection before it reads our answer. Stop sending, then
+  // discard what arrives for a moment.
+  close_after_ = true;
   beast::error_code ignored;
   socket_.shutdown(tcp::socket::shutdown_send, ignored);
-  if (reading_) return;
-  arm_timer(2.0);
-  auto sink = std::make_shared<std::array<char, 16384>>();
-  auto drain = std::make_shared<std::function<void()>>();
-  *drain = [self = shared_from_this(), sink, drain] {
-    self->socket_.async_read_some(asio::buffer(*sink), asio::bind_executor(self->strand_, [self, drain](
-                                                                                beast::error_code ec, size_t) {
-      if (ec || self->closed_) {
-        *drain = nullptr;  // break the self-reference
-        return self->close();
-      }
-      (*drain)();
-    }));
-  };
-  (*drain)();
+  phase_ = ReadPhase::None;
+  arm_read_timer(2.0);
+  if (reading_) return;  // the pending read ends in an error or EOF, which closes
+  reading_ = true;
+  drain();
+}
+
+void Connection::drain() {
+  if (!sink_) sink_ = std::make_unique<std::array<char, 16384>>();
+  socket_.async_read_some(asio::buffer(*sink_),
+                          asio::bind_executor(strand_, [self = shared_from_this()](beast::error_code ec, size_t) {
+                            if (ec || self->closed_) return self->close();
+                            self->drain();
+                          }));
 }
 
 void Connection::close() {
   if (closed_) return;
   closed_ = true;
-  disarm_timer();
+  disarm_read_timer();
+  disarm_write_timer();
   if (stream_) stream_->mark_closed();
   if (active_no_ != 0) fire_disconnect();
   beast::error_code ignored;
   socket_.shutdown(tcp::socket::shutdown_both, ignored);
   socket_.close(ignored);
+  int64_t dropped = writing_ ? static_cast<int64_t>(writing_buf_.size()) : 0;
+  for (const std::string& b : out_) dropped += static_cast<int64_t>(b.size());
+  release(dropped);
   out_.clear();
+  writing_buf_.clear();
+  queue_.clear();
+  queued_bytes_ = 0;
 }
 
 void Responder::respond(HttpResponse response) const { connection_->respond(request_no_, std::move(response)); }
@@ -537,6 +704,7 @@ std::string_view HttpRequest::header(std::string_view name) const {
 
 HttpServer::HttpServer(HttpServerConfig config, HttpHandler handler) : impl_(std::make_unique<Impl>()) {
   impl_->config = std::move(config);
+  impl_->budget = std::make_shared<ByteBudget>(impl_->config.max_buffered_bytes);
   impl_->handler = std::move(handler);
 }
 
@@ -589,13 +757,13 @@ void HttpServer::stop() {
   }
   for (auto& c : open) c->close_from_outside();
   open.clear();
-  // Let the closes run, then end run().
-  asio::post(impl_->ioc, [this] {
-    impl_->retry.expires_after(std::chrono::milliseconds(100));
-    impl_->retry.async_wait([this](beast::error_code) { impl_->ioc.stop(); });
-  });
+  // Let the closes run (a loaded machine may take a while), then end run().
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  asio::post(impl_->ioc, [impl = impl_.get(), deadline] { impl->stop_when_closed(deadline); });
 }
 
 int HttpServer::n_connections() const { return impl_->n_connections.load(); }
+
+int64_t HttpServer::buffered_bytes() const { return impl_->budget->used(); }
 
 }  // namespace tern::server

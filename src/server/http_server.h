@@ -6,20 +6,34 @@
 // not threads. For each complete request it calls the handler once, on an I/O
 // thread; the handler must not block. It answers through the Responder it is
 // given, exactly once, from any thread and at any later time: a whole
-// response, or a stream (server-sent events) written piece by piece.
+// response, or a stream (server-sent events) written piece by piece. A HEAD
+// request's answer is sent as headers only, whatever the handler gives.
 //
-// Flow control: a stream's write() never blocks its caller (the engine's step
-// thread): bytes queue per connection and are sent as the socket drains. A
-// client that stops reading has its connection closed when its queue passes
-// max_stream_buffer_bytes or a write stalls for write_timeout_s; a client that
-// goes away fires the Responder's disconnect callback once, so the request
-// behind it can be cancelled. Memory per connection is therefore bounded.
+// Framing (RFC 9112): a body is delimited by Content-Length or by a
+// Transfer-Encoding whose only coding is "chunked"; any other transfer coding,
+// both headers at once, or a Transfer-Encoding on HTTP/1.0 is answered 400
+// (501 for a coding before "chunked" that we do not decode) and the connection
+// closed, so a body can never be read as the next request. Heads over 16 KiB
+// get 431, bodies over max_body_bytes 413 (a declared Content-Length is checked
+// before the body is read; "Expect: 100-continue" is honoured), garbage 400.
+// Keep-alive and pipelined requests are answered in order; a request with
+// "Connection: close" (or HTTP/1.0) is the last one read; an error in the byte
+// stream is answered after every request before it, then the connection closes.
 //
-// Requests: heads over 16 KiB or bodies over max_body_bytes are answered 413
-// and the connection closed (a declared Content-Length is checked before the
-// body is read; "Expect: 100-continue" is honoured); malformed requests get
-// 400. Keep-alive and pipelined requests are served in order. An idle
-// connection is closed after idle_timeout_s.
+// Deadlines: an idle connection closes after idle_timeout_s; once a request's
+// first byte arrives its head must be complete within header_timeout_s and its
+// body must make progress every body_timeout_s, else 408 and close.
+//
+// Memory: a connection reads ahead at most kMaxPipelined requests or
+// max_pipelined_bytes (then it stops reading: TCP back-pressure); request
+// bodies not yet handled and response bytes not yet sent count against one
+// server-wide budget (max_buffered_bytes). Over it, new requests get 503 and a
+// stream holding more than its fair share of unsent bytes is cut (its client is
+// treated as gone). A stream's write() never blocks its caller (the engine's
+// step thread); a client more than max_stream_buffer_bytes behind, or whose
+// write stalls for write_timeout_s, is disconnected; a client that goes away
+// fires the Responder's disconnect callback once, so the request behind it can
+// be cancelled. Optional: max_connections_per_ip (503 beyond).
 //
 // Threading: start() binds and listens; run() blocks until stop(), which may
 // be called from any thread (e.g. a signal handler's strand). Every public
@@ -47,6 +61,8 @@ struct HttpRequest {
   std::string body;
   HeaderList headers;  // names lower-cased
   std::string remote;  // peer address
+  // Holds the body's bytes in the server's buffer budget until the request is destroyed.
+  std::shared_ptr<const void> budget_hold;
 
   // The value of a header (name in lower case), or "" when absent.
   std::string_view header(std::string_view name) const;
@@ -100,8 +116,13 @@ struct HttpServerConfig {
   int64_t max_body_bytes = 8 << 20;
   int64_t max_stream_buffer_bytes = 16 << 20;
   int max_connections = 8192;            // beyond: answered 503 and closed
+  int max_connections_per_ip = 0;        // 0 = no limit; beyond: answered 503 and closed
   double idle_timeout_s = 120;
+  double header_timeout_s = 10;          // first byte of a request -> end of its head
+  double body_timeout_s = 10;            // longest pause while a body arrives
   double write_timeout_s = 60;
+  int64_t max_pipelined_bytes = 1 << 20; // requests read ahead per connection
+  int64_t max_buffered_bytes = int64_t{256} << 20;  // server-wide: unhandled bodies + unsent bytes
 };
 
 class HttpServer {
@@ -118,6 +139,8 @@ class HttpServer {
   // Stops everything: closes every connection and makes run() return.
   void stop();
   int n_connections() const;
+  // Bytes now counted against max_buffered_bytes.
+  int64_t buffered_bytes() const;
 
   struct Impl;  // shared with the connections in http_server.cpp
 

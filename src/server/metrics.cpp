@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <string_view>
+
+#include "tokenizer/utf8.h"
 
 namespace tern::server {
 
@@ -15,17 +18,35 @@ std::string num(double v) {
   return b;
 }
 
-// Label values: backslash, double quote and newline are escaped (exposition format).
-std::string escape_label(const std::string& s) {
+// Label values: backslash, double quote and newline are escaped (exposition
+// format), and bytes that are not UTF-8 become U+FFFD (the format is UTF-8).
+std::string escape_label(std::string_view s) {
   std::string o;
-  for (char c : s) {
-    if (c == '\\') o += "\\\\";
-    else if (c == '"') o += "\\\"";
-    else if (c == '\n') o += "\\n";
-    else o += c;
+  for (size_t i = 0; i < s.size();) {
+    const utf8::Decoded d = utf8::decode(s, i);
+    if (!d.valid) {
+      utf8::append(o, utf8::kReplacementChar);
+    } else if (s[i] == '\\') {
+      o += "\\\\";
+    } else if (s[i] == '"') {
+      o += "\\\"";
+    } else if (s[i] == '\n') {
+      o += "\\n";
+    } else {
+      o.append(s, i, d.n_bytes);
+    }
+    i += d.n_bytes;
   }
   return o;
 }
+
+// Every endpoint label that can appear: requests are counted under these and
+// nothing else, so no request can add a series.
+constexpr std::string_view kRouteLabels[] = {
+    "/",           "/health",     "/metrics",         "/stats",
+    "/tokenize",   "/detokenize", "/v1/models",       "/v1/models/{id}",
+    "/v1/chat/completions",       "/v1/completions",  "other",
+};
 
 void head(std::string& out, const char* name, const char* type, const char* help) {
   out += "# HELP ";
@@ -90,9 +111,19 @@ Metrics::Metrics()
       prompt_len_(token_buckets()),
       gen_len_(token_buckets()) {}
 
-void Metrics::count_request(const std::string& endpoint, int status) {
+const char* route_label(std::string_view path) {
+  if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+  for (std::string_view label : kRouteLabels)
+    if (label == path) return label.data();  // each is a literal: NUL-terminated
+  return "other";
+}
+
+void Metrics::count_request(std::string_view endpoint, int status) {
+  const std::string label = route_label(endpoint) == std::string_view("other") ? "other" : std::string(endpoint);
+  // HTTP status codes are three digits; anything else would be a new series too.
+  const int code = status >= 100 && status <= 599 ? status : 0;
   std::lock_guard lock(mu_);
-  ++requests_[{endpoint, status}];
+  ++requests_[{label, code}];
 }
 
 void Metrics::observe_generation(const RequestOutput& o, const char* finish_reason) {
@@ -109,7 +140,8 @@ void Metrics::observe_generation(const RequestOutput& o, const char* finish_reas
   gen_len_.observe(o.n_tokens_generated);
 }
 
-std::string Metrics::render(const EngineStats& s, const std::string& model_name) const {
+std::string Metrics::render(const EngineStats& s, const std::string& model_name, int64_t http_buffered_bytes,
+                            int http_connections) const {
   std::string out;
   const std::string model = "model_name=\"" + escape_label(model_name) + "\"";
   {
@@ -167,6 +199,10 @@ std::string Metrics::render(const EngineStats& s, const std::string& model_name)
   sample(out, "tern_engine_steps_total", static_cast<double>(s.n_steps), model);
   head(out, "tern_engine_step_tokens_total", "counter", "Tokens run through the model.");
   sample(out, "tern_engine_step_tokens_total", static_cast<double>(s.n_tokens_stepped), model);
+  head(out, "tern_http_buffered_bytes", "gauge", "Request bodies not yet handled plus response bytes not yet sent.");
+  sample(out, "tern_http_buffered_bytes", static_cast<double>(http_buffered_bytes));
+  head(out, "tern_http_connections", "gauge", "Open client connections.");
+  sample(out, "tern_http_connections", http_connections);
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tern/engine.h"
@@ -37,16 +38,23 @@ class Histogram {
   uint64_t count_ = 0;
 };
 
+// The metrics label of a request path: the route it names ("/v1/models/{id}"
+// for any model id), or "other". The set of labels is fixed.
+const char* route_label(std::string_view path);
+
 class Metrics {
  public:
   Metrics();
-  // One finished HTTP request: endpoint path and status code.
-  void count_request(const std::string& endpoint, int status);
+  // One finished HTTP request, by route label (see route_label; anything else
+  // is counted as "other") and status code.
+  void count_request(std::string_view endpoint, int status);
   // One finished generation (a choice): its figures from the engine.
   void observe_generation(const RequestOutput& final_output, const char* finish_reason);
   void observe_itl(double seconds) { itl_.observe(seconds); }
   void observe_queue_rejected() { std::lock_guard l(mu_); ++rejected_; }
-  std::string render(const EngineStats& stats, const std::string& model_name) const;
+  // http_*: the transport's figures (HttpServer::buffered_bytes, n_connections).
+  std::string render(const EngineStats& stats, const std::string& model_name, int64_t http_buffered_bytes = 0,
+                     int http_connections = 0) const;
 
  private:
   mutable std::mutex mu_;

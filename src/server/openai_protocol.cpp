@@ -2,6 +2,7 @@
 // field in its error, so a client learns exactly what to fix.
 #include "server/openai_protocol.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -32,6 +33,10 @@ ApiError api_error_from_status(const Status& s, std::string param) {
     case ErrorKind::NotFound:
       e.status = 404;
       e.type = "not_found_error";
+      break;
+    case ErrorKind::Unavailable:
+      e.status = 503;
+      e.type = "server_error";
       break;
     default:
       e.status = 500;
@@ -98,13 +103,26 @@ class Fields {
     if (!v) return false;
     if (!v->is_number_integer() && !(v->is_number_float() && is_whole(v->get<double>())))
       return fail(name, std::string("'") + name + "' must be an integer, not " + json_type(*v)), false;
-    const double d = v->get<double>();
-    const int64_t i = v->is_number_unsigned() ? static_cast<int64_t>(std::min<uint64_t>(v->get<uint64_t>(), INT64_MAX))
-                                              : v->is_number_integer() ? v->get<int64_t>() : static_cast<int64_t>(d);
-    if (i < lo || i > hi)
+    // Range-checked in the type the value came in, and reported as sent (a
+    // huge unsigned or 1e23 must not be shown clamped or wrapped).
+    auto out_of_range = [&](const std::string& got) {
       return fail(name, std::string("'") + name + "' must be between " + std::to_string(lo) + " and " +
-                            std::to_string(hi) + ", got " + std::to_string(i)),
+                            std::to_string(hi) + ", got " + got),
              false;
+    };
+    int64_t i = 0;
+    if (v->is_number_unsigned()) {
+      const uint64_t u = v->get<uint64_t>();
+      if (u > static_cast<uint64_t>(INT64_MAX)) return out_of_range(std::to_string(u));
+      i = static_cast<int64_t>(u);
+    } else if (v->is_number_integer()) {
+      i = v->get<int64_t>();
+    } else {
+      const double d = v->get<double>();
+      if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) return out_of_range(fmt(d));
+      i = static_cast<int64_t>(d);
+    }
+    if (i < lo || i > hi) return out_of_range(std::to_string(i));
     out = static_cast<Int>(i);
     return true;
   }
@@ -124,7 +142,7 @@ class Fields {
   }
 
  private:
-  static bool is_whole(double d) { return std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18; }
+  static bool is_whole(double d) { return std::isfinite(d) && d == std::floor(d); }
   static std::string fmt(double d) {
     char b[32];
     std::snprintf(b, sizeof b, "%g", d);
@@ -230,7 +248,36 @@ std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams&
   return std::nullopt;
 }
 
+// Deepest nesting of arrays/objects in a JSON text (strings skipped), stopping
+// as soon as it passes `limit`. Run before parsing, so a body of a million
+// '[' costs one pass over its bytes, not a million-level tree.
+int json_depth(std::string_view text, int limit) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) break;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 std::optional<json> parse_json(std::string_view body, ApiError& e) {
+  if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
+    e = bad("", "the request body nests arrays/objects deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    return std::nullopt;
+  }
   json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
     e = bad("", "the request body is not valid JSON (or not valid UTF-8)");

@@ -38,7 +38,7 @@ struct ApiError {
 // The JSON body {"error": {...}}.
 std::string api_error_body(const ApiError& e);
 // One place maps library errors to HTTP: InvalidArgument/OutOfRange -> 400,
-// NotFound -> 404, Unsupported -> 400, everything else -> 500.
+// NotFound -> 404, Unsupported -> 400, Unavailable -> 503, everything else -> 500.
 ApiError api_error_from_status(const Status& s, std::string param = {});
 
 template <typename T>
@@ -61,6 +61,7 @@ struct GenerationParams {
 };
 
 inline constexpr int kMaxN = 16;
+inline constexpr int kMaxJsonDepth = 64;  // deeper request bodies are refused before parsing
 inline constexpr int kMaxStop = 16;
 
 struct ChatRequest {

@@ -2,8 +2,14 @@
 // generation.cpp.
 #include "server/server.h"
 
+#include <malloc.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <cctype>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "core/log.h"
@@ -16,6 +22,8 @@ using nlohmann::json;
 
 namespace {
 
+constexpr size_t kTrimAfterBodyBytes = size_t{1} << 20;
+
 std::string dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 // Equal-time comparison: the time taken does not depend on where the strings differ.
@@ -26,12 +34,19 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
   return diff == 0;
 }
 
+// RFC 9110: the auth scheme is case-insensitive and followed by one or more spaces.
 bool authorized(const Server::State& st, const HttpRequest& req) {
   if (st.config.api_key.empty()) return true;
   std::string_view h = req.header("authorization");
-  constexpr std::string_view kBearer = "Bearer ";
-  if (h.size() < kBearer.size() || h.substr(0, kBearer.size()) != kBearer) return false;
-  return constant_time_equal(h.substr(kBearer.size()), st.config.api_key);
+  constexpr std::string_view kBearer = "bearer";
+  if (h.size() <= kBearer.size()) return false;
+  for (size_t i = 0; i < kBearer.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(h[i])) != kBearer[i]) return false;
+  h.remove_prefix(kBearer.size());
+  if (h.front() != ' ') return false;
+  while (!h.empty() && h.front() == ' ') h.remove_prefix(1);
+  while (!h.empty() && (h.back() == ' ' || h.back() == '\t')) h.remove_suffix(1);
+  return constant_time_equal(h, st.config.api_key);
 }
 
 json stats_json(Server::State& st) {
@@ -64,6 +79,8 @@ json stats_json(Server::State& st) {
           {"tokens_generated", s.n_tokens_generated},
           {"n_preemptions", s.n_preemptions},
           {"pending", st.pending.load()},
+          {"http_buffered_bytes", st.http->buffered_bytes()},
+          {"http_connections", st.http->n_connections()},
           {"uptime_s", now}};
 }
 
@@ -72,14 +89,15 @@ void handle_tokenize(Server::State& st, const HttpRequest& req, const Responder&
   auto parsed = parse_tokenize_request(req.body);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(st, r, endpoint, *e);
   TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
-  std::string text = t.prompt;
+  std::vector<int32_t> tokens;
   if (!t.messages.empty()) {
-    ChatTemplateInputs in{t.messages, t.add_generation_prompt, st.info.bos_token, st.info.eos_token};
-    auto rendered = st.chat_template->render(in);
-    if (!rendered.is_ok()) return send_error(st, r, endpoint, api_error_from_status(rendered.status(), "messages"));
-    text = rendered.value();
+    // Exactly the tokens /v1/chat/completions would run.
+    auto chat = chat_prompt_tokens(st, std::move(t.messages), t.add_generation_prompt);
+    if (!chat.is_ok()) return send_error(st, r, endpoint, api_error_from_status(chat.status(), "messages"));
+    tokens = std::move(chat).value();
+  } else {
+    tokens = st.engine->tokenize(t.prompt, t.add_special);
   }
-  const auto tokens = st.engine->tokenize(text, t.add_special);
   send_json(st, r, endpoint, 200,
             dump({{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", st.info.n_ctx}}));
 }
@@ -106,61 +124,100 @@ json model_card(const Server::State& st) {
           {"root", st.model_name}, {"max_model_len", st.info.n_ctx}};
 }
 
-// Known routes and their methods, for 404 vs 405.
-bool known_path(const std::string& p) {
-  return p == "/" || p == "/health" || p == "/metrics" || p == "/stats" || p == "/tokenize" || p == "/detokenize" ||
-         p == "/v1/models" || p == "/v1/chat/completions" || p == "/v1/completions" || p.rfind("/v1/models/", 0) == 0;
+// The routes: metrics label, methods, and whether they need the API key.
+struct Route {
+  const char* label;
+  bool get = false, post = false;
+  bool open = false;  // no API key needed (probes, scrapers, the page itself)
+};
+
+std::optional<Route> find_route(const std::string& path) {
+  static const std::pair<const char*, Route> kRoutes[] = {
+      {"/", {"/", true, false, true}},
+      {"/health", {"/health", true, false, true}},
+      {"/metrics", {"/metrics", true, false, true}},
+      {"/stats", {"/stats", true, false, false}},
+      {"/tokenize", {"/tokenize", false, true, false}},
+      {"/detokenize", {"/detokenize", false, true, false}},
+      {"/v1/models", {"/v1/models", true, false, false}},
+      {"/v1/chat/completions", {"/v1/chat/completions", false, true, false}},
+      {"/v1/completions", {"/v1/completions", false, true, false}},
+  };
+  for (const auto& [p, r] : kRoutes)
+    if (path == p) return r;
+  if (path.rfind("/v1/models/", 0) == 0) return Route{"/v1/models/{id}", true, false, false};
+  return std::nullopt;
+}
+
+// Parsing JSON and tokenising can take long for big bodies: the routes that do
+// it run on the worker pool, so the I/O threads keep answering (/health too).
+// After a big body the heap holds its parse tree's pages: give them back.
+template <typename Fn>
+void on_workers(const std::shared_ptr<Server::State>& sp, size_t body_bytes, Fn fn) {
+  boost::asio::post(*sp->workers, [sp, body_bytes, fn = std::move(fn)]() mutable {
+    fn();
+    if (body_bytes >= kTrimAfterBodyBytes) malloc_trim(0);
+  });
 }
 
 void route(const std::shared_ptr<Server::State>& sp, HttpRequest req, Responder r) {
   Server::State& st = *sp;
   const std::string& path = req.path;
-  const bool get = req.method == "GET" || req.method == "HEAD";
-  const bool post = req.method == "POST";
-  auto err = [&](int status, const char* type, std::string message, const char* endpoint) {
+  const std::optional<Route> rt = find_route(path);
+  const char* label = rt ? rt->label : "other";
+  auto err = [&](int status, const char* type, std::string message) {
     ApiError e;
     e.status = status;
     e.type = type;
     e.message = std::move(message);
-    send_error(st, r, endpoint, e);
+    send_error(st, r, label, e);
   };
-  if (path == "/health" && get) {
-    if (!st.loaded.load()) return err(503, "server_error", "the model is loading", "/health");
-    if (st.draining.load()) return err(503, "server_error", "the server is shutting down", "/health");
-    return send_json(st, r, "/health", 200, R"({"status":"ok"})");
+  if (!rt) return err(404, "not_found_error", "no route for " + req.method + " " + path);
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  const bool post = req.method == "POST";
+  if (!(get && rt->get) && !(post && rt->post)) {
+    ApiError e;
+    e.status = 405;
+    e.message = "method " + req.method + " is not allowed on " + path + "; use " + (rt->get ? "GET" : "POST");
+    return send_error(st, r, label, e, {{"Allow", rt->get ? "GET, HEAD" : "POST"}});
   }
-  if (path == "/" && get) {
+  if (path == "/health") {
+    if (!st.loaded.load()) return err(503, "server_error", "the model is loading");
+    if (st.draining.load()) return err(503, "server_error", "the server is shutting down");
+    return send_json(st, r, label, 200, R"({"status":"ok"})");
+  }
+  if (path == "/") {
     HttpResponse resp;
     resp.content_type = "text/html; charset=utf-8";
     resp.body = std::string(kPlaygroundHtml);
-    st.metrics.count_request("/", 200);
+    st.metrics.count_request(label, 200);
     return r.respond(std::move(resp));
   }
-  if (!known_path(path)) return err(404, "not_found_error", "no route for " + req.method + " " + path, "other");
-  if (st.draining.load()) return err(503, "server_error", "the server is shutting down", path.c_str());
-  if (path == "/metrics" && get) {
-    if (!st.loaded.load()) return err(503, "server_error", "the model is loading", "/metrics");
+  if (st.draining.load()) return err(503, "server_error", "the server is shutting down");
+  if (!rt->open && !authorized(st, req))
+    return err(401, "authentication_error", "missing or wrong API key: send 'Authorization: Bearer <key>'");
+  if (!st.loaded.load()) return err(503, "server_error", "the model is loading; retry shortly");
+  if (path == "/metrics") {
     HttpResponse resp;
     resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    st.metrics.count_request("/metrics", 200);
-    resp.body = st.metrics.render(st.engine->stats(), st.model_name);
+    st.metrics.count_request(label, 200);
+    resp.body = st.metrics.render(st.engine->stats(), st.model_name, st.http->buffered_bytes(), st.http->n_connections());
     return r.respond(std::move(resp));
   }
-  if (!authorized(st, req))
-    return err(401, "authentication_error", "missing or wrong API key: send 'Authorization: Bearer <key>'",
-               path.c_str());
-  if (!st.loaded.load()) return err(503, "server_error", "the model is loading; retry shortly", path.c_str());
-  if (path == "/v1/models" && get) return send_json(st, r, path, 200, dump({{"object", "list"}, {"data", {model_card(st)}}}));
-  if (path.rfind("/v1/models/", 0) == 0 && get) {
-    if (path.substr(11) != st.model_name) return err(404, "not_found_error", "no model '" + path.substr(11) + "'", "/v1/models");
-    return send_json(st, r, "/v1/models", 200, dump(model_card(st)));
+  if (path == "/v1/models") return send_json(st, r, label, 200, dump({{"object", "list"}, {"data", {model_card(st)}}}));
+  if (rt->label == std::string_view("/v1/models/{id}")) {
+    if (path.substr(11) != st.model_name) return err(404, "not_found_error", "no model '" + path.substr(11) + "'");
+    return send_json(st, r, label, 200, dump(model_card(st)));
   }
-  if (path == "/stats" && get) return send_json(st, r, path, 200, dump(stats_json(st)));
-  if (path == "/v1/chat/completions" && post) return handle_chat(sp, std::move(req), std::move(r));
-  if (path == "/v1/completions" && post) return handle_completion(sp, std::move(req), std::move(r));
-  if (path == "/tokenize" && post) return handle_tokenize(st, req, r);
-  if (path == "/detokenize" && post) return handle_detokenize(st, req, r);
-  err(405, "invalid_request_error", "method " + req.method + " is not allowed on " + path, path.c_str());
+  if (path == "/stats") return send_json(st, r, label, 200, dump(stats_json(st)));
+  const size_t body_bytes = req.body.size();
+  on_workers(sp, body_bytes, [sp, req = std::move(req), r = std::move(r)]() mutable {
+    const std::string& p = req.path;
+    if (p == "/v1/chat/completions") return handle_chat(sp, std::move(req), std::move(r));
+    if (p == "/v1/completions") return handle_completion(sp, std::move(req), std::move(r));
+    if (p == "/tokenize") return handle_tokenize(*sp, req, r);
+    handle_detokenize(*sp, req, r);
+  });
 }
 
 }  // namespace
@@ -173,11 +230,14 @@ void send_json(Server::State& st, const Responder& r, const std::string& endpoin
   r.respond(std::move(resp));
 }
 
-void send_error(Server::State& st, const Responder& r, const std::string& endpoint, const ApiError& e) {
+void send_error(Server::State& st, const Responder& r, const std::string& endpoint, const ApiError& e,
+                HeaderList headers) {
   HttpResponse resp;
   resp.status = e.status;
   resp.body = api_error_body(e);
+  resp.headers = std::move(headers);
   if (e.status == 401) resp.headers.emplace_back("WWW-Authenticate", "Bearer");
+  if (e.status == 503) resp.headers.emplace_back("Retry-After", "1");
   st.metrics.count_request(endpoint, e.status);
   r.respond(std::move(resp));
 }
@@ -185,14 +245,17 @@ void send_error(Server::State& st, const Responder& r, const std::string& endpoi
 Server::Server(ServerConfig config) : state_(std::make_shared<State>()) {
   state_->config = std::move(config);
   state_->created_unix = static_cast<int64_t>(std::time(nullptr));
+  state_->workers = std::make_unique<boost::asio::thread_pool>(std::max(1, state_->config.n_workers));
   std::weak_ptr<State> weak = state_;
   http_ = std::make_unique<HttpServer>(state_->config.http, [weak](HttpRequest req, Responder r) {
     if (auto sp = weak.lock()) route(sp, std::move(req), std::move(r));
   });
+  state_->http = http_.get();
 }
 
 Server::~Server() {
   if (state_->engine) state_->engine->shutdown();
+  state_->workers->join();  // jobs still queued run now and are refused by the stopped engine
   state_->engine.reset();  // drops the callbacks (and connections) they hold
   http_.reset();
 }
@@ -231,8 +294,12 @@ void Server::shutdown(double deadline_s) {
   const auto until = steady_clock::now() + duration<double>(deadline_s);
   while (st.pending.load() > 0 && steady_clock::now() < until) std::this_thread::sleep_for(milliseconds(20));
   if (st.engine) st.engine->shutdown();  // what is left finishes "abort"
-  // Give the last events a moment to reach their clients.
-  std::this_thread::sleep_for(milliseconds(200));
+  // Let the last events reach their clients (bounded: a client that does not
+  // read is not waited for).
+  const auto flush_until = steady_clock::now() + seconds(2);
+  while (st.pending.load() > 0 && steady_clock::now() < flush_until) std::this_thread::sleep_for(milliseconds(5));
+  while (http_->buffered_bytes() > 0 && steady_clock::now() < flush_until)
+    std::this_thread::sleep_for(milliseconds(5));
   http_->stop();
 }
 

@@ -33,6 +33,11 @@ struct ServerConfig {
   std::string api_key;            // empty = no authentication
   std::string served_model_name;  // empty = general.name, else the file name
   int max_pending = 4096;         // unfinished generations (choices) beyond which requests get 429
+  int n_workers = 2;              // threads that parse JSON bodies and tokenise prompts (off the I/O threads)
+  // Special-token text (e.g. "</s>", "<|im_end|>") inside chat message content
+  // is tokenised as plain text unless this is set: a user cannot forge the
+  // template's control tokens.
+  bool special_tokens_in_content = false;
 };
 
 class Server {

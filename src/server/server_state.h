@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -24,6 +25,8 @@ struct Server::State {
   std::atomic<bool> draining{false};    // shutting down: new requests get 503
   std::atomic<int> pending{0};          // unfinished engine requests (choices)
   Metrics metrics;
+  const HttpServer* http = nullptr;     // the transport, for its buffer figures (outlives every handler)
+  std::unique_ptr<boost::asio::thread_pool> workers;  // request parsing and tokenisation
   std::optional<ChatTemplate> chat_template;
   std::string model_name;
   ModelInfo info;
@@ -45,7 +48,14 @@ struct Server::State {
 
 // Answers and counts (the /metrics request counter) in one place.
 void send_json(Server::State& st, const Responder& r, const std::string& endpoint, int status, std::string body);
-void send_error(Server::State& st, const Responder& r, const std::string& endpoint, const ApiError& e);
+void send_error(Server::State& st, const Responder& r, const std::string& endpoint, const ApiError& e,
+                HeaderList headers = {});
+
+// A chat's prompt tokens: rendered with the model's template, special-token
+// text in message content kept as text unless the server allows it, BOS added
+// unless the template wrote it (generation.cpp).
+Result<std::vector<int32_t>> chat_prompt_tokens(const Server::State& st, std::vector<ChatMessage> messages,
+                                                bool add_generation_prompt);
 
 // POST /v1/chat/completions and /v1/completions (generation.cpp).
 void handle_chat(const std::shared_ptr<Server::State>& st, HttpRequest req, Responder r);

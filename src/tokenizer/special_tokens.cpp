@@ -16,15 +16,15 @@ void SpecialTokenMatcher::finish(const Vocab& vocab) {
   }
 }
 
-std::vector<SpecialTokenMatcher::Segment> SpecialTokenMatcher::partition(const Vocab& vocab,
-                                                                         std::string_view text) const {
+std::vector<SpecialTokenMatcher::Segment> SpecialTokenMatcher::partition(const Vocab& vocab, std::string_view text,
+                                                                         const AcceptFn* accept) const {
   std::vector<Segment> segments;
   size_t plain_begin = 0;
   for (size_t i = 0; i < text.size();) {
     TokenId found = -1;
     for (TokenId id : by_first_byte_[static_cast<uint8_t>(text[i])]) {
       const std::string& t = vocab.texts[id];
-      if (text.size() - i >= t.size() && text.compare(i, t.size(), t) == 0) {
+      if (text.size() - i >= t.size() && text.compare(i, t.size(), t) == 0 && (!accept || (*accept)(id, i, i + t.size()))) {
         found = id;
         break;
       }

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstddef>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -36,8 +37,12 @@ class SpecialTokenMatcher {
     return m;
   }
 
+  // Whether a match of `token` over text[begin, end) may be taken; when not,
+  // shorter candidates at that position are tried, then the byte is plain.
+  using AcceptFn = std::function<bool(TokenId token, size_t begin, size_t end)>;
+
   bool empty() const { return n_tokens_ == 0; }
-  std::vector<Segment> partition(const Vocab& vocab, std::string_view text) const;
+  std::vector<Segment> partition(const Vocab& vocab, std::string_view text, const AcceptFn* accept = nullptr) const;
 
  private:
   void add(const Vocab& vocab, TokenId id);

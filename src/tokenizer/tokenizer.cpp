@@ -103,6 +103,26 @@ struct Tokenizer::Impl {
         break;
     }
   }
+
+  std::vector<TokenId> encode_segments(std::string_view text, const std::vector<SpecialTokenMatcher::Segment>& segments,
+                                       bool add_special) const {
+    const Vocab& v = vocab;
+    std::vector<TokenId> out;
+    if (add_special && v.add_bos) out.push_back(v.bos);
+    // SPM puts its dummy-prefix space before text that starts the sequence or follows a special token.
+    bool after_special = true;
+    for (const auto& seg : segments) {
+      if (seg.token >= 0) {
+        out.push_back(seg.token);
+        after_special = true;
+      } else {
+        encode_plain(text.substr(seg.begin, seg.end - seg.begin), after_special, out);
+        after_special = false;
+      }
+    }
+    if (add_special && v.add_eos) out.push_back(v.eos);
+    return out;
+  }
 };
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -155,29 +175,59 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::from_gguf(const gguf::GgufFile& fi
 }
 
 std::vector<TokenId> Tokenizer::encode(std::string_view text, bool add_special, bool parse_special) const {
-  const Vocab& v = impl_->vocab;
-  std::vector<TokenId> out;
-  if (add_special && v.add_bos) out.push_back(v.bos);
   const SpecialTokenMatcher& matcher = parse_special ? impl_->specials : impl_->user_defined;
   std::vector<SpecialTokenMatcher::Segment> segments;
   if (matcher.empty()) {
     if (!text.empty()) segments.push_back({0, text.size(), -1});
   } else {
-    segments = matcher.partition(v, text);
+    segments = matcher.partition(impl_->vocab, text);
   }
-  // SPM puts its dummy-prefix space before text that starts the sequence or follows a special token.
-  bool after_special = true;
-  for (const auto& seg : segments) {
-    if (seg.token >= 0) {
-      out.push_back(seg.token);
-      after_special = true;
+  return impl_->encode_segments(text, segments, add_special);
+}
+
+std::string Tokenizer::quote_special(std::string_view text) const {
+  if (impl_->specials.empty()) return std::string(text);
+  std::string out;
+  for (const auto& seg : impl_->specials.partition(impl_->vocab, text)) {
+    const std::string_view piece = text.substr(seg.begin, seg.end - seg.begin);
+    const bool quote = seg.token >= 0 && impl_->vocab.types[seg.token] != TokenType::UserDefined;
+    if (quote) out += kQuoteOpen;
+    out += piece;
+    if (quote) out += kQuoteClose;
+  }
+  return out;
+}
+
+std::vector<TokenId> Tokenizer::encode_quoted(std::string_view text, bool add_special) const {
+  // Drop the markers, remembering which byte ranges of what is left were quoted.
+  std::string plain;
+  plain.reserve(text.size());
+  std::vector<std::pair<size_t, size_t>> quoted;  // [begin, end) in `plain`, ascending
+  for (char c : text) {
+    if (c == kQuoteOpen) {
+      quoted.push_back({plain.size(), plain.size()});
+    } else if (c == kQuoteClose) {
+      if (!quoted.empty()) quoted.back().second = plain.size();
     } else {
-      impl_->encode_plain(text.substr(seg.begin, seg.end - seg.begin), after_special, out);
-      after_special = false;
+      plain += c;
     }
   }
-  if (add_special && v.add_eos) out.push_back(v.eos);
-  return out;
+  if (!quoted.empty() && quoted.back().second < quoted.back().first) quoted.back().second = plain.size();
+  const Vocab& v = impl_->vocab;
+  // A special token may not be matched over any quoted byte; user-defined tokens always are (as in encode()).
+  const SpecialTokenMatcher::AcceptFn accept = [&](TokenId id, size_t b, size_t e) {
+    if (v.types[id] == TokenType::UserDefined) return true;
+    for (const auto& [qb, qe] : quoted)
+      if (b < qe && qb < e) return false;
+    return true;
+  };
+  std::vector<SpecialTokenMatcher::Segment> segments;
+  if (impl_->specials.empty()) {
+    if (!plain.empty()) segments.push_back({0, plain.size(), -1});
+  } else {
+    segments = impl_->specials.partition(v, plain, &accept);
+  }
+  return impl_->encode_segments(plain, segments, add_special);
 }
 
 std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const {

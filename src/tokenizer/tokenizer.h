@@ -45,6 +45,17 @@ class Tokenizer {
   // matched either way, as llama.cpp and Hugging Face do.
   std::vector<TokenId> encode(std::string_view text, bool add_special, bool parse_special) const;
 
+  // Chat content goes into a template whose own control tokens must stay
+  // special, while the same text typed by a user must not become them.
+  // quote_special() marks the special-token text inside `text` (bytes 0xFE ...
+  // 0xFF around it, which valid UTF-8 never holds); encode_quoted() is
+  // encode(text, add_special, parse_special=true) except that marked text is
+  // tokenised as plain text, exactly as if the whole string had been plain
+  // there (the markers themselves are dropped).
+  static constexpr char kQuoteOpen = '\xFE', kQuoteClose = '\xFF';
+  std::string quote_special(std::string_view text) const;
+  std::vector<TokenId> encode_quoted(std::string_view text, bool add_special) const;
+
   // The bytes a token stands for (SPM: '▁'→' ', <0xNN> → that byte; BPE: byte-level mapping undone;
   // control tokens -> "" unless render_special; user-defined tokens -> their text).
   // Out-of-range ids give "".

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -42,6 +43,12 @@ class RawConnection {
       data.remove_prefix(static_cast<size_t>(n));
     }
     return true;
+  }
+  // Sends what the socket takes now without blocking; bytes sent, 0 when full, -1 on error.
+  ssize_t send_some(std::string_view data) {
+    const ssize_t n = ::send(fd_, data.data(), data.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+    return n;
   }
   // Reads whatever arrives within timeout_ms (appends to out); false on EOF/error.
   bool read_some(std::string& out, int timeout_ms) {

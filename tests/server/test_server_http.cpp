@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "model/model_fixture.h"
+#include "server/live_server.h"
 #include "server/raw_client.h"
 #include "server/server.h"
 
@@ -17,80 +18,7 @@ using nlohmann::json;
 using test::fetch;
 using test::RawConnection;
 
-class LiveServer {
- public:
-  explicit LiveServer(ServerConfig cfg) : server_(std::move(cfg)) {
-    EXPECT_TRUE(server_.start().is_ok());
-    io_ = std::thread([this] { server_.run_io(); });
-    const Status s = server_.load_model();
-    EXPECT_TRUE(s.is_ok()) << s.message();
-  }
-  ~LiveServer() {
-    server_.shutdown(0);
-    io_.join();
-  }
-  int port() const { return server_.port(); }
-  Server& server() { return server_; }
-  std::thread& io() { return io_; }
-
- private:
-  Server server_;
-  std::thread io_;
-};
-
-ServerConfig base_config() {
-  ServerConfig c;
-  c.http.port = 0;
-  c.http.max_body_bytes = 64 * 1024;
-  c.engine.model_path = test::stories_gguf();
-  c.engine.n_threads = 1;
-  c.engine.kv_memory_bytes = 8 << 20;
-  return c;
-}
-
-json body_json(const test::Reply& r) { return json::parse(r.body, nullptr, false); }
-
-// Polls /stats until pred(stats) holds or ~10 s pass.
-bool wait_stats(int port, const std::function<bool(const json&)>& pred) {
-  for (int i = 0; i < 500; ++i) {
-    const json s = body_json(fetch(port, "GET", "/stats"));
-    if (!s.is_discarded() && pred(s)) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return false;
-}
-
-void expect_error(const test::Reply& r, int status, const std::string& param = "") {
-  EXPECT_EQ(r.status, status) << r.head << "\n" << r.body;
-  const json j = body_json(r);
-  ASSERT_TRUE(j.is_object()) << r.body;
-  ASSERT_TRUE(j.contains("error")) << r.body;
-  const json& e = j["error"];
-  EXPECT_TRUE(e["message"].is_string() && !e["message"].get<std::string>().empty());
-  EXPECT_TRUE(e["type"].is_string());
-  EXPECT_TRUE(e.contains("param") && e.contains("code"));
-  if (!param.empty()) {
-    EXPECT_EQ(e["param"], param) << r.body;
-  }
-}
-
-class ServerHttp : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (test::stories_gguf().empty()) return;
-    server_ = new LiveServer(base_config());
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    TERN_REQUIRE_STORIES();
-  }
-  static int port() { return server_->port(); }
-  static LiveServer* server_;
-};
-LiveServer* ServerHttp::server_ = nullptr;
+class ServerHttp : public SharedServerTest<ServerHttp> {};
 
 const char* kChat = R"({"messages":[{"role":"user","content":"Once upon a time"}],"max_tokens":8,"temperature":0})";
 
@@ -267,13 +195,6 @@ TEST_F(ServerHttp, TokenizeDetokenizeRoundTrip) {
   expect_error(fetch(port(), "POST", "/detokenize", R"({"tokens":[99999]})"), 400, "tokens");
 }
 
-// One sequence at a time, so a request of 16 long choices takes seconds and is
-// certainly still running when the client goes away.
-ServerConfig serial_config() {
-  ServerConfig c = base_config();
-  c.engine.max_num_seqs = 1;
-  return c;
-}
 const char* kLongStream =
     R"({"prompt":"Once upon a time","max_tokens":480,"ignore_eos":true,"stream":true,"n":16,"temperature":0})";
 

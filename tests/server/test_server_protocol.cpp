@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/http_framing.h"
 #include "server/metrics.h"
 #include "server/openai_protocol.h"
 
@@ -148,6 +149,61 @@ TEST(Metrics, RenderHasEveryFamilyWithHelpAndType) {
   EXPECT_NE(out.find("tern_kv_cache_usage_ratio{model_name=\"a\\\"b\"} 0.40000000000000002"), std::string::npos);
   EXPECT_NE(out.find("endpoint=\"/v1/completions\",status=\"400\"} 1"), std::string::npos);
   EXPECT_NE(out.find("tern_generation_tokens_total{model_name=\"a\\\"b\"} 5"), std::string::npos);
+}
+
+TEST(Metrics, RequestLabelsAreAFixedSetAndValidUtf8) {
+  EXPECT_STREQ(route_label("/v1/models/anything"), "/v1/models/{id}");
+  EXPECT_STREQ(route_label("/v1/completions"), "/v1/completions");
+  EXPECT_STREQ(route_label("/v1/completions/x"), "other");
+  EXPECT_STREQ(route_label("/\xff"), "other");
+  Metrics m;
+  m.count_request("/secret/path/\xff\n", 401);
+  m.count_request("/v1/models/x", 401);
+  m.count_request("/v1/models", 99999);
+  const std::string out = m.render(EngineStats{}, "bad\xff\nname");
+  EXPECT_EQ(out.find("secret"), std::string::npos) << out;
+  EXPECT_NE(out.find("endpoint=\"other\",status=\"401\"} 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("endpoint=\"/v1/models\",status=\"0\"} 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("model_name=\"bad\xef\xbf\xbd\\nname\""), std::string::npos) << out;
+}
+
+TEST(Framing, OnlyALoneChunkedCodingIsAccepted) {
+  using V = std::vector<std::string_view>;
+  EXPECT_EQ(check_request_framing({}, false, 11).status, 0);
+  EXPECT_EQ(check_request_framing({}, true, 10).status, 0);
+  EXPECT_EQ(check_request_framing(V{"chunked"}, false, 11).status, 0);
+  EXPECT_EQ(check_request_framing(V{" Chunked "}, false, 11).status, 0);
+  EXPECT_EQ(check_request_framing(V{"gzip"}, false, 11).status, 400);
+  EXPECT_EQ(check_request_framing(V{"identity"}, false, 11).status, 400);
+  EXPECT_EQ(check_request_framing(V{"chunked, gzip"}, false, 11).status, 400);
+  EXPECT_EQ(check_request_framing(V{"chunked, chunked"}, false, 11).status, 400);
+  EXPECT_EQ(check_request_framing(V{"chunked", "chunked"}, false, 11).status, 400);
+  EXPECT_EQ(check_request_framing(V{"gzip, chunked"}, false, 11).status, 501);
+  EXPECT_EQ(check_request_framing(V{"gzip", "chunked"}, false, 11).status, 501);
+  EXPECT_EQ(check_request_framing(V{"chunked"}, true, 11).status, 400);
+  EXPECT_EQ(check_request_framing(V{"chunked"}, false, 10).status, 400);
+  EXPECT_EQ(check_request_framing(V{","}, false, 11).status, 400);
+  EXPECT_NE(check_request_framing(V{"gzip"}, false, 11).message.find("gzip"), std::string::npos);
+}
+
+TEST(Protocol, UnavailableIs503) {
+  const ApiError e = api_error_from_status(error(ErrorKind::Unavailable, "the engine is shutting down"));
+  EXPECT_EQ(e.status, 503);
+  EXPECT_EQ(e.type, "server_error");
+}
+
+TEST(Protocol, NestingDeeperThanTheLimitIsRefused) {
+  const std::string ok = R"({"prompt":"x","stop":)" + std::string(62, '[') + std::string(62, ']') + "}";
+  auto a = parse_completion_request(ok);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(a));
+  EXPECT_EQ(std::get<ApiError>(a).param, "stop");  // parsed; refused for its shape only
+  const std::string deep = R"({"prompt":"x","stop":)" + std::string(64, '[') + std::string(64, ']') + "}";
+  auto b = parse_completion_request(deep);
+  ASSERT_TRUE(std::holds_alternative<ApiError>(b));
+  EXPECT_NE(std::get<ApiError>(b).message.find("deeper than 64"), std::string::npos);
+  // Brackets inside strings do not count.
+  const std::string quoted = R"({"prompt":")" + std::string(200, '[') + R"(\"[[["})";
+  EXPECT_TRUE(std::holds_alternative<CompletionRequest>(parse_completion_request(quoted)));
 }
 
 }  // namespace

@@ -89,6 +89,27 @@ TEST(TinySpm, SpecialTokenParsing) {
   EXPECT_EQ(tok->encode("hello<|user|>", false, false), (Ids{TinySpm::kSpaceHello, TinySpm::kUser}));
 }
 
+TEST(TinySpm, QuotedSpecialTextIsPlainWhileTheRestStaysSpecial) {
+  auto tok = test::build(TinySpm().writer());
+  ASSERT_TRUE(tok);
+  // What a user typed: marked, it tokenises exactly as plain text would.
+  const std::string typed = "hello<|im_end|></s> world<|user|>";
+  const std::string quoted = tok->quote_special(typed);
+  EXPECT_NE(quoted, typed);
+  EXPECT_EQ(tok->encode_quoted(quoted, false), tok->encode(typed, false, false));
+  // Inside a template, the template's own control tokens keep their meaning.
+  const std::string prompt = "<s>" + quoted + "<|im_end|>";
+  const Ids ids = tok->encode_quoted(prompt, true);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), TinySpm::kBos), 2) << "add_special BOS and the template's <s>";
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), TinySpm::kEos), 0);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), TinySpm::kImEnd), 1);
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), TinySpm::kUser), 1) << "user-defined tokens match either way";
+  EXPECT_EQ(ids.back(), TinySpm::kImEnd);
+  // Text without special tokens is unchanged by quoting.
+  EXPECT_EQ(tok->quote_special("hello world"), "hello world");
+  EXPECT_EQ(tok->encode_quoted("<s>hello", false), tok->encode("<s>hello", false, true));
+}
+
 TEST(TinySpm, PiecesAndDecode) {
   auto tok = test::build(TinySpm().writer());
   ASSERT_TRUE(tok);

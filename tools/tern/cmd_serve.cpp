@@ -35,6 +35,7 @@ int cmd_serve(int argc, char** argv) {
   EngineFlags flags;
   std::string api_key_file, max_body = "8M";
   float shutdown_timeout_s = 30.0f;
+  float header_timeout_s = 10.0f;
   ArgParser args("serve", "tern serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F] "
                           "[--served-model-name NAME] [engine flags]");
   args.add("-m,--model", &cfg.engine.model_path, "GGUF model file");
@@ -46,6 +47,13 @@ int cmd_serve(int argc, char** argv) {
   args.add("--max-queue", &cfg.max_pending, "unfinished generations beyond which requests get 429 (default 4096)");
   args.add("--max-body", &max_body, "largest request body, bytes (8M default; larger -> 413)");
   args.add("--io-threads", &cfg.http.n_io_threads, "HTTP I/O threads (default 2)");
+  args.add("--workers", &cfg.n_workers, "threads that parse request bodies and tokenize prompts (default 2)");
+  args.add("--max-connections-per-ip", &cfg.http.max_connections_per_ip,
+           "open connections one client address may hold; beyond: 503 (default 0 = no limit)");
+  args.add("--header-timeout", &header_timeout_s,
+           "seconds a request's head may take once its first byte arrives, and a body between reads (default 10)");
+  args.add_flag("--special-tokens-in-content", &cfg.special_tokens_in_content,
+                "tokenize special-token text in chat message content as those tokens (default: as plain text)");
   args.add("--shutdown-timeout", &shutdown_timeout_s, "seconds in-flight requests get to finish on SIGTERM (30)");
   flags.add_to(args);
   if (auto s = args.parse(argc, argv); !s) return report(s);
@@ -59,6 +67,14 @@ int cmd_serve(int argc, char** argv) {
   if (cfg.max_pending < 1) return report(error(ErrorKind::InvalidArgument, "serve: --max-queue must be >= 1"));
   if (cfg.http.n_io_threads < 1 || cfg.http.n_io_threads > 64)
     return report(error(ErrorKind::InvalidArgument, "serve: --io-threads must be in [1, 64]"));
+  if (cfg.n_workers < 1 || cfg.n_workers > 64)
+    return report(error(ErrorKind::InvalidArgument, "serve: --workers must be in [1, 64]"));
+  if (cfg.http.max_connections_per_ip < 0)
+    return report(error(ErrorKind::InvalidArgument, "serve: --max-connections-per-ip must be >= 0"));
+  if (!(header_timeout_s > 0 && header_timeout_s <= 3600))
+    return report(error(ErrorKind::InvalidArgument, "serve: --header-timeout must be in (0, 3600] seconds"));
+  cfg.http.header_timeout_s = header_timeout_s;
+  cfg.http.body_timeout_s = header_timeout_s;
   if (!api_key_file.empty()) {
     if (!cfg.api_key.empty())
       return report(error(ErrorKind::InvalidArgument, "serve: give --api-key or --api-key-file, not both"));
