@@ -1,5 +1,7 @@
 #include "eval/logits_file.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -7,6 +9,7 @@
 #include <filesystem>
 
 #include "core/fp16.h"
+#include "core/input_file.h"
 #include "eval/kl_divergence.h"
 
 namespace tern::eval {
@@ -120,8 +123,15 @@ Status LogitsWriter::finish(double base_nll_mean) {
 Result<LogitsReader> LogitsReader::open(const std::string& path) {
   LogitsReader r;
   r.path_ = path;
-  r.file_.reset(std::fopen(path.c_str(), "rb"));
-  if (!r.file_) return io_error("cannot open", path);
+  auto input = InputFile::open(path);  // refuses FIFOs and devices (which would hang or never end)
+  if (!input) return input.status();
+  const uint64_t size = input->size();
+  const int fd = input->release_fd();
+  r.file_.reset(fdopen(fd, "rb"));
+  if (!r.file_) {
+    ::close(fd);
+    return io_error("cannot open", path);
+  }
   uint8_t buf[kLogitsHeaderBytes];
   if (std::fread(buf, 1, sizeof buf, r.file_.get()) != sizeof buf || std::memcmp(buf, kMagic, sizeof kMagic) != 0)
     return error(ErrorKind::InvalidFile, path + " is not a saved-logits file (write one with tern perplexity --save-logits)");
@@ -138,10 +148,8 @@ Result<LogitsReader> LogitsReader::open(const std::string& path) {
   h.base_nll_mean = get<double>(buf, 40);
   if (h.n_vocab == 0 || h.n_rows_per_chunk == 0 || h.n_chunks == 0)
     return error(ErrorKind::InvalidFile, path + ": saved-logits header has a zero size");
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
   const uint64_t expected = kLogitsHeaderBytes + h.n_rows() * h.row_bytes();
-  if (ec || size != expected)
+  if (size != expected)
     return error(ErrorKind::InvalidFile, path + ": truncated or corrupt saved-logits file: " + std::to_string(size) +
                                              " bytes, the header promises " + std::to_string(expected));
   r.row_.resize(h.row_bytes());

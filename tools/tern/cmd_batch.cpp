@@ -5,14 +5,16 @@
 // run, and the exit code is 1. A summary goes to stderr.
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
-#include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "args.h"
 #include "commands.h"
+#include "core/input_file.h"
 #include "engine_flags.h"
 #include "eval/kl_divergence.h"
 #include "tern/engine.h"
@@ -82,7 +84,7 @@ int cmd_batch(int argc, char** argv) {
   ArgParser args("batch", "tern batch -m MODEL -f PROMPTS.jsonl [-o OUT.jsonl] [--max-num-seqs N] "
                           "[--policy fcfs|priority|sjf|fair] [--kv-memory B] ...");
   args.add("-m,--model", &model_path, "GGUF model file");
-  args.add("-f,--file", &input, "requests, one JSON object per line");
+  args.add("-f,--file", &input, "requests, one JSON object per line (regular file, up to 1 GiB)");
   args.add("-o,--output", &output, "results file (default: stdout)");
   args.add("--stats-json", &stats_json, "write the engine's statistics and memory-use figures here");
   flags.add_to(args);
@@ -97,9 +99,10 @@ int cmd_batch(int argc, char** argv) {
   config.model_path = model_path;
   if (auto s = flags.apply(config); !s) return report(s);
 
-  std::ifstream in(input);
-  if (!in) return report(error(ErrorKind::IoError, "batch: cannot open '" + input + "'"));
+  auto text = read_file(input);
+  if (!text) return report(text.status().with_context("batch: -f"));
   std::vector<Item> items;
+  std::istringstream in(std::move(text).value());
   std::string line;
   for (int64_t n = 0; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines are not requests

@@ -15,7 +15,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/mmap.h"
+#include "core/input_file.h"
 #include "engine/bench.h"
 #include "eval/report.h"
 #include "logits_pass.h"

@@ -8,7 +8,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/mmap.h"
+#include "core/input_file.h"
 #include "eval/report.h"
 
 namespace tern::cli {

@@ -7,7 +7,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/mmap.h"
+#include "core/input_file.h"
 #include "engine/generate.h"
 
 namespace tern::cli {
@@ -23,7 +23,7 @@ int cmd_run(int argc, char** argv) {
                         "[--seed S] [-t THREADS] [--echo]");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-p,--prompt", &prompt, "prompt text (empty = BOS only)");
-  args.add("-f,--file", &prompt_file, "read the prompt from a file");
+  args.add("-f,--file", &prompt_file, "read the prompt from a file (regular file, up to 1 GiB)");
   args.add("-n,--n-predict", &n_predict, "tokens to generate (default 128)");
   args.add("--temp", &sp.temperature, "temperature; 0 = greedy (default 0.8)");
   args.add("--top-k", &sp.top_k, "top-k, <= 0 disables (default 40)");

@@ -6,12 +6,11 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "args.h"
 #include "commands.h"
+#include "core/input_file.h"
 #include "engine_flags.h"
 #include "fd_limit.h"
 #include "server/server.h"
@@ -19,10 +18,14 @@
 namespace tern::cli {
 namespace {
 
+// A key file is tiny; the cap only keeps a wrong path (a model, a log) from
+// being read whole. The shared reader refuses directories and FIFOs.
+constexpr uint64_t kMaxKeyFileBytes = 64 * 1024;
+
 Status read_key_file(const std::string& path, std::string& key) {
-  std::ifstream in(path);
-  if (!in) return error(ErrorKind::IoError, "serve: cannot read --api-key-file " + path);
-  std::getline(in, key);
+  auto text = read_file(path, kMaxKeyFileBytes);
+  if (!text) return text.status().with_context("serve: --api-key-file");
+  key = text->substr(0, text->find('\n'));
   while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
   if (key.empty()) return error(ErrorKind::InvalidArgument, "serve: --api-key-file " + path + " is empty");
   return Status::ok();

@@ -3,7 +3,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/mmap.h"
+#include "core/input_file.h"
 #include "gguf/reader.h"
 #include "tokenizer/tokenizer.h"
 
@@ -15,7 +15,7 @@ int cmd_tokenize(int argc, char** argv) {
   ArgParser args("tokenize", "tern tokenize -m MODEL (-p TEXT | -f FILE) [--no-special]");
   args.add("-m,--model", &model_path, "GGUF model or vocabulary file");
   args.add("-p,--prompt", &text, "text to tokenize");
-  args.add("-f,--file", &file, "tokenize this file's bytes exactly");
+  args.add("-f,--file", &file, "tokenize this file's bytes exactly (regular file, up to 1 GiB)");
   args.add_flag("--no-special", &no_special, "add no BOS/EOS and treat special-token text as plain text");
   text = "\x01unset";
   if (auto s = args.parse(argc, argv); !s) return report(s);
