@@ -6,7 +6,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 
 #include "core/fp16.h"
 #include "core/input_file.h"
@@ -64,23 +63,15 @@ Result<LogitsWriter> LogitsWriter::create(const std::string& path, const LogitsF
   if (header.n_vocab == 0 || header.n_rows_per_chunk == 0)
     return error(ErrorKind::InvalidArgument, "logits file: n_vocab and rows per chunk must be positive");
   LogitsWriter w;
-  w.path_ = path;
-  w.tmp_path_ = path + ".tmp";
   w.header_ = header;
   w.header_.version = kVersion;
-  w.file_.reset(std::fopen(w.tmp_path_.c_str(), "wb"));
-  if (!w.file_) return io_error("cannot create", w.tmp_path_);
+  auto file = AtomicFile::create(path);
+  if (!file) return file.status();
+  w.file_ = std::move(file).value();
   uint8_t buf[kLogitsHeaderBytes];
   encode_header(w.header_, buf);  // rewritten by finish() with the NLL
-  if (std::fwrite(buf, 1, sizeof buf, w.file_.get()) != sizeof buf) return io_error("cannot write", w.tmp_path_);
+  TERN_RETURN_IF_ERROR(w.file_.write(buf));
   return w;
-}
-
-LogitsWriter::~LogitsWriter() {
-  if (!file_) return;  // finished or moved from
-  file_.reset();
-  std::error_code ec;
-  std::filesystem::remove(tmp_path_, ec);
 }
 
 Status LogitsWriter::write_row(std::span<const float> logits) {
@@ -94,9 +85,8 @@ Status LogitsWriter::write_row(std::span<const float> logits) {
   for (size_t v = 0; v < logits.size(); ++v)
     halves_[v] = float_to_fp16(static_cast<float>(std::max(log_probs_[v], -65504.0)));
   const int32_t top1 = argmax(logits);
-  std::FILE* f = file_.get();
-  if (std::fwrite(&top1, 4, 1, f) != 1 || std::fwrite(halves_.data(), 2, halves_.size(), f) != halves_.size())
-    return io_error("cannot write", tmp_path_);
+  TERN_RETURN_IF_ERROR(file_.write(&top1, sizeof top1));
+  TERN_RETURN_IF_ERROR(file_.write(halves_.data(), halves_.size() * sizeof(uint16_t)));
   ++n_rows_written_;
   return Status::ok();
 }
@@ -108,16 +98,8 @@ Status LogitsWriter::finish(double base_nll_mean) {
   header_.base_nll_mean = base_nll_mean;
   uint8_t buf[kLogitsHeaderBytes];
   encode_header(header_, buf);
-  std::FILE* f = file_.get();
-  if (std::fseek(f, 0, SEEK_SET) != 0 || std::fwrite(buf, 1, sizeof buf, f) != sizeof buf)
-    return io_error("cannot write", tmp_path_);
-  const bool closed = std::fclose(file_.release()) == 0;
-  if (!closed || std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    std::error_code ec;
-    std::filesystem::remove(tmp_path_, ec);
-    return io_error("cannot finish", path_);
-  }
-  return Status::ok();
+  TERN_RETURN_IF_ERROR(file_.write_at(0, buf));
+  return file_.commit();
 }
 
 Result<LogitsReader> LogitsReader::open(const std::string& path) {

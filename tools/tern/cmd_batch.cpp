@@ -7,9 +7,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "args.h"
@@ -17,6 +17,7 @@
 #include "core/input_file.h"
 #include "engine_flags.h"
 #include "eval/kl_divergence.h"
+#include "output.h"
 #include "tern/engine.h"
 
 namespace tern::cli {
@@ -85,7 +86,7 @@ int cmd_batch(int argc, char** argv) {
                           "[--policy fcfs|priority|sjf|fair] [--kv-memory B] ...");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-f,--file", &input, "requests, one JSON object per line (regular file, up to 1 GiB)");
-  args.add("-o,--output", &output, "results file (default: stdout)");
+  args.add("-o,--output", &output, "results file, written whole or not at all via OUT.jsonl.tmp (default: stdout)");
   args.add("--stats-json", &stats_json, "write the engine's statistics and memory-use figures here");
   flags.add_to(args);
   if (auto s = args.parse(argc, argv); !s) return report(s);
@@ -110,9 +111,15 @@ int cmd_batch(int argc, char** argv) {
     it.id = n;
     it.error = parse_line(line, it);
   }
-  std::FILE* out = stdout;
-  if (!output.empty() && !(out = std::fopen(output.c_str(), "w")))
-    return report(error(ErrorKind::IoError, "batch: cannot write '" + output + "'"));
+  // Opened before the run so a bad -o fails in a second, not after the work.
+  auto out = ResultOutput::open(output);
+  if (!out) return report(out.status().with_context("batch: -o"));
+  std::optional<AtomicFile> stats_out;
+  if (!stats_json.empty()) {
+    auto f = AtomicFile::create(stats_json);
+    if (!f) return report(f.status().with_context("batch: --stats-json"));
+    stats_out.emplace(std::move(f).value());
+  }
 
   auto engine = Engine::create(config);
   if (!engine) return report(engine.status());
@@ -181,10 +188,10 @@ int cmd_batch(int argc, char** argv) {
       for (size_t k = 1; k < it.token_times_s.size(); ++k)
         itl.push_back((it.token_times_s[k] - it.token_times_s[k - 1]) * 1e3);
     }
-    const std::string s = j.dump(-1, ' ', false, Json::error_handler_t::replace);
-    std::fprintf(out, "%s\n", s.c_str());
+    if (auto s = out->write(j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"); !s)
+      return report(s.with_context("batch"));
   }
-  if (out != stdout) std::fclose(out);
+  if (auto s = out->finish(); !s) return report(s.with_context("batch"));
 
   const double kv_mib = static_cast<double>(st.kv_block_bytes) / (1024.0 * 1024.0);
   // KV waste: slots held but not filled, per step; contiguous allocation would
@@ -225,9 +232,9 @@ int cmd_batch(int argc, char** argv) {
     j["running_mean"] = st.n_steps > 0 ? static_cast<double>(st.n_running_sum) / st.n_steps : 0.0;
     j["running_peak"] = st.n_running_peak;
     j["contiguous_capacity"] = contiguous_capacity;
-    std::ofstream js(stats_json);
-    js << j.dump(2) << "\n";
-    if (!js) return report(error(ErrorKind::IoError, "batch: cannot write '" + stats_json + "'"));
+    Status written = stats_out->write(j.dump(2) + "\n");
+    if (written) written = stats_out->commit();
+    if (!written) return report(written.with_context("batch"));
   }
   std::fprintf(stderr,
                "batch: %zu requests (%d failed) in %.2f s: %.2f req/s, %.1f output tok/s, %.1f total tok/s\n"

@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "core/input_file.h"
 #include "gguf/reader.h"
+#include "output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tern::cli {
@@ -39,7 +40,7 @@ int cmd_tokenize(int argc, char** argv) {
   const auto ids = (*tok)->encode(text, !no_special, !no_special);
   std::string line;
   for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
-  std::printf("%s\n", line.c_str());
+  if (auto s = write_stdout(line + "\n"); !s) return report(s);
   return 0;
 }
 
