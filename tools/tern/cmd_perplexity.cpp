@@ -8,6 +8,7 @@
 #include "args.h"
 #include "commands.h"
 #include "core/input_file.h"
+#include "engine/kv_budget.h"
 #include "engine/perplexity.h"
 #include "logits_pass.h"
 #include "tokenizer/tokenizer.h"
@@ -45,9 +46,7 @@ int cmd_perplexity(int argc, char** argv) {
   if (!model) return report(model.status());
   auto tok = Tokenizer::from_gguf((*model)->file());
   if (!tok) return report(tok.status().with_context(model_path));
-  if (n_ctx > (*model)->hparams().n_ctx_train)
-    std::fprintf(stderr, "tern: warning: -c %d exceeds the model's training context %d\n", n_ctx,
-                 (*model)->hparams().n_ctx_train);
+  warn_past_training_context((*model)->hparams(), n_ctx);
 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<TokenId> tokens = (*tok)->encode(*text, true, false);
