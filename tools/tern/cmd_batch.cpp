@@ -37,6 +37,39 @@ struct Item {
   std::vector<double> token_times_s;  // since the start of the run
 };
 
+// Fields that must be JSON integers: nlohmann's get<int>() would cast 1.7 to
+// 1 and 1e10 to INT_MIN without a word. Returns an error message or "".
+std::string get_integer(const Json& j, const char* key, int64_t lo, int64_t hi, int64_t& out) {
+  const Json& v = j[key];
+  if (!v.is_number_integer()) return std::string("\"") + key + "\" must be an integer, got " + v.dump();
+  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                               : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!in_range)
+    return std::string("\"") + key + "\" = " + v.dump() + " is outside [" + std::to_string(lo) + ", " +
+           std::to_string(hi) + "]";
+  out = v.get<int64_t>();
+  return "";
+}
+
+std::string parse_token_ids(const Json& p, std::vector<int32_t>& out) {
+  for (size_t i = 0; i < p.size(); ++i) {
+    const Json& t = p[i];
+    const bool ok = t.is_number_unsigned() ? t.get<uint64_t>() <= INT32_MAX
+                                           : t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= INT32_MAX;
+    if (!ok) return "\"prompt\"[" + std::to_string(i) + "] = " + t.dump() + " is not a token id (an integer >= 0)";
+    out.push_back(t.get<int32_t>());
+  }
+  return "";
+}
+
+std::string parse_stop(const Json& s, std::vector<std::string>& out) {
+  if (s.is_string()) out.push_back(s.get<std::string>());
+  else out = s.get<std::vector<std::string>>();
+  for (const std::string& t : out)
+    if (t.empty()) return "\"stop\" strings must not be empty (an empty stop would end every request at once)";
+  return "";
+}
+
 // Reads one JSON request line into `item`; returns an error message or "".
 std::string parse_line(const std::string& line, Item& item) {
   Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -45,30 +78,37 @@ std::string parse_line(const std::string& line, Item& item) {
   if (j.contains("id")) item.id = j["id"];
   GenerationRequest& r = item.request;
   r.sampling.seed = SamplingParams::kRandomSeed;
+  std::string err;
+  int64_t v = 0;
+  auto integer = [&](const char* key, int64_t lo, int64_t hi, auto& field) {
+    if (!err.empty() || !j.contains(key)) return;
+    err = get_integer(j, key, lo, hi, v);
+    if (err.empty()) field = static_cast<std::remove_reference_t<decltype(field)>>(v);
+  };
   try {
     if (!j.contains("prompt")) return "missing \"prompt\"";
     const Json& p = j["prompt"];
     if (p.is_string()) r.prompt = p.get<std::string>();
-    else if (p.is_array()) r.prompt_tokens = p.get<std::vector<int32_t>>();
+    else if (p.is_array()) err = parse_token_ids(p, r.prompt_tokens);
     else return "\"prompt\" must be a string or an array of token ids";
-    if (j.contains("max_tokens")) r.max_tokens = j["max_tokens"].get<int32_t>();
+    integer("max_tokens", 0, INT32_MAX, r.max_tokens);
+    integer("top_k", INT32_MIN, INT32_MAX, r.sampling.top_k);
+    integer("priority", INT32_MIN, INT32_MAX, r.priority);
+    if (!err.empty()) return err;
+    if (j.contains("seed")) {
+      if (!j["seed"].is_number_unsigned()) return "\"seed\" must be an integer >= 0, got " + j["seed"].dump();
+      r.sampling.seed = j["seed"].get<uint64_t>();
+    }
     if (j.contains("temperature")) r.sampling.temperature = j["temperature"].get<float>();
-    if (j.contains("top_k")) r.sampling.top_k = j["top_k"].get<int>();
     if (j.contains("top_p")) r.sampling.top_p = j["top_p"].get<float>();
     if (j.contains("min_p")) r.sampling.min_p = j["min_p"].get<float>();
-    if (j.contains("seed")) r.sampling.seed = j["seed"].get<uint64_t>();
-    if (j.contains("priority")) r.priority = j["priority"].get<int>();
     if (j.contains("tenant")) r.tenant = j["tenant"].get<std::string>();
     if (j.contains("ignore_eos")) r.ignore_eos = j["ignore_eos"].get<bool>();
-    if (j.contains("stop")) {
-      const Json& s = j["stop"];
-      if (s.is_string()) r.stop.push_back(s.get<std::string>());
-      else r.stop = s.get<std::vector<std::string>>();
-    }
+    if (j.contains("stop")) err = parse_stop(j["stop"], r.stop);
   } catch (const Json::exception& e) {
     return std::string("bad field type: ") + e.what();
   }
-  return "";
+  return err;
 }
 
 double percentile(std::vector<double> v, double q) {

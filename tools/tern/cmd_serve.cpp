@@ -51,6 +51,9 @@ int cmd_serve(int argc, char** argv) {
   args.add("--io-threads", &cfg.http.n_io_threads, "HTTP I/O threads (default 2)");
   args.add("--shutdown-timeout", &shutdown_timeout_s, "seconds in-flight requests get to finish on SIGTERM (30)");
   flags.add_to(args);
+  // Tells "--api-key ''" (a mistake that would turn authentication off) from no flag.
+  const std::string kUnset = "\x01unset";
+  cfg.api_key = kUnset;
   if (auto s = args.parse(argc, argv); !s) return report(s);
   if (args.help_requested()) {
     std::fputs(args.help_text().c_str(), stdout);
@@ -62,6 +65,10 @@ int cmd_serve(int argc, char** argv) {
   if (cfg.max_pending < 1) return report(error(ErrorKind::InvalidArgument, "serve: --max-queue must be >= 1"));
   if (cfg.http.n_io_threads < 1 || cfg.http.n_io_threads > 64)
     return report(error(ErrorKind::InvalidArgument, "serve: --io-threads must be in [1, 64]"));
+  if (cfg.api_key.empty())
+    return report(error(ErrorKind::InvalidArgument,
+                        "serve: --api-key is empty; give a key, or leave the flag out to serve without one"));
+  if (cfg.api_key == kUnset) cfg.api_key.clear();
   if (!api_key_file.empty()) {
     if (!cfg.api_key.empty())
       return report(error(ErrorKind::InvalidArgument, "serve: give --api-key or --api-key-file, not both"));
