@@ -1,14 +1,12 @@
 #include "core/mmap.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+
+#include "core/format_bytes.h"
+#include "core/input_file.h"
 
 namespace tern {
 
@@ -39,40 +37,24 @@ void MappedFile::release() {
 }
 
 Result<MappedFile> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    return error(errno == ENOENT ? ErrorKind::NotFound : ErrorKind::IoError,
-                 "cannot open '" + path + "': " + std::strerror(errno));
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return error(ErrorKind::IoError, "'" + path + "' is not a regular file");
-  }
+  // InputFile refuses FIFOs, directories and devices (a FIFO would hang, a
+  // device has no size to map) with a message naming what the path is.
+  auto input = InputFile::open(path);
+  if (!input) return input.status();
   MappedFile file;
   file.path_ = path;
-  file.size_ = static_cast<size_t>(st.st_size);
+  file.size_ = static_cast<size_t>(input->size());
   if (file.size_ > 0) {
-    void* p = mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    void* p = mmap(nullptr, file.size_, PROT_READ, MAP_PRIVATE, input->fd(), 0);
     if (p == MAP_FAILED) {
-      int err = errno;
-      ::close(fd);
+      const int err = errno;
       file.size_ = 0;
-      return error(ErrorKind::IoError, "cannot mmap '" + path + "': " + std::strerror(err));
+      return error(ErrorKind::IoError, "cannot mmap '" + path + "' (" + format_bytes(input->size()) +
+                                           "): " + std::strerror(err));
     }
     file.data_ = static_cast<const uint8_t*>(p);
   }
-  ::close(fd);
   return file;
-}
-
-Result<std::string> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return error(ErrorKind::NotFound, "cannot open '" + path + "': " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return error(ErrorKind::IoError, "cannot read '" + path + "'");
-  return ss.str();
 }
 
 }  // namespace tern

@@ -2,7 +2,8 @@
 //
 // A MappedFile owns one read-only mapping of a whole file; it is movable, not
 // copyable, and unmaps on destruction. Model weights are used in place from
-// the mapping, never copied. An empty file maps to an empty span.
+// the mapping, never copied. An empty file maps to an empty span. Only regular
+// files are mapped (see core/input_file.h).
 #pragma once
 
 #include <cstddef>
@@ -34,8 +35,5 @@ class MappedFile {
   size_t size_ = 0;
   std::string path_;
 };
-
-// Reads a whole file into memory (for small inputs: vocabularies, text).
-Result<std::string> read_file(const std::string& path);
 
 }  // namespace tern

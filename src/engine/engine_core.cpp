@@ -1,11 +1,13 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
-#include <fstream>
 #include <thread>
 
 #include "core/assert.h"
+#include "core/format_bytes.h"
 #include "core/log.h"
+#include "core/memory_info.h"
+#include "engine/kv_budget.h"
 
 namespace tern {
 
@@ -106,14 +108,19 @@ class EngineCore::Allocator final : public KvAllocator {
 
 namespace {
 
-int64_t available_ram_bytes() {
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  int64_t value = 0;
-  std::string unit;
-  while (in >> key >> value >> unit)
-    if (key == "MemAvailable:") return value * 1024;
-  return 0;
+// An explicit context (-c) must fit at least one sequence in the pool: else
+// every long request would be cut at the pool's edge with no hint why. (The
+// model's own context, the default, is capped to the pool silently.)
+Status check_context_fits_pool(const EngineConfig& config, const KvShape& shape, int n_blocks) {
+  if (config.n_ctx <= 0) return Status::ok();
+  const int64_t n_needed = (static_cast<int64_t>(config.n_ctx) + config.block_size - 1) / config.block_size;
+  if (n_needed <= n_blocks) return Status::ok();
+  const uint64_t block_bytes = paged_kv_block_bytes(shape, config.block_size);
+  return error(ErrorKind::InvalidArgument,
+               "a context of " + std::to_string(config.n_ctx) + " tokens needs " + std::to_string(n_needed) +
+                   " KV blocks (" + format_bytes(n_needed * block_bytes) + ") but the pool holds " +
+                   std::to_string(n_blocks) + " (" + format_bytes(n_blocks * block_bytes) +
+                   "), not even one sequence; lower -c or raise --kv-memory");
 }
 
 }  // namespace
@@ -143,13 +150,19 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   core->tokenizer_ = std::move(tokenizer).value();
   const HParams& hp = core->model_->hparams();
   core->n_ctx_ = config.n_ctx > 0 ? config.n_ctx : hp.n_ctx_train;
+  warn_past_training_context(hp, core->n_ctx_);
 
   const KvShape shape = core->model_->kv_shape(config.kv_f16 ? KvType::F16 : KvType::F32);
   int64_t bytes = config.kv_memory_bytes;
-  if (bytes <= 0) {
+  if (bytes > 0) {
+    // The pool is only address space until used: without this check a busy
+    // server would find out through the OOM killer.
+    TERN_RETURN_IF_ERROR(check_kv_fits_memory(static_cast<uint64_t>(bytes), "a KV pool of --kv-memory",
+                                              "lower --kv-memory or give a fraction of it such as 0.5"));
+  } else {
     if (config.kv_memory_fraction <= 0 || config.kv_memory_fraction > 1)
       return error(ErrorKind::InvalidArgument, "KV memory fraction must be in (0, 1]");
-    bytes = static_cast<int64_t>(config.kv_memory_fraction * static_cast<double>(available_ram_bytes()));
+    bytes = static_cast<int64_t>(config.kv_memory_fraction * static_cast<double>(available_memory_bytes()));
   }
   int n_blocks = paged_kv_blocks_for_bytes(shape, config.block_size, bytes);
   if (config.kv_memory_bytes <= 0) {
@@ -162,7 +175,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
     return error(ErrorKind::InvalidArgument, "KV memory of " + std::to_string(bytes) + " bytes is less than one block (" +
                                                  std::to_string(paged_kv_block_bytes(shape, config.block_size)) +
                                                  " bytes); raise --kv-memory");
-  core->kv_ = std::make_unique<PagedKvCache>(shape, n_blocks, config.block_size, config.prefix_caching);
+  TERN_RETURN_IF_ERROR(check_context_fits_pool(config, shape, n_blocks));
+  auto kv = PagedKvCache::create(shape, n_blocks, config.block_size, config.prefix_caching);
+  TERN_RETURN_IF_ERROR(kv.status());
+  core->kv_ = std::move(kv).value();
   core->max_seq_positions_ = std::min<int64_t>(core->n_ctx_, static_cast<int64_t>(n_blocks) * config.block_size);
 
   SchedulerConfig sc;

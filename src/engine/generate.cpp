@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "engine/kv_budget.h"
 #include "kv/kv_cache.h"
 #include "sampling/stop.h"
 
@@ -40,6 +41,10 @@ Result<GenerateResult> generate(const Model& model, const Tokenizer& tokenizer, 
     if (t < 0 || t >= hp.n_vocab)
       return error(ErrorKind::InvalidArgument, "prompt token id " + std::to_string(t) + " is outside the vocabulary of " +
                                                    std::to_string(hp.n_vocab));
+  warn_past_training_context(hp, n_ctx);
+  TERN_RETURN_IF_ERROR(check_kv_fits_memory(contiguous_kv_bytes(model.kv_shape(), n_ctx),
+                                            "a KV cache for a context of " + std::to_string(n_ctx) + " tokens",
+                                            "lower the context size (-c)"));
   auto kv = make_contiguous_kv_cache(model.kv_shape(), 1, n_ctx);
   const SeqId seq(0);
   Sampler sampler(o.sampling, hp.n_vocab);

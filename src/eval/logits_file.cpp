@@ -1,12 +1,14 @@
 #include "eval/logits_file.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <filesystem>
 
 #include "core/fp16.h"
+#include "core/input_file.h"
 #include "eval/kl_divergence.h"
 
 namespace tern::eval {
@@ -61,23 +63,15 @@ Result<LogitsWriter> LogitsWriter::create(const std::string& path, const LogitsF
   if (header.n_vocab == 0 || header.n_rows_per_chunk == 0)
     return error(ErrorKind::InvalidArgument, "logits file: n_vocab and rows per chunk must be positive");
   LogitsWriter w;
-  w.path_ = path;
-  w.tmp_path_ = path + ".tmp";
   w.header_ = header;
   w.header_.version = kVersion;
-  w.file_.reset(std::fopen(w.tmp_path_.c_str(), "wb"));
-  if (!w.file_) return io_error("cannot create", w.tmp_path_);
+  auto file = AtomicFile::create(path);
+  if (!file) return file.status();
+  w.file_ = std::move(file).value();
   uint8_t buf[kLogitsHeaderBytes];
   encode_header(w.header_, buf);  // rewritten by finish() with the NLL
-  if (std::fwrite(buf, 1, sizeof buf, w.file_.get()) != sizeof buf) return io_error("cannot write", w.tmp_path_);
+  TERN_RETURN_IF_ERROR(w.file_.write(buf));
   return w;
-}
-
-LogitsWriter::~LogitsWriter() {
-  if (!file_) return;  // finished or moved from
-  file_.reset();
-  std::error_code ec;
-  std::filesystem::remove(tmp_path_, ec);
 }
 
 Status LogitsWriter::write_row(std::span<const float> logits) {
@@ -91,9 +85,8 @@ Status LogitsWriter::write_row(std::span<const float> logits) {
   for (size_t v = 0; v < logits.size(); ++v)
     halves_[v] = float_to_fp16(static_cast<float>(std::max(log_probs_[v], -65504.0)));
   const int32_t top1 = argmax(logits);
-  std::FILE* f = file_.get();
-  if (std::fwrite(&top1, 4, 1, f) != 1 || std::fwrite(halves_.data(), 2, halves_.size(), f) != halves_.size())
-    return io_error("cannot write", tmp_path_);
+  TERN_RETURN_IF_ERROR(file_.write(&top1, sizeof top1));
+  TERN_RETURN_IF_ERROR(file_.write(halves_.data(), halves_.size() * sizeof(uint16_t)));
   ++n_rows_written_;
   return Status::ok();
 }
@@ -105,23 +98,22 @@ Status LogitsWriter::finish(double base_nll_mean) {
   header_.base_nll_mean = base_nll_mean;
   uint8_t buf[kLogitsHeaderBytes];
   encode_header(header_, buf);
-  std::FILE* f = file_.get();
-  if (std::fseek(f, 0, SEEK_SET) != 0 || std::fwrite(buf, 1, sizeof buf, f) != sizeof buf)
-    return io_error("cannot write", tmp_path_);
-  const bool closed = std::fclose(file_.release()) == 0;
-  if (!closed || std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    std::error_code ec;
-    std::filesystem::remove(tmp_path_, ec);
-    return io_error("cannot finish", path_);
-  }
-  return Status::ok();
+  TERN_RETURN_IF_ERROR(file_.write_at(0, buf));
+  return file_.commit();
 }
 
 Result<LogitsReader> LogitsReader::open(const std::string& path) {
   LogitsReader r;
   r.path_ = path;
-  r.file_.reset(std::fopen(path.c_str(), "rb"));
-  if (!r.file_) return io_error("cannot open", path);
+  auto input = InputFile::open(path);  // refuses FIFOs and devices (which would hang or never end)
+  if (!input) return input.status();
+  const uint64_t size = input->size();
+  const int fd = input->release_fd();
+  r.file_.reset(fdopen(fd, "rb"));
+  if (!r.file_) {
+    ::close(fd);
+    return io_error("cannot open", path);
+  }
   uint8_t buf[kLogitsHeaderBytes];
   if (std::fread(buf, 1, sizeof buf, r.file_.get()) != sizeof buf || std::memcmp(buf, kMagic, sizeof kMagic) != 0)
     return error(ErrorKind::InvalidFile, path + " is not a saved-logits file (write one with tern perplexity --save-logits)");
@@ -138,10 +130,8 @@ Result<LogitsReader> LogitsReader::open(const std::string& path) {
   h.base_nll_mean = get<double>(buf, 40);
   if (h.n_vocab == 0 || h.n_rows_per_chunk == 0 || h.n_chunks == 0)
     return error(ErrorKind::InvalidFile, path + ": saved-logits header has a zero size");
-  std::error_code ec;
-  const uint64_t size = std::filesystem::file_size(path, ec);
   const uint64_t expected = kLogitsHeaderBytes + h.n_rows() * h.row_bytes();
-  if (ec || size != expected)
+  if (size != expected)
     return error(ErrorKind::InvalidFile, path + ": truncated or corrupt saved-logits file: " + std::to_string(size) +
                                              " bytes, the header promises " + std::to_string(expected));
   r.row_.resize(h.row_bytes());

@@ -42,6 +42,7 @@
 #include <string>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/ids.h"
 #include "core/status.h"
 
@@ -77,7 +78,7 @@ class LogitsWriter {
   static Result<LogitsWriter> create(const std::string& path, const LogitsFileHeader& header);
   LogitsWriter(LogitsWriter&&) = default;
   LogitsWriter& operator=(LogitsWriter&&) = default;
-  ~LogitsWriter();
+  ~LogitsWriter() = default;  // the AtomicFile removes PATH.tmp unless finished
 
   // One scored row's raw logits ([n_vocab]).
   Status write_row(std::span<const float> logits);
@@ -87,8 +88,7 @@ class LogitsWriter {
 
  private:
   LogitsWriter() = default;
-  std::unique_ptr<std::FILE, FileCloser> file_;
-  std::string path_, tmp_path_;
+  AtomicFile file_;  // PATH.tmp until finish()
   LogitsFileHeader header_;
   uint64_t n_rows_written_ = 0;
   std::vector<double> log_probs_;  // scratch [n_vocab]

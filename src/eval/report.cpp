@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <set>
 
+#include "core/format_bytes.h"
+
 namespace tern::eval {
 namespace {
 
@@ -19,15 +21,6 @@ std::string escape_cell(const std::string& s) {
 }
 
 std::string base_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
-
-std::string human_bytes(uint64_t n) {
-  char buf[32];
-  const double mib = n / (1024.0 * 1024.0);
-  if (mib >= 1024.0) std::snprintf(buf, sizeof buf, "%.2f GiB", mib / 1024.0);
-  else if (mib >= 1.0) std::snprintf(buf, sizeof buf, "%.2f MiB", mib);
-  else std::snprintf(buf, sizeof buf, "%.1f KiB", n / 1024.0);
-  return buf;
-}
 
 std::string per_core(double tok_s, int threads) { return threads > 0 ? fmt(tok_s / threads, 2) : "n/a"; }
 
@@ -227,7 +220,7 @@ std::string quant_table(const QuantEval& q) {
   for (const auto& r : q.rows) {
     std::string types = r.tensor_types;
     if (r.n_fallback > 0) types += " (" + std::to_string(r.n_fallback) + " fallback)";
-    std::vector<std::string> row = {r.type, human_bytes(r.file_bytes), fmt(r.bits_per_weight, 2), types, fmt(r.ppl, 4),
+    std::vector<std::string> row = {r.type, format_bytes(r.file_bytes), fmt(r.bits_per_weight, 2), types, fmt(r.ppl, 4),
                                     fmt(r.ppl_ratio, 4), fmt_sig(r.kl_mean), fmt_sig(r.kl_median), fmt_sig(r.kl_p99),
                                     fmt(100.0 * r.top1, 2), fmt(r.pp_tok_s, 1), fmt(r.tg_tok_s, 1),
                                     fmt(r.pp_tok_s_per_core, 1), fmt(r.tg_tok_s_per_core, 1)};

@@ -1,9 +1,6 @@
 #include "gguf/writer.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 
 namespace tern::gguf {
 
@@ -160,33 +157,20 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
 
 Status GgufWriter::write(const std::string& path) const {
   const std::vector<uint8_t> image = to_bytes();
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) return error(ErrorKind::IoError, "cannot create '" + tmp + "': " + std::strerror(errno));
-  const bool ok = std::fwrite(image.data(), 1, image.size(), f) == image.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) {
-    std::remove(tmp.c_str());
-    return error(ErrorKind::IoError, "cannot write '" + path + "' (disk full?)");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return error(ErrorKind::IoError, "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
-  }
-  return Status::ok();
+  auto out = AtomicFile::create(path);
+  if (!out) return out.status();
+  TERN_RETURN_IF_ERROR(out->write(image));
+  return out->commit();
 }
 
 // ---- GgufStreamWriter -----------------------------------------------------------
 
-GgufStreamWriter::~GgufStreamWriter() {
-  if (file_) std::fclose(file_);
-  if (!tmp_path_.empty() && !committed_) std::remove(tmp_path_.c_str());
-}
+GgufStreamWriter::~GgufStreamWriter() = default;  // the AtomicFile removes PATH.tmp unless committed
 
 void GgufStreamWriter::set(const std::string& key, Value value) { set_key(kv_, key, std::move(value)); }
 
 Status GgufStreamWriter::declare_tensor(const std::string& name, GgmlType type, std::vector<uint64_t> dims) {
-  if (!path_.empty()) return error(ErrorKind::InvalidArgument, "tensor '" + name + "' declared after open()");
+  if (opened_) return error(ErrorKind::InvalidArgument, "tensor '" + name + "' declared after open()");
   auto n_bytes = checked_tensor_bytes(name, type, dims);
   if (!n_bytes) return n_bytes.status();
   for (const auto& t : tensors_)
@@ -195,33 +179,22 @@ Status GgufStreamWriter::declare_tensor(const std::string& name, GgmlType type, 
   return Status::ok();
 }
 
-Status GgufStreamWriter::fail(Status s) {
-  if (file_) std::fclose(file_);
-  file_ = nullptr;
-  if (!tmp_path_.empty()) std::remove(tmp_path_.c_str());
-  tmp_path_.clear();
-  return s;
-}
-
 Status GgufStreamWriter::open(const std::string& path) {
-  if (!path_.empty()) return error(ErrorKind::InvalidArgument, "stream writer opened twice");
-  path_ = path;
+  if (opened_) return error(ErrorKind::InvalidArgument, "stream writer opened twice");
+  opened_ = true;
   align_ = alignment_of(kv_);
-  const std::string tmp = path + ".tmp";
-  file_ = std::fopen(tmp.c_str(), "wb");
-  if (!file_) return error(ErrorKind::IoError, "cannot create '" + tmp + "': " + std::strerror(errno));
-  tmp_path_ = tmp;
+  auto file = AtomicFile::create(path);
+  if (!file) return file.status();
+  file_ = std::move(file).value();
   std::vector<InfoRef> infos;
   for (const auto& t : tensors_) infos.push_back({t.name, t.type, t.dims, t.n_bytes});
   ByteSink header;
   put_header(header, kv_, infos, align_);
-  if (std::fwrite(header.bytes().data(), 1, header.size(), file_) != header.size())
-    return fail(error(ErrorKind::IoError, "cannot write '" + tmp + "' (disk full?)"));
-  return Status::ok();
+  return file_.write(header.bytes());
 }
 
 Status GgufStreamWriter::write_tensor(std::span<const uint8_t> bytes) {
-  if (!file_) return error(ErrorKind::InvalidArgument, "stream writer is not open");
+  if (!file_.is_open()) return error(ErrorKind::InvalidArgument, "stream writer is not open");
   if (n_written_ >= tensors_.size()) return error(ErrorKind::InvalidArgument, "more tensors written than declared");
   const Declared& t = tensors_[n_written_];
   if (bytes.size() != t.n_bytes)
@@ -229,29 +202,24 @@ Status GgufStreamWriter::write_tensor(std::span<const uint8_t> bytes) {
                                                  " bytes given, " + std::to_string(t.n_bytes) + " expected");
   static constexpr uint8_t kZeros[256] = {};
   const size_t pad = (align_ - t.n_bytes % align_) % align_;  // align_ <= 2^20 but pad may exceed kZeros
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file_) == bytes.size();
-  for (size_t left = pad; ok && left > 0;) {
+  TERN_RETURN_IF_ERROR(file_.write(bytes));
+  for (size_t left = pad; left > 0;) {
     const size_t n = std::min(left, sizeof kZeros);
-    ok = std::fwrite(kZeros, 1, n, file_) == n;
+    TERN_RETURN_IF_ERROR(file_.write(std::span<const uint8_t>(kZeros, n)));
     left -= n;
   }
-  if (!ok) return fail(error(ErrorKind::IoError, "cannot write '" + tmp_path_ + "' (disk full?)"));
   ++n_written_;
   return Status::ok();
 }
 
 Status GgufStreamWriter::commit() {
-  if (!file_) return error(ErrorKind::InvalidArgument, "stream writer is not open");
-  if (n_written_ != tensors_.size())
-    return fail(error(ErrorKind::InvalidArgument, std::to_string(n_written_) + " of " +
-                                                      std::to_string(tensors_.size()) + " tensors written"));
-  const bool closed = std::fclose(file_) == 0;
-  file_ = nullptr;
-  if (!closed) return fail(error(ErrorKind::IoError, "cannot write '" + path_ + "' (disk full?)"));
-  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0)
-    return fail(error(ErrorKind::IoError, "cannot rename '" + tmp_path_ + "' to '" + path_ + "': " + std::strerror(errno)));
-  committed_ = true;
-  return Status::ok();
+  if (!file_.is_open()) return error(ErrorKind::InvalidArgument, "stream writer is not open");
+  if (n_written_ != tensors_.size()) {
+    file_ = AtomicFile();  // drops PATH.tmp
+    return error(ErrorKind::InvalidArgument,
+                 std::to_string(n_written_) + " of " + std::to_string(tensors_.size()) + " tensors written");
+  }
+  return file_.commit();
 }
 
 }  // namespace tern::gguf

@@ -16,11 +16,11 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/status.h"
 #include "gguf/gguf_format.h"
 #include "gguf/value.h"
@@ -79,14 +79,12 @@ class GgufStreamWriter {
     std::vector<uint64_t> dims;
     uint64_t n_bytes;
   };
-  Status fail(Status s);  // closes and removes the temporary file, returns s
   std::vector<std::pair<std::string, Value>> kv_;
   std::vector<Declared> tensors_;
-  std::string path_, tmp_path_;
-  FILE* file_ = nullptr;
+  AtomicFile file_;  // PATH.tmp until commit()
   size_t n_written_ = 0;
   uint32_t align_ = kDefaultAlignment;
-  bool committed_ = false;
+  bool opened_ = false;
 };
 
 }  // namespace tern::gguf

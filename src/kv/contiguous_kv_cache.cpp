@@ -1,8 +1,10 @@
 #include <cstddef>
+#include <new>
 #include <string>
 #include <vector>
 
 #include "core/assert.h"
+#include "core/format_bytes.h"
 #include "kv/kv_cache.h"
 
 namespace tern {
@@ -23,9 +25,16 @@ class ContiguousKvCache final : public KvCache {
                                               " (raise the context size)");
     Slot& s = slots_[seq.value];
     if (s.keys.empty()) {
-      const size_t n = static_cast<size_t>(shape_.n_layer) * max_positions_ * shape_.row_bytes();
-      s.keys.assign(n, std::byte{0});
-      s.values.assign(n, std::byte{0});
+      const size_t n = contiguous_kv_bytes(shape_, max_positions_) / 2;
+      try {  // max_positions is the user's -c: running out of memory is their error to fix, not an abort
+        s.keys.assign(n, std::byte{0});
+        s.values.assign(n, std::byte{0});
+      } catch (const std::bad_alloc&) {
+        s.keys = {};
+        s.values = {};
+        return error(ErrorKind::OutOfRange, "out of memory for a KV cache of " + std::to_string(max_positions_) +
+                                                " positions (" + format_bytes(2 * n) + "); lower the context size");
+      }
     }
     s.n_reserved = std::max(s.n_reserved, n_positions);
     return Status::ok();
@@ -90,6 +99,10 @@ class ContiguousKvCache final : public KvCache {
 };
 
 }  // namespace
+
+uint64_t contiguous_kv_bytes(const KvShape& shape, int64_t n_positions) {
+  return 2 * static_cast<uint64_t>(shape.n_layer) * static_cast<uint64_t>(n_positions) * shape.row_bytes();
+}
 
 std::unique_ptr<KvCache> make_contiguous_kv_cache(KvShape shape, int n_seq_max, int32_t max_positions) {
   return std::make_unique<ContiguousKvCache>(shape, n_seq_max, max_positions);

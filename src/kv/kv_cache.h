@@ -82,7 +82,10 @@ class KvCache {
 // One contiguous buffer per sequence slot, sized for max_positions:
 //   keys:   [n_layer][max_positions][n_kv_head][head_dim]
 //   values: [n_layer][max_positions][n_kv_head][head_dim]
-// Sequence ids must be < n_seq_max.
+// Sequence ids must be < n_seq_max. A slot's buffers are allocated at its
+// first reserve(); running out of memory there is an OutOfRange Status.
 std::unique_ptr<KvCache> make_contiguous_kv_cache(KvShape shape, int n_seq_max, int32_t max_positions);
+// Bytes one slot of max_positions takes (keys and values).
+uint64_t contiguous_kv_bytes(const KvShape& shape, int64_t n_positions);
 
 }  // namespace tern

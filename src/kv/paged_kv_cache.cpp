@@ -5,11 +5,14 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <unordered_map>
 
 #include "core/assert.h"
+#include "core/format_bytes.h"
 
 namespace tern {
 
@@ -48,23 +51,34 @@ const char* compression_name(SwapCompression c) {
 
 }  // namespace
 
+namespace {
+
+// The pool as address space only (MAP_NORESERVE): pages become memory when a
+// block is first written, so a large --kv-memory costs nothing idle. The
+// mapping can still fail (RLIMIT_AS, vm.overcommit_memory=2), and the size is
+// the user's choice, so that is an error to report, not an invariant.
+Result<std::byte*> map_pool(size_t pool_bytes, int n_blocks) {
+  if (pool_bytes == 0) return static_cast<std::byte*>(nullptr);
+  void* p =
+      mmap(nullptr, pool_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return error(ErrorKind::IoError, "cannot map a KV pool of " + format_bytes(pool_bytes) + " (" +
+                                         std::to_string(n_blocks) + " blocks): " + std::strerror(errno) +
+                                         "; lower --kv-memory");
+  return static_cast<std::byte*>(p);
+}
+
+}  // namespace
+
 struct PagedKvCache::Impl {
-  Impl(const KvShape& shape, int n_blocks, int block_size_, bool prefix_caching)
+  Impl(const KvShape& shape, int n_blocks, int block_size_, bool prefix_caching, std::byte* pool_)
       : bm(n_blocks, block_size_, prefix_caching),
         block_size(block_size_),
         row_bytes(shape.row_bytes()),
         n_layer(shape.n_layer),
         block_bytes(paged_kv_block_bytes(shape, block_size_)),
-        pool_bytes(block_bytes * static_cast<size_t>(n_blocks)) {
-    if (pool_bytes == 0) return;
-    // NORESERVE: the whole pool is address space only; pages become memory
-    // when a block is first written, so a large --kv-memory costs nothing idle.
-    void* p =
-        mmap(nullptr, pool_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    TERN_ASSERT_MSG(p != MAP_FAILED,
-                    "paged kv cache: mmap of the block pool failed (address space exhausted?)");
-    pool = static_cast<std::byte*>(p);
-  }
+        pool_bytes(block_bytes * static_cast<size_t>(n_blocks)),
+        pool(pool_) {}
   ~Impl() {
     if (pool) munmap(pool, pool_bytes);
   }
@@ -96,8 +110,29 @@ struct PagedKvCache::Impl {
   std::unordered_map<int32_t, int32_t> n_valid;  // seq id -> positions written (absent = 0)
 };
 
+PagedKvCache::PagedKvCache(KvShape shape, int n_blocks, int block_size, bool prefix_caching, std::byte* pool)
+    : KvCache(shape), impl_(std::make_unique<Impl>(shape, n_blocks, block_size, prefix_caching, pool)) {}
+
 PagedKvCache::PagedKvCache(KvShape shape, int n_blocks, int block_size, bool prefix_caching)
-    : KvCache(shape), impl_(std::make_unique<Impl>(shape, n_blocks, block_size, prefix_caching)) {}
+    : PagedKvCache(shape, n_blocks, block_size, prefix_caching, [&] {
+        auto pool = map_pool(paged_kv_block_bytes(shape, block_size) * static_cast<size_t>(n_blocks), n_blocks);
+        TERN_ASSERT_MSG(pool.is_ok(), "paged kv cache: mmap of a fixed-size block pool failed");
+        return pool.value();
+      }()) {}
+
+Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(KvShape shape, int n_blocks, int block_size,
+                                                          bool prefix_caching) {
+  const size_t pool_bytes = paged_kv_block_bytes(shape, block_size) * static_cast<size_t>(n_blocks);
+  auto pool = map_pool(pool_bytes, n_blocks);
+  if (!pool) return pool.status();
+  try {  // the block manager's per-block bookkeeping is sized by the user too
+    return std::unique_ptr<PagedKvCache>(new PagedKvCache(shape, n_blocks, block_size, prefix_caching, pool.value()));
+  } catch (const std::bad_alloc&) {
+    if (pool.value()) munmap(pool.value(), pool_bytes);
+    return error(ErrorKind::IoError, "out of memory for the bookkeeping of " + std::to_string(n_blocks) +
+                                         " KV blocks; lower --kv-memory");
+  }
+}
 
 PagedKvCache::~PagedKvCache() = default;
 

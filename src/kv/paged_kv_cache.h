@@ -11,7 +11,8 @@
 // and performs copy-on-write for the positions about to be written; rows()
 // returns one KvRows per block.
 // Prefix caching, forks and swapping are reached through the methods below.
-// The pool memory is reserved up front but only touched as blocks are used.
+// The pool is mapped up front as address space and only touched as blocks
+// are used; create() reports a mapping failure, the constructor asserts.
 // Threading: as KvCache (the engine step loop owns it; rows are read by the
 // attention threads during forward()).
 #pragma once
@@ -49,6 +50,11 @@ struct SwappedKv {
 
 class PagedKvCache final : public KvCache {
  public:
+  // For a pool sized by the user: a pool that cannot be mapped (RLIMIT_AS,
+  // strict overcommit) is an IoError naming its size.
+  static Result<std::unique_ptr<PagedKvCache>> create(KvShape shape, int n_blocks, int block_size,
+                                                     bool prefix_caching);
+  // For small fixed pools (tests): asserts that the pool maps.
   PagedKvCache(KvShape shape, int n_blocks, int block_size, bool prefix_caching);
   ~PagedKvCache() override;
 
@@ -85,6 +91,7 @@ class PagedKvCache final : public KvCache {
 
  private:
   struct Impl;
+  PagedKvCache(KvShape shape, int n_blocks, int block_size, bool prefix_caching, std::byte* pool);  // owns pool
   std::unique_ptr<Impl> impl_;
 };
 

@@ -2,12 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <numeric>
 #include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+
+#include "core/input_file.h"
 
 namespace tern::loadgen {
 namespace {
@@ -191,11 +192,9 @@ Result<Dataset> parse_sharegpt(std::string_view json_text, const TokenCounter& c
 }
 
 Result<Dataset> load_sharegpt(const std::string& path, const TokenCounter& counter, const ShareGptOptions& opt) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return error(ErrorKind::NotFound, "cannot open ShareGPT file " + path);
-  std::stringstream buf;
-  buf << in.rdbuf();
-  auto ds = parse_sharegpt(buf.str(), counter, opt);
+  auto text = read_file(path);  // the public ShareGPT file is ~650 MB, under the 1 GiB cap
+  if (!text) return text.status().with_context("ShareGPT file");
+  auto ds = parse_sharegpt(*text, counter, opt);
   if (!ds) return ds.status().with_context(path);
   ds->description = "sharegpt:" + path + " (" + std::to_string(ds->requests.size()) + " usable, " +
                     std::to_string(ds->n_skipped) + " skipped)";

@@ -1,5 +1,6 @@
 #include "model/hparams.h"
 
+#include <cmath>
 #include <cstdio>
 
 #include "model/arch.h"
@@ -18,6 +19,23 @@ Status read_int(const gguf::GgufFile& f, const std::string& key, int& out, bool 
   if (!v) return v.status();
   if (*v > (1u << 24)) return error(ErrorKind::InvalidFile, "metadata key '" + key + "' = " + std::to_string(*v) + " is implausibly large");
   out = static_cast<int>(*v);
+  return Status::ok();
+}
+
+// Reads an optional float key that must be finite and, unless allow_zero, positive
+// (epsilons, RoPE base and factors): a NaN or zero there loads fine and then
+// makes every logit NaN, which the user sees as empty output with exit 0.
+Status read_float(const gguf::GgufFile& f, const std::string& key, double fallback, float& out, bool allow_zero = false) {
+  auto v = f.get_f64_or(key, fallback);
+  if (!v) return v.status();
+  const float x = static_cast<float>(*v);  // a finite double may still overflow float
+  if (!std::isfinite(x) || x < 0.0f || (x == 0.0f && !allow_zero)) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", *v);
+    return error(ErrorKind::InvalidFile, "metadata key '" + key + "' = " + value + " must be a finite " +
+                                             (allow_zero ? "number >= 0" : "positive number"));
+  }
+  out = x;
   return Status::ok();
 }
 
@@ -41,6 +59,8 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
   TERN_RETURN_IF_ERROR(read_int(f, p + "attention.head_count_kv", hp.n_head_kv, false));
   hp.n_ctx_train = 2048;
   TERN_RETURN_IF_ERROR(read_int(f, p + "context_length", hp.n_ctx_train, false));
+  if (hp.n_ctx_train <= 0)  // else it surfaces later as a puzzling KV-size error
+    return error(ErrorKind::InvalidFile, "metadata key '" + p + "context_length' = 0 must be positive");
   hp.n_vocab = n_vocab_from_tensors;
   TERN_RETURN_IF_ERROR(read_int(f, p + "vocab_size", hp.n_vocab, false));
   if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_ff <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_vocab <= 0)
@@ -65,9 +85,7 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
   if (hp.head_dim > 512)
     return error(ErrorKind::Unsupported, "head size " + std::to_string(hp.head_dim) + " exceeds the 512 the attention kernels support");
 
-  auto eps = f.get_f64_or(p + "attention.layer_norm_rms_epsilon", 1e-5);
-  if (!eps) return eps.status();
-  hp.rms_eps = static_cast<float>(*eps);
+  TERN_RETURN_IF_ERROR(read_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5, hp.rms_eps));
   if (arch->reads_sliding_window) TERN_RETURN_IF_ERROR(read_int(f, p + "attention.sliding_window", hp.sliding_window, false));
 
   auto& r = hp.rope;
@@ -77,9 +95,7 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
   if (r.n_rot <= 0 || r.n_rot > hp.head_dim || r.n_rot % 2 != 0)
     return error(ErrorKind::InvalidFile, "rope.dimension_count " + std::to_string(r.n_rot) +
                                              " must be even and at most the head size " + std::to_string(hp.head_dim));
-  auto base = f.get_f64_or(p + "rope.freq_base", 10000.0);
-  if (!base) return base.status();
-  r.freq_base = static_cast<float>(*base);
+  TERN_RETURN_IF_ERROR(read_float(f, p + "rope.freq_base", 10000.0, r.freq_base));
 
   std::string scaling = "none";
   if (f.find(p + "rope.scaling.type")) {
@@ -87,20 +103,18 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
     if (!s) return s.status();
     scaling = *s;
   }
-  double factor = 1.0;
-  if (f.find(p + "rope.scaling.factor")) {
-    auto v = f.get_f64(p + "rope.scaling.factor");
-    if (!v) return v.status();
-    factor = *v;
-    if (scaling == "none" && !f.find(p + "rope.scaling.type") && factor != 1.0) scaling = "linear";  // type absent: linear, as llama.cpp reads it
-  } else if (f.find(p + "rope.scale_linear")) {  // older files
-    auto v = f.get_f64(p + "rope.scale_linear");
-    if (!v) return v.status();
-    factor = *v;
-    if (scaling == "none") scaling = "linear";
+  // Zero is what some converters write for "no scaling"; NaN and infinities are never meant.
+  float factor = 1.0f;
+  const std::string factor_key = f.find(p + "rope.scaling.factor") ? p + "rope.scaling.factor" : p + "rope.scale_linear";
+  if (f.find(factor_key)) {
+    TERN_RETURN_IF_ERROR(read_float(f, factor_key, 1.0, factor, /*allow_zero=*/true));
+    const bool legacy = factor_key == p + "rope.scale_linear";  // older files: always linear
+    // type absent: linear, as llama.cpp reads it
+    if (scaling == "none" && (legacy || (!f.find(p + "rope.scaling.type") && factor != 1.0f))) scaling = "linear";
   }
-  if (scaling != "none" && !(factor > 0.0))
-    return error(ErrorKind::InvalidFile, "rope.scaling.factor must be positive");
+  if (scaling != "none" && !(factor > 0.0f))
+    return error(ErrorKind::InvalidFile, "metadata key '" + factor_key + "' must be positive for rope scaling '" +
+                                             scaling + "'");
   if (scaling == "linear") {
     r.freq_scale = static_cast<float>(1.0 / factor);
   } else if (scaling == "yarn") {
@@ -108,9 +122,7 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
     r.yarn_orig_ctx = hp.n_ctx_train;
     TERN_RETURN_IF_ERROR(read_int(f, p + "rope.scaling.original_context_length", r.yarn_orig_ctx, false));
     r.yarn_ext_factor = 1.0f;
-    auto attn = f.get_f64_or(p + "rope.scaling.attn_factor", 1.0);
-    if (!attn) return attn.status();
-    r.yarn_attn_factor = static_cast<float>(*attn);
+    TERN_RETURN_IF_ERROR(read_float(f, p + "rope.scaling.attn_factor", 1.0, r.yarn_attn_factor));
   } else if (scaling != "none") {
     return error(ErrorKind::Unsupported, "rope.scaling.type '" + scaling + "' is not supported (none, linear, yarn)");
   }

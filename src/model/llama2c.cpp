@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "core/input_file.h"
 #include "core/mmap.h"
 #include "gguf/writer.h"
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "core/input_file.h"
 #include "gguf/reader.h"
 #include "quant/quant.h"
 
@@ -98,6 +99,11 @@ Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const s
 }
 
 Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool, const QuantizeProgressFn& progress) {
+  // Same inode, so a symlink, hard link or another spelling of the path counts:
+  // writing over the input would replace the only full-precision copy with a lossy one.
+  if (same_file(o.in_path, o.out_path))
+    return error(ErrorKind::InvalidArgument, "quantize: the output '" + o.out_path + "' is the input file '" +
+                                                 o.in_path + "'; write the quantized model to a new path");
   auto file = gguf::GgufFile::open(o.in_path);
   if (!file) return file.status();
   auto model = quant_model_info(*file);

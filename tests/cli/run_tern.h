@@ -27,11 +27,12 @@ inline std::string shell_quote(const std::string& s) {
   return q + "'";
 }
 
-// `tern ARGS` (ARGS already quoted as needed).
-inline TernOutput run_tern(const std::string& args) {
+// `tern ARGS` (ARGS already quoted as needed). `shell_prefix` comes first on
+// the shell line: limits ("ulimit -f 8;") or a wrapper ("timeout 20").
+inline TernOutput run_tern(const std::string& args, const std::string& shell_prefix = "") {
   const std::string err_path =
       std::string(TERN_BINARY_DIR) + "/tern_stderr." + std::to_string(::getpid()) + ".txt";
-  const std::string cmd = tern_bin() + " " + args + " 2>" + shell_quote(err_path) + " </dev/null";
+  const std::string cmd = shell_prefix + " " + tern_bin() + " " + args + " 2>" + shell_quote(err_path) + " </dev/null";
   TernOutput o;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return o;

@@ -101,5 +101,36 @@ TEST(CliQuantize, ErrorsAreOneClearLineAndNonZero) {
   }
 }
 
+// Quantizing a file onto itself would replace the only full-precision copy:
+// refused whatever the spelling (same path, ./, a hard link, a symlink), and
+// the file keeps every byte.
+TEST(CliQuantize, RefusesToWriteOverItsInput) {
+  TERN_REQUIRE_STORIES();
+  const std::string dir = std::string(TERN_BINARY_DIR) + "/cli_quantize_self." + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string x = dir + "/x.gguf";
+  std::filesystem::copy_file(test::stories_gguf(), x);
+  std::filesystem::create_hard_link(x, dir + "/hard.gguf");
+  std::filesystem::create_symlink(x, dir + "/soft.gguf");
+  auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  const std::string before = bytes(x);
+  for (const std::string& out : {x, dir + "/./x.gguf", dir + "/hard.gguf", dir + "/soft.gguf"}) {
+    auto o = tern("quantize " + quote(x) + " " + quote(out) + " Q8_0 -t 2");
+    EXPECT_EQ(o.exit_code, 2) << out << " -> " << o.err;
+    EXPECT_NE(o.err.find("tern: quantize: the output '" + out + "' is the input file '" + x + "'"), std::string::npos)
+        << o.err;
+    EXPECT_TRUE(bytes(x) == before) << "the input changed through " << out;
+    EXPECT_FALSE(std::filesystem::exists(out + ".tmp"));
+  }
+  // Control: a new path next to it works.
+  auto ok = tern("quantize " + quote(x) + " " + quote(dir + "/q8.gguf") + " Q8_0 -t 2");
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace tern

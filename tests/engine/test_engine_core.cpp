@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "../model/model_fixture.h"
+#include "core/memory_info.h"
 #include "engine/engine_core.h"
 
 namespace tern {
@@ -226,6 +227,32 @@ TEST(EngineCore, RejectsRequestsThatCanNeverRun) {
   auto q = tiny->prepare(big);
   ASSERT_FALSE(q.is_ok());
   EXPECT_NE(q.status().message().find("raise --kv-memory"), std::string::npos);
+}
+
+// Sizes the user chose and the machine cannot honour are refused at create():
+// a pool past the memory available (it is only address space until used, so
+// it would otherwise be accepted and OOM-killed later) and an explicit context
+// that not even one sequence could fill.
+TEST(EngineCore, CreateRefusesKvSizesThatCannotWork) {
+  TERN_REQUIRE_STORIES();
+  EngineConfig c = base_config();
+  c.n_ctx = 99999999;
+  auto ctx = EngineCore::create(c);
+  ASSERT_FALSE(ctx.is_ok());
+  EXPECT_EQ(ctx.status().kind(), ErrorKind::InvalidArgument);
+  EXPECT_NE(ctx.status().message().find("a context of 99999999 tokens needs 6250000 KV blocks"), std::string::npos)
+      << ctx.status().message();
+  c.n_ctx = 100000;  // 6250 blocks of 10 KiB: fits in 64 MiB
+  EXPECT_TRUE(EngineCore::create(c).is_ok());
+
+  if (available_memory_bytes() <= 0) GTEST_SKIP() << "no MemAvailable on this machine";
+  EngineConfig big = base_config();
+  big.kv_memory_bytes = available_memory_bytes() + (int64_t{1} << 30);
+  auto mem = EngineCore::create(big);
+  ASSERT_FALSE(mem.is_ok());
+  EXPECT_EQ(mem.status().kind(), ErrorKind::InvalidArgument);
+  EXPECT_NE(mem.status().message().find("a KV pool of --kv-memory"), std::string::npos) << mem.status().message();
+  EXPECT_NE(mem.status().message().find("of memory available now (MemAvailable)"), std::string::npos);
 }
 
 // A request that would outgrow the whole KV pool finishes at its edge (reason

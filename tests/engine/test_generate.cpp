@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "../model/model_fixture.h"
+#include "core/memory_info.h"
 #include "engine/generate.h"
 #include "engine/perplexity.h"
 #include "gguf/writer.h"
@@ -167,6 +168,24 @@ TEST(Perplexity, WindowsAndScoringFollowTheLlamaCppRule) {
   EXPECT_EQ(one->n_windows, 1);
   o.n_ctx = 1000;
   EXPECT_FALSE(compute_perplexity(*l.model, tokens, o, pool).is_ok());
+}
+
+// run -c 99999999: the contiguous cache for one sequence would need ~119 GiB;
+// refused up front, naming the size, instead of std::bad_alloc (exit 134).
+TEST(Generate, ContextPastAvailableMemoryIsAnError) {
+  TERN_REQUIRE_STORIES();
+  const int64_t available = available_memory_bytes();
+  if (available <= 0 || available > (int64_t{119} << 30)) GTEST_SKIP() << "MemAvailable unknown or huge";
+  auto l = load();
+  ThreadPool pool(2);
+  GenerateOptions o = greedy(4);
+  o.n_ctx = 99999999;
+  auto r = generate(*l.model, *l.tokenizer, {1}, o, pool, nullptr);
+  ASSERT_FALSE(r.is_ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::InvalidArgument);
+  EXPECT_NE(r.status().message().find("a KV cache for a context of 99999999 tokens (119.21 GiB) is more than"),
+            std::string::npos)
+      << r.status().message();
 }
 
 }  // namespace

@@ -68,5 +68,25 @@ TEST(ContiguousKvCache, StoresHalfRowsRoundedToNearest) {
   EXPECT_NE(fp16_to_float(kh[2]), 0.1f);  // really stored as half
 }
 
+// max_positions is the user's -c: when the slot's buffers cannot be had
+// (here 256 TiB), reserve() says so instead of std::bad_alloc ending the process.
+// (Sanitizer allocators abort on such a request by design, so skip there.)
+TEST(ContiguousKvCache, ReserveReportsOutOfMemory) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer allocators abort on impossible sizes";
+#endif
+  const KvShape shape{32, 8, 128, KvType::F32};  // 4 KiB rows
+  auto kv = make_contiguous_kv_cache(shape, 1, INT32_MAX);
+  const Status s = kv->reserve(SeqId(0), 16);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_EQ(s.kind(), ErrorKind::OutOfRange);
+  EXPECT_NE(s.message().find("out of memory for a KV cache of 2147483647 positions (524288.00 GiB)"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(contiguous_kv_bytes(shape, 10), 2u * 32 * 10 * 4096);
+  auto small = make_contiguous_kv_cache(shape, 1, 16);
+  EXPECT_TRUE(small->reserve(SeqId(0), 16).is_ok());
+}
+
 }  // namespace
 }  // namespace tern

@@ -375,5 +375,22 @@ TEST(PagedKvCache, ALargePoolCostsNothingUntilUsed) {
   EXPECT_EQ(static_cast<uint16_t*>(kv.value_row(0, SeqId(0), 0))[5], 0);  // fresh pages read as zero
 }
 
+// 1 GiB blocks (32 layers, K and V, 4096 positions of 4 KiB rows).
+constexpr KvShape kHugeShape{32, 8, 128, KvType::F32};
+
+// A pool the address space cannot hold (here 1 PiB; in practice a --kv-memory
+// under `ulimit -v`) is a Status naming its size, not a failed assertion.
+TEST(PagedKvCache, CreateReportsAPoolThatCannotBeMapped) {
+  auto kv = PagedKvCache::create(kHugeShape, 1 << 20, 4096, false);
+  ASSERT_FALSE(kv.is_ok());
+  EXPECT_EQ(kv.status().kind(), ErrorKind::IoError);
+  EXPECT_NE(kv.status().message().find("cannot map a KV pool of 1048576.00 GiB (1048576 blocks)"), std::string::npos)
+      << kv.status().message();
+  EXPECT_NE(kv.status().message().find("lower --kv-memory"), std::string::npos);
+  auto small = PagedKvCache::create(kShape, 8, 4, true);
+  ASSERT_TRUE(small.is_ok()) << small.status().message();
+  EXPECT_EQ((*small)->blocks().n_blocks_total(), 8);
+}
+
 }  // namespace
 }  // namespace tern

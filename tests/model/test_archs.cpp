@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "kernels/cpu_features.h"
@@ -458,6 +459,55 @@ TEST(ArchsBadFiles, BadHyperParameters) {
   sm = test::make_synthetic(SynthSpec{});
   sm.set("llama.attention.head_count", Value::of_string("eight"));
   expect_error(sm, ErrorKind::InvalidFile, {"llama.attention.head_count"});
+}
+
+// A NaN, infinite, zero or negative epsilon / RoPE base loaded and made every
+// logit NaN: `tern run` printed nothing and exited 0. Each is now refused with
+// the key named; a float key written as F64 goes through the same check.
+TEST(ArchsBadFiles, NonFiniteOrNonPositiveFloatHyperParameters) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    std::string key;
+    Value value;
+  };
+  const std::vector<Case> cases = {
+      {"llama.attention.layer_norm_rms_epsilon", Value::of_f32(nan)},
+      {"llama.attention.layer_norm_rms_epsilon", Value::of_f32(0.0f)},
+      {"llama.attention.layer_norm_rms_epsilon", Value::of_f32(-1e-5f)},
+      {"llama.attention.layer_norm_rms_epsilon", Value::of_f32(inf)},
+      {"llama.attention.layer_norm_rms_epsilon", Value::of_f64(1e300)},  // finite double, infinite float
+      {"llama.rope.freq_base", Value::of_f32(nan)},
+      {"llama.rope.freq_base", Value::of_f32(0.0f)},
+      {"llama.rope.freq_base", Value::of_f32(-inf)},
+      {"llama.rope.scaling.factor", Value::of_f32(nan)},
+      {"llama.rope.scale_linear", Value::of_f32(inf)},
+  };
+  for (const auto& c : cases) {
+    auto sm = test::make_synthetic(SynthSpec{});
+    sm.set(c.key, c.value);
+    SCOPED_TRACE(c.key + " = " + std::to_string(*c.value.as_f64()));
+    expect_error(sm, ErrorKind::InvalidFile, {"metadata key '" + c.key + "'", "must be a finite"});
+  }
+  SynthSpec yarn;
+  yarn.scaling_type = "yarn";
+  yarn.scaling_factor = 4.0;
+  auto sm = test::make_synthetic(yarn);
+  sm.set("llama.rope.scaling.attn_factor", Value::of_f32(nan));
+  expect_error(sm, ErrorKind::InvalidFile, {"llama.rope.scaling.attn_factor"});
+  // Controls: ordinary values load, and a zero scaling factor without a type
+  // (what some converters write for "none") is not an error.
+  sm = test::make_synthetic(SynthSpec{});
+  sm.set("llama.attention.layer_norm_rms_epsilon", Value::of_f64(1e-6));
+  sm.set("llama.rope.scaling.factor", Value::of_f32(0.0f));
+  sm.set("llama.rope.scaling.type", Value::of_string("none"));
+  EXPECT_TRUE(load_status(sm).is_ok()) << load_status(sm).message();
+}
+
+// context_length = 0 used to surface as a KV-size error far from its cause.
+TEST(ArchsBadFiles, ZeroContextLengthNamesTheKey) {
+  auto sm = test::make_synthetic(SynthSpec{});
+  sm.set("llama.context_length", Value::of_u32(0));
+  expect_error(sm, ErrorKind::InvalidFile, {"metadata key 'llama.context_length' = 0 must be positive"});
 }
 
 // head_count * key_length must not overflow int: 4096 heads of 2^20 + 1 dims

@@ -11,7 +11,7 @@
 #include <iterator>
 #include <map>
 
-#include "core/mmap.h"
+#include "core/input_file.h"
 #include "engine/generate.h"
 #include "engine/perplexity.h"
 #include "model/quantize.h"

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/mmap.h"
+#include "core/input_file.h"
 #include "engine/generate.h"
 #include "model/synth.h"
 #include "quant/quant.h"

@@ -5,16 +5,19 @@
 // run, and the exit code is 1. A summary goes to stderr.
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
-#include <fstream>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 
 #include "args.h"
 #include "commands.h"
+#include "core/input_file.h"
 #include "engine_flags.h"
 #include "eval/kl_divergence.h"
+#include "output.h"
 #include "tern/engine.h"
 
 namespace tern::cli {
@@ -34,6 +37,39 @@ struct Item {
   std::vector<double> token_times_s;  // since the start of the run
 };
 
+// Fields that must be JSON integers: nlohmann's get<int>() would cast 1.7 to
+// 1 and 1e10 to INT_MIN without a word. Returns an error message or "".
+std::string get_integer(const Json& j, const char* key, int64_t lo, int64_t hi, int64_t& out) {
+  const Json& v = j[key];
+  if (!v.is_number_integer()) return std::string("\"") + key + "\" must be an integer, got " + v.dump();
+  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
+                                               : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!in_range)
+    return std::string("\"") + key + "\" = " + v.dump() + " is outside [" + std::to_string(lo) + ", " +
+           std::to_string(hi) + "]";
+  out = v.get<int64_t>();
+  return "";
+}
+
+std::string parse_token_ids(const Json& p, std::vector<int32_t>& out) {
+  for (size_t i = 0; i < p.size(); ++i) {
+    const Json& t = p[i];
+    const bool ok = t.is_number_unsigned() ? t.get<uint64_t>() <= INT32_MAX
+                                           : t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= INT32_MAX;
+    if (!ok) return "\"prompt\"[" + std::to_string(i) + "] = " + t.dump() + " is not a token id (an integer >= 0)";
+    out.push_back(t.get<int32_t>());
+  }
+  return "";
+}
+
+std::string parse_stop(const Json& s, std::vector<std::string>& out) {
+  if (s.is_string()) out.push_back(s.get<std::string>());
+  else out = s.get<std::vector<std::string>>();
+  for (const std::string& t : out)
+    if (t.empty()) return "\"stop\" strings must not be empty (an empty stop would end every request at once)";
+  return "";
+}
+
 // Reads one JSON request line into `item`; returns an error message or "".
 std::string parse_line(const std::string& line, Item& item) {
   Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -42,30 +78,37 @@ std::string parse_line(const std::string& line, Item& item) {
   if (j.contains("id")) item.id = j["id"];
   GenerationRequest& r = item.request;
   r.sampling.seed = SamplingParams::kRandomSeed;
+  std::string err;
+  int64_t v = 0;
+  auto integer = [&](const char* key, int64_t lo, int64_t hi, auto& field) {
+    if (!err.empty() || !j.contains(key)) return;
+    err = get_integer(j, key, lo, hi, v);
+    if (err.empty()) field = static_cast<std::remove_reference_t<decltype(field)>>(v);
+  };
   try {
     if (!j.contains("prompt")) return "missing \"prompt\"";
     const Json& p = j["prompt"];
     if (p.is_string()) r.prompt = p.get<std::string>();
-    else if (p.is_array()) r.prompt_tokens = p.get<std::vector<int32_t>>();
+    else if (p.is_array()) err = parse_token_ids(p, r.prompt_tokens);
     else return "\"prompt\" must be a string or an array of token ids";
-    if (j.contains("max_tokens")) r.max_tokens = j["max_tokens"].get<int32_t>();
+    integer("max_tokens", 0, INT32_MAX, r.max_tokens);
+    integer("top_k", INT32_MIN, INT32_MAX, r.sampling.top_k);
+    integer("priority", INT32_MIN, INT32_MAX, r.priority);
+    if (!err.empty()) return err;
+    if (j.contains("seed")) {
+      if (!j["seed"].is_number_unsigned()) return "\"seed\" must be an integer >= 0, got " + j["seed"].dump();
+      r.sampling.seed = j["seed"].get<uint64_t>();
+    }
     if (j.contains("temperature")) r.sampling.temperature = j["temperature"].get<float>();
-    if (j.contains("top_k")) r.sampling.top_k = j["top_k"].get<int>();
     if (j.contains("top_p")) r.sampling.top_p = j["top_p"].get<float>();
     if (j.contains("min_p")) r.sampling.min_p = j["min_p"].get<float>();
-    if (j.contains("seed")) r.sampling.seed = j["seed"].get<uint64_t>();
-    if (j.contains("priority")) r.priority = j["priority"].get<int>();
     if (j.contains("tenant")) r.tenant = j["tenant"].get<std::string>();
     if (j.contains("ignore_eos")) r.ignore_eos = j["ignore_eos"].get<bool>();
-    if (j.contains("stop")) {
-      const Json& s = j["stop"];
-      if (s.is_string()) r.stop.push_back(s.get<std::string>());
-      else r.stop = s.get<std::vector<std::string>>();
-    }
+    if (j.contains("stop")) err = parse_stop(j["stop"], r.stop);
   } catch (const Json::exception& e) {
     return std::string("bad field type: ") + e.what();
   }
-  return "";
+  return err;
 }
 
 double percentile(std::vector<double> v, double q) {
@@ -82,8 +125,8 @@ int cmd_batch(int argc, char** argv) {
   ArgParser args("batch", "tern batch -m MODEL -f PROMPTS.jsonl [-o OUT.jsonl] [--max-num-seqs N] "
                           "[--policy fcfs|priority|sjf|fair] [--kv-memory B] ...");
   args.add("-m,--model", &model_path, "GGUF model file");
-  args.add("-f,--file", &input, "requests, one JSON object per line");
-  args.add("-o,--output", &output, "results file (default: stdout)");
+  args.add("-f,--file", &input, "requests, one JSON object per line (regular file, up to 1 GiB)");
+  args.add("-o,--output", &output, "results file, written whole or not at all via OUT.jsonl.tmp (default: stdout)");
   args.add("--stats-json", &stats_json, "write the engine's statistics and memory-use figures here");
   flags.add_to(args);
   if (auto s = args.parse(argc, argv); !s) return report(s);
@@ -97,9 +140,10 @@ int cmd_batch(int argc, char** argv) {
   config.model_path = model_path;
   if (auto s = flags.apply(config); !s) return report(s);
 
-  std::ifstream in(input);
-  if (!in) return report(error(ErrorKind::IoError, "batch: cannot open '" + input + "'"));
+  auto text = read_file(input);
+  if (!text) return report(text.status().with_context("batch: -f"));
   std::vector<Item> items;
+  std::istringstream in(std::move(text).value());
   std::string line;
   for (int64_t n = 0; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;  // blank lines are not requests
@@ -107,9 +151,15 @@ int cmd_batch(int argc, char** argv) {
     it.id = n;
     it.error = parse_line(line, it);
   }
-  std::FILE* out = stdout;
-  if (!output.empty() && !(out = std::fopen(output.c_str(), "w")))
-    return report(error(ErrorKind::IoError, "batch: cannot write '" + output + "'"));
+  // Opened before the run so a bad -o fails in a second, not after the work.
+  auto out = ResultOutput::open(output);
+  if (!out) return report(out.status().with_context("batch: -o"));
+  std::optional<AtomicFile> stats_out;
+  if (!stats_json.empty()) {
+    auto f = AtomicFile::create(stats_json);
+    if (!f) return report(f.status().with_context("batch: --stats-json"));
+    stats_out.emplace(std::move(f).value());
+  }
 
   auto engine = Engine::create(config);
   if (!engine) return report(engine.status());
@@ -178,10 +228,10 @@ int cmd_batch(int argc, char** argv) {
       for (size_t k = 1; k < it.token_times_s.size(); ++k)
         itl.push_back((it.token_times_s[k] - it.token_times_s[k - 1]) * 1e3);
     }
-    const std::string s = j.dump(-1, ' ', false, Json::error_handler_t::replace);
-    std::fprintf(out, "%s\n", s.c_str());
+    if (auto s = out->write(j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"); !s)
+      return report(s.with_context("batch"));
   }
-  if (out != stdout) std::fclose(out);
+  if (auto s = out->finish(); !s) return report(s.with_context("batch"));
 
   const double kv_mib = static_cast<double>(st.kv_block_bytes) / (1024.0 * 1024.0);
   // KV waste: slots held but not filled, per step; contiguous allocation would
@@ -222,9 +272,9 @@ int cmd_batch(int argc, char** argv) {
     j["running_mean"] = st.n_steps > 0 ? static_cast<double>(st.n_running_sum) / st.n_steps : 0.0;
     j["running_peak"] = st.n_running_peak;
     j["contiguous_capacity"] = contiguous_capacity;
-    std::ofstream js(stats_json);
-    js << j.dump(2) << "\n";
-    if (!js) return report(error(ErrorKind::IoError, "batch: cannot write '" + stats_json + "'"));
+    Status written = stats_out->write(j.dump(2) + "\n");
+    if (written) written = stats_out->commit();
+    if (!written) return report(written.with_context("batch"));
   }
   std::fprintf(stderr,
                "batch: %zu requests (%d failed) in %.2f s: %.2f req/s, %.1f output tok/s, %.1f total tok/s\n"

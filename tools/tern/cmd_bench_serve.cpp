@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
 #include <sstream>
 #include <thread>
@@ -17,6 +16,7 @@
 #include "args.h"
 #include "commands.h"
 #include "fd_limit.h"
+#include "core/atomic_file.h"
 #include "core/build_info.h"
 #include "eval/svg_chart.h"
 #include "loadgen/report.h"
@@ -239,14 +239,6 @@ RunMetrics pool(const std::vector<RunResult>& runs, const Setup& s, std::vector<
   return compute_metrics(ptrs, s.slo, s.cost);
 }
 
-Status write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) return error(ErrorKind::IoError, "cannot write " + path);
-  return Status::ok();
-}
-
 bool on_path(const std::string& name) {
   const char* path = std::getenv("PATH");
   std::stringstream ss(path ? path : "");
@@ -319,11 +311,13 @@ int cmd_bench_serve(int argc, char** argv) {
               s.config["dataset"].get<std::string>().c_str());
   std::fputs(text_summary(pooled, per_run).c_str(), stdout);
   if (!json_path.empty())
-    if (auto st = write_file(json_path, serve_json(pooled, per_run, s.config).dump(2) + "\n"); !st) return report(st);
+    if (auto st = write_file_atomically(json_path, serve_json(pooled, per_run, s.config).dump(2) + "\n"); !st)
+      return report(st);
   if (!csv_path.empty())
-    if (auto st = write_file(csv_path, requests_csv(runs)); !st) return report(st);
+    if (auto st = write_file_atomically(csv_path, requests_csv(runs)); !st) return report(st);
   if (!plot_path.empty())
-    if (auto st = write_file(plot_path, eval::render_svg(requests_chart(runs))); !st) return report(st);
+    if (auto st = write_file_atomically(plot_path, eval::render_svg(requests_chart(runs))); !st)
+      return report(st);
   return pooled.completed > 0 ? 0 : 1;
 }
 
@@ -377,8 +371,9 @@ int cmd_bench_sweep(int argc, char** argv) {
   std::fputs(md.c_str(), stdout);
   eval::Chart chart = sweep_chart(points, "tern bench sweep: latency vs throughput (" + s.run.model + ")");
   const std::string svg_path = prefix + ".svg", png_path = prefix + ".png";
-  for (auto st : {write_file(prefix + ".md", md), write_file(prefix + ".json", sweep_json(points, swept, s.config).dump(2) + "\n"),
-                  write_file(svg_path, eval::render_svg(chart))})
+  for (auto st : {write_file_atomically(prefix + ".md", md),
+                  write_file_atomically(prefix + ".json", sweep_json(points, swept, s.config).dump(2) + "\n"),
+                  write_file_atomically(svg_path, eval::render_svg(chart))})
     if (!st) return report(st);
   const bool png = convert_to_png(svg_path, png_path);
   std::fprintf(stderr, "bench sweep: wrote %s.md, %s.json, %s%s\n", prefix.c_str(), prefix.c_str(), svg_path.c_str(),

@@ -9,13 +9,13 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <sstream>
 
 #include "args.h"
 #include "commands.h"
-#include "core/mmap.h"
+#include "core/atomic_file.h"
+#include "core/input_file.h"
 #include "engine/bench.h"
 #include "eval/report.h"
 #include "logits_pass.h"
@@ -107,14 +107,6 @@ Result<eval::QuantEvalRow> measure(const std::string& label, const std::string& 
   if (bench->tg.tokens > 0) row.tg_tok_s = bench->tg.tok_s, row.tg_tok_s_per_core = bench->tg.tok_s / n;
   if (a.price_per_hour > 0 && row.tg_tok_s > 0) row.cost_per_mtok = a.price_per_hour / (row.tg_tok_s * 3600.0) * 1e6;
   return row;
-}
-
-Status write_text(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  if (!out) return error(ErrorKind::IoError, "cannot write " + path);
-  return Status::ok();
 }
 
 Result<std::vector<const QuantScheme*>> parse_types(const std::string& text) {
@@ -236,11 +228,11 @@ int eval_quant(int argc, char** argv) {
 
   std::fputs(eval::quant_table(result).c_str(), stdout);
   if (!a.json_path.empty())
-    if (auto s = write_text(a.json_path, eval::quant_eval_to_json(result)); !s) return report(s);
+    if (auto s = write_file_atomically(a.json_path, eval::quant_eval_to_json(result)); !s) return report(s);
   if (!a.plot_path.empty()) {
     const auto metric = a.plot_metric == "kl" ? eval::QualityMetric::Kl : eval::QualityMetric::PplRatio;
-    if (auto s = write_text(a.plot_path, eval::render_svg(eval::quant_chart({&result}, {stem}, metric))); !s)
-      return report(s);
+    const std::string svg = eval::render_svg(eval::quant_chart({&result}, {stem}, metric));
+    if (auto s = write_file_atomically(a.plot_path, svg); !s) return report(s);
   }
   return 0;
 }

@@ -7,7 +7,8 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/mmap.h"
+#include "core/input_file.h"
+#include "engine/kv_budget.h"
 #include "engine/perplexity.h"
 #include "logits_pass.h"
 #include "tokenizer/tokenizer.h"
@@ -22,7 +23,7 @@ int cmd_perplexity(int argc, char** argv) {
   ArgParser args("perplexity",
                  "tern perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [--json] [--save-logits F | --kl-divergence F]");
   args.add("-m,--model", &model_path, "GGUF model file");
-  args.add("-f,--file", &text_path, "text file to score");
+  args.add("-f,--file", &text_path, "text file to score (regular file, up to 1 GiB)");
   args.add("-c,--ctx-size", &n_ctx, "window size in tokens (default 512)");
   args.add("--chunks", &n_chunks, "score only the first N windows (default all)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
@@ -45,9 +46,7 @@ int cmd_perplexity(int argc, char** argv) {
   if (!model) return report(model.status());
   auto tok = Tokenizer::from_gguf((*model)->file());
   if (!tok) return report(tok.status().with_context(model_path));
-  if (n_ctx > (*model)->hparams().n_ctx_train)
-    std::fprintf(stderr, "tern: warning: -c %d exceeds the model's training context %d\n", n_ctx,
-                 (*model)->hparams().n_ctx_train);
+  warn_past_training_context((*model)->hparams(), n_ctx);
 
   const auto t0 = std::chrono::steady_clock::now();
   std::vector<TokenId> tokens = (*tok)->encode(*text, true, false);

@@ -4,11 +4,11 @@
 // written beside the report and embedded as images.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include "args.h"
 #include "commands.h"
-#include "core/mmap.h"
+#include "core/atomic_file.h"
+#include "core/input_file.h"
 #include "eval/report.h"
 
 namespace tern::cli {
@@ -55,16 +55,10 @@ int cmd_report(int argc, char** argv) {
   o.chart_prefix = out.stem().string();
   o.assembler = eval::collect_setup(argc, argv, "tern report");
   const eval::Report r = eval::build_report(files, o);
-  auto write = [](const std::filesystem::path& path, const std::string& content) -> Status {
-    std::ofstream f(path, std::ios::binary);
-    f << content;
-    f.close();
-    if (!f) return error(ErrorKind::IoError, "report: cannot write " + path.string());
-    return Status::ok();
-  };
   for (const auto& [name, svg] : r.charts)
-    if (auto s = write(out.parent_path() / name, svg); !s) return report(s);
-  if (auto s = write(out, r.markdown); !s) return report(s);
+    if (auto s = write_file_atomically((out.parent_path() / name).string(), svg); !s)
+      return report(s.with_context("report"));
+  if (auto s = write_file_atomically(out_path, r.markdown); !s) return report(s.with_context("report"));
   std::fprintf(stderr, "tern: wrote %s (%zu results, %zu charts)\n", out_path.c_str(), files.size(), r.charts.size());
   return 0;
 }

@@ -7,8 +7,9 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/mmap.h"
+#include "core/input_file.h"
 #include "engine/generate.h"
+#include "output.h"
 
 namespace tern::cli {
 
@@ -23,7 +24,7 @@ int cmd_run(int argc, char** argv) {
                         "[--seed S] [-t THREADS] [--echo]");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-p,--prompt", &prompt, "prompt text (empty = BOS only)");
-  args.add("-f,--file", &prompt_file, "read the prompt from a file");
+  args.add("-f,--file", &prompt_file, "read the prompt from a file (regular file, up to 1 GiB)");
   args.add("-n,--n-predict", &n_predict, "tokens to generate (default 128)");
   args.add("--temp", &sp.temperature, "temperature; 0 = greedy (default 0.8)");
   args.add("--top-k", &sp.top_k, "top-k, <= 0 disables (default 40)");
@@ -76,15 +77,15 @@ int cmd_run(int argc, char** argv) {
   o.ignore_eos = ignore_eos;
   if (!stop.empty()) o.stop.push_back(stop);
 
-  if (echo) {
-    std::fwrite(prompt.data(), 1, prompt.size(), stdout);
-    std::fflush(stdout);
-  }
-  auto result = generate(**model, **tokenizer, tokens, o, pool, [](const std::string& piece) {
-    std::fwrite(piece.data(), 1, piece.size(), stdout);
-    std::fflush(stdout);
-    return true;
+  if (echo)
+    if (auto s = write_stdout(prompt); !s) return report(s);
+  // A failed write stops generation at once: nobody can read the rest.
+  Status written;
+  auto result = generate(**model, **tokenizer, tokens, o, pool, [&written](const std::string& piece) {
+    written = write_stdout(piece);
+    return written.is_ok();
   });
+  if (!written) return report(written);
   if (!result) return report(result.status());
   if (isatty(STDOUT_FILENO)) std::fputc('\n', stderr);
   const auto& r = *result;

@@ -6,12 +6,11 @@
 #include <signal.h>
 
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "args.h"
 #include "commands.h"
+#include "core/input_file.h"
 #include "engine_flags.h"
 #include "fd_limit.h"
 #include "server/server.h"
@@ -19,10 +18,14 @@
 namespace tern::cli {
 namespace {
 
+// A key file is tiny; the cap only keeps a wrong path (a model, a log) from
+// being read whole. The shared reader refuses directories and FIFOs.
+constexpr uint64_t kMaxKeyFileBytes = 64 * 1024;
+
 Status read_key_file(const std::string& path, std::string& key) {
-  std::ifstream in(path);
-  if (!in) return error(ErrorKind::IoError, "serve: cannot read --api-key-file " + path);
-  std::getline(in, key);
+  auto text = read_file(path, kMaxKeyFileBytes);
+  if (!text) return text.status().with_context("serve: --api-key-file");
+  key = text->substr(0, text->find('\n'));
   while (!key.empty() && (key.back() == '\r' || key.back() == ' ')) key.pop_back();
   if (key.empty()) return error(ErrorKind::InvalidArgument, "serve: --api-key-file " + path + " is empty");
   return Status::ok();
@@ -56,6 +59,9 @@ int cmd_serve(int argc, char** argv) {
                 "tokenize special-token text in chat message content as those tokens (default: as plain text)");
   args.add("--shutdown-timeout", &shutdown_timeout_s, "seconds in-flight requests get to finish on SIGTERM (30)");
   flags.add_to(args);
+  // Tells "--api-key ''" (a mistake that would turn authentication off) from no flag.
+  const std::string kUnset = "\x01unset";
+  cfg.api_key = kUnset;
   if (auto s = args.parse(argc, argv); !s) return report(s);
   if (args.help_requested()) {
     std::fputs(args.help_text().c_str(), stdout);
@@ -75,6 +81,10 @@ int cmd_serve(int argc, char** argv) {
     return report(error(ErrorKind::InvalidArgument, "serve: --header-timeout must be in (0, 3600] seconds"));
   cfg.http.header_timeout_s = header_timeout_s;
   cfg.http.body_timeout_s = header_timeout_s;
+  if (cfg.api_key.empty())
+    return report(error(ErrorKind::InvalidArgument,
+                        "serve: --api-key is empty; give a key, or leave the flag out to serve without one"));
+  if (cfg.api_key == kUnset) cfg.api_key.clear();
   if (!api_key_file.empty()) {
     if (!cfg.api_key.empty())
       return report(error(ErrorKind::InvalidArgument, "serve: give --api-key or --api-key-file, not both"));

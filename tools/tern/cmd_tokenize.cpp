@@ -3,8 +3,9 @@
 
 #include "args.h"
 #include "commands.h"
-#include "core/mmap.h"
+#include "core/input_file.h"
 #include "gguf/reader.h"
+#include "output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tern::cli {
@@ -15,7 +16,7 @@ int cmd_tokenize(int argc, char** argv) {
   ArgParser args("tokenize", "tern tokenize -m MODEL (-p TEXT | -f FILE) [--no-special]");
   args.add("-m,--model", &model_path, "GGUF model or vocabulary file");
   args.add("-p,--prompt", &text, "text to tokenize");
-  args.add("-f,--file", &file, "tokenize this file's bytes exactly");
+  args.add("-f,--file", &file, "tokenize this file's bytes exactly (regular file, up to 1 GiB)");
   args.add_flag("--no-special", &no_special, "add no BOS/EOS and treat special-token text as plain text");
   text = "\x01unset";
   if (auto s = args.parse(argc, argv); !s) return report(s);
@@ -39,7 +40,7 @@ int cmd_tokenize(int argc, char** argv) {
   const auto ids = (*tok)->encode(text, !no_special, !no_special);
   std::string line;
   for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
-  std::printf("%s\n", line.c_str());
+  if (auto s = write_stdout(line + "\n"); !s) return report(s);
   return 0;
 }
 

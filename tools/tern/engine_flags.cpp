@@ -45,6 +45,8 @@ Status parse_kv_memory(const std::string& text, EngineConfig& config) {
     config.kv_memory_fraction = v;
     return Status::ok();
   }
+  if (!(v * mult < 0x1p62))  // no machine has 4 EiB; the cast of a larger double would be undefined
+    return error(ErrorKind::InvalidArgument, "--kv-memory '" + text + "' is implausibly large");
   config.kv_memory_bytes = static_cast<int64_t>(v * mult);
   return Status::ok();
 }

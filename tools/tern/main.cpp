@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "commands.h"
+#include "output.h"
 
 namespace tern::cli {
 
@@ -52,8 +53,15 @@ int main(int argc, char** argv) {
     print_usage(stdout);
     return 0;
   }
-  for (const auto& c : kCommands)
-    if (!std::strcmp(argv[1], c.name)) return c.fn(argc - 2, argv + 2);
+  for (const auto& c : kCommands) {
+    if (std::strcmp(argv[1], c.name) != 0) continue;
+    const int rc = c.fn(argc - 2, argv + 2);
+    // Output that never reached its destination is a failure even when the
+    // command itself succeeded (tern info > /dev/full must not exit 0). A
+    // command that failed has already said why; one message is enough.
+    const tern::Status closed = close_stdout();
+    return rc == 0 && !closed ? report(closed) : rc;
+  }
   std::fprintf(stderr, "tern: unknown command '%s'\n", argv[1]);
   print_usage(stderr);
   return 2;
