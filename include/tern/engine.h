@@ -36,6 +36,7 @@ namespace tern {
 struct EngineConfig {
   std::string model_path;
   int n_threads = 0;                 // 0 = hardware concurrency
+  std::string backend = "cpu";       // cpu | ref (the scalar reference)
   // KV pool: kv_memory_bytes if > 0, else kv_memory_fraction of available RAM.
   int64_t kv_memory_bytes = 0;
   double kv_memory_fraction = 0.25;  // capped at max_num_seqs full contexts

@@ -1,5 +1,7 @@
 #include "core/log.h"
 
+#include "core/config.h"
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -9,12 +11,11 @@ namespace tern {
 namespace {
 
 LogLevel initial_level() {
-  const char* env = std::getenv("TERN_LOG_LEVEL");
-  if (!env) return LogLevel::Warn;
-  if (!std::strcmp(env, "debug")) return LogLevel::Debug;
-  if (!std::strcmp(env, "info")) return LogLevel::Info;
-  if (!std::strcmp(env, "error")) return LogLevel::Error;
-  if (!std::strcmp(env, "off")) return LogLevel::Off;
+  const std::string& env = env_config().log_level;
+  if (env == "debug") return LogLevel::Debug;
+  if (env == "info") return LogLevel::Info;
+  if (env == "error") return LogLevel::Error;
+  if (env == "off") return LogLevel::Off;
   return LogLevel::Warn;
 }
 

@@ -7,7 +7,7 @@
 #include <random>
 
 #include "core/mmap.h"
-#include "kv/kv_cache.h"
+#include "model/batch_runner.h"
 
 namespace tern {
 namespace {
@@ -38,8 +38,7 @@ std::vector<TokenId> random_tokens(int n, int n_vocab, uint64_t seed) {
 }
 
 // Times one pass over `tokens` as a prompt of sequence 0 starting at position 0.
-Result<double> time_prompt(const Model& m, KvCache& kv, const std::vector<TokenId>& tokens, int n_batch,
-                           ThreadPool& pool) {
+Result<double> time_prompt(BatchRunner& kv, const std::vector<TokenId>& tokens, int n_batch) {
   kv.truncate(SeqId(0), 0);
   std::vector<float> logits;
   Batch b;
@@ -48,25 +47,24 @@ Result<double> time_prompt(const Model& m, KvCache& kv, const std::vector<TokenI
     b.clear();
     const size_t end = std::min(tokens.size(), i + n_batch);
     for (size_t j = i; j < end; ++j) b.add(tokens[j], static_cast<int32_t>(j), SeqId(0), j + 1 == tokens.size());
-    TERN_RETURN_IF_ERROR(m.forward(b, kv, logits, pool));
+    TERN_RETURN_IF_ERROR(kv.forward(b, logits));
   }
   return seconds_since(t0);
 }
 
 // Times `steps` decode steps of `n_seq` sequences (one token each per step),
 // after a one-token prompt per sequence.
-Result<double> time_decode(const Model& m, KvCache& kv, int n_seq, int steps, const std::vector<TokenId>& tokens,
-                           ThreadPool& pool) {
+Result<double> time_decode(BatchRunner& kv, int n_seq, int steps, const std::vector<TokenId>& tokens) {
   std::vector<float> logits;
   Batch b;
   for (int s = 0; s < n_seq; ++s) kv.truncate(SeqId(s), 0);
   for (int s = 0; s < n_seq; ++s) b.add(tokens[s % tokens.size()], 0, SeqId(s), true);
-  TERN_RETURN_IF_ERROR(m.forward(b, kv, logits, pool));
+  TERN_RETURN_IF_ERROR(kv.forward(b, logits));
   const auto t0 = Clock::now();
   for (int step = 1; step <= steps; ++step) {
     b.clear();
     for (int s = 0; s < n_seq; ++s) b.add(tokens[(step * n_seq + s) % tokens.size()], step, SeqId(s), true);
-    TERN_RETURN_IF_ERROR(m.forward(b, kv, logits, pool));
+    TERN_RETURN_IF_ERROR(kv.forward(b, logits));
   }
   return seconds_since(t0);
 }
@@ -81,7 +79,7 @@ double model_flops_per_token(const Model& model, double mean_context) {
   return 2.0 * matrix_params + 4.0 * hp.n_layer * mean_context * hp.q_dim();
 }
 
-Result<BenchResult> run_bench(const Model& model, const BenchOptions& o, ThreadPool& pool,
+Result<BenchResult> run_bench(const Model& model, const BenchOptions& o,
                               const std::function<void(const std::string&)>& progress) {
   if (o.n_prompt < 0 || o.n_gen < 0 || o.repetitions < 1 || o.n_batch < 1)
     return error(ErrorKind::InvalidArgument, "bench: token counts must be >= 0 and repetitions >= 1");
@@ -95,7 +93,9 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o, ThreadP
     max_batch = std::max(max_batch, b);
   }
   const auto tokens = random_tokens(std::max({o.n_prompt, o.n_gen + 1, max_batch * 2, 16}), hp.n_vocab, o.seed);
-  auto kv = make_contiguous_kv_cache(model.kv_shape(), 1, n_ctx);
+  auto runner = BatchRunner::create(model, 1, n_ctx);
+  TERN_RETURN_IF_ERROR(runner.status());
+  BatchRunner& kv = *runner.value();
   BenchResult r;
   r.flops_per_token_pp = model_flops_per_token(model, o.n_prompt / 2.0);
 
@@ -104,7 +104,7 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o, ThreadP
     const std::vector<TokenId> prompt(tokens.begin(), tokens.begin() + o.n_prompt);
     std::vector<double> rates;
     for (int rep = 0; rep <= o.repetitions; ++rep) {  // rep 0 is the warm-up
-      auto s = time_prompt(model, *kv, prompt, o.n_batch, pool);
+      auto s = time_prompt(kv, prompt, o.n_batch);
       if (!s) return s.status();
       if (rep > 0) rates.push_back(o.n_prompt / *s);
     }
@@ -115,7 +115,7 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o, ThreadP
     if (progress) progress("tg" + std::to_string(o.n_gen));
     std::vector<double> rates;
     for (int rep = 0; rep <= o.repetitions; ++rep) {
-      auto s = time_decode(model, *kv, 1, o.n_gen, tokens, pool);
+      auto s = time_decode(kv, 1, o.n_gen, tokens);
       if (!s) return s.status();
       if (rep > 0) rates.push_back(o.n_gen / *s);
     }
@@ -124,14 +124,15 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o, ThreadP
   }
   // Steady-state memory: weights touched by pp/tg, the KV cache and buffers.
   r.rss_bytes = resident_bytes();
-  r.kv_bytes = 2ll * hp.n_layer * n_ctx * static_cast<int64_t>(model.kv_shape().row_bytes());
+  r.kv_bytes = BatchRunner::kv_bytes(model, 1, n_ctx);
   for (int b : o.batches) {
     if (progress) progress("batched b=" + std::to_string(b));
     const int steps = std::max(1, std::min(o.n_gen > 0 ? o.n_gen : 32, 32));
-    auto bkv = make_contiguous_kv_cache(model.kv_shape(), b, steps + 2);
+    auto bkv = BatchRunner::create(model, b, steps + 2);
+    TERN_RETURN_IF_ERROR(bkv.status());
     std::vector<double> rates;
     for (int rep = 0; rep <= o.repetitions; ++rep) {
-      auto s = time_decode(model, *bkv, b, steps, tokens, pool);
+      auto s = time_decode(*bkv.value(), b, steps, tokens);
       if (!s) return s.status();
       if (rep > 0) rates.push_back(static_cast<double>(b) * steps / *s);
     }

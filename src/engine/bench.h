@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "model/model.h"
 
 namespace tern {
@@ -49,7 +48,7 @@ struct BenchResult {
 int64_t resident_bytes();
 
 // progress(label): called before each measured phase (for a terminal status line).
-Result<BenchResult> run_bench(const Model& model, const BenchOptions& options, ThreadPool& pool,
+Result<BenchResult> run_bench(const Model& model, const BenchOptions& options,
                               const std::function<void(const std::string&)>& progress = {});
 
 // 2 * parameters of all matrices used per token, plus attention's 4 * ctx * q_dim per layer.

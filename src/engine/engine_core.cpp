@@ -142,7 +142,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   if (config.max_num_seqs < 1) return error(ErrorKind::InvalidArgument, "max_num_seqs must be >= 1");
   if (config.max_batched_tokens < 1) return error(ErrorKind::InvalidArgument, "max_batched_tokens must be >= 1");
 
-  auto model = Model::load(config.model_path);
+  auto backend_kind = backend::parse_backend_kind(config.backend);
+  TERN_RETURN_IF_ERROR(backend_kind.status());
+  auto model = Model::load(config.model_path, backend::make_backend(backend_kind.value(), config.n_threads));
   TERN_RETURN_IF_ERROR(model.status());
   core->model_ = std::move(model).value();
   auto tokenizer = Tokenizer::from_gguf(core->model_->file());
@@ -152,7 +154,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   core->n_ctx_ = config.n_ctx > 0 ? config.n_ctx : hp.n_ctx_train;
   warn_past_training_context(hp, core->n_ctx_);
 
-  const KvShape shape = core->model_->kv_shape(config.kv_f16 ? KvType::F16 : KvType::F32);
+  const std::vector<KvCacheSpec> specs = core->model_->kv_specs(config.kv_f16 ? KvType::F16 : KvType::F32);
+  TERN_ASSERT_MSG(specs.size() == 1, "the engine keeps one KV group");
+  const KvShape shape{specs[0].n_layer, specs[0].n_kv_head, specs[0].head_dim, specs[0].type};
   int64_t bytes = config.kv_memory_bytes;
   if (bytes > 0) {
     // The pool is only address space until used: without this check a busy
@@ -194,8 +198,6 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   }
   core->scheduler_ = std::make_unique<Scheduler>(sc);
   core->allocator_ = std::make_unique<Allocator>(*core);
-  const int threads = config.n_threads > 0 ? config.n_threads : static_cast<int>(std::thread::hardware_concurrency());
-  core->pool_ = std::make_unique<ThreadPool>(std::max(1, threads));
   core->t0_ = std::chrono::steady_clock::now();
   return core;
 }
@@ -354,22 +356,40 @@ Status EngineCore::step() {
   if (out.chunks.empty()) return Status::ok();
   bool decode_only = true;
 
-  batch_.clear();
+  input_.clear();
+  input_.kv.resize(1);
+  ForwardInput::KvGroup& kg = input_.kv[0];
+  kg.table_begin.push_back(0);
+  const int bs = kv_->block_size();
   std::vector<Sequence*> to_sample;  // in logits-row order
   std::vector<int32_t> chunk_begin(out.chunks.size());
-  for (size_t i = 0; i < out.chunks.size(); ++i) {
+  Status st;
+  for (size_t i = 0; i < out.chunks.size() && st.is_ok(); ++i) {
     const ScheduledChunk& c = out.chunks[i];
     Sequence& s = *seqs_.at(c.id.value);
     const SchedRequest* r = scheduler_->find(c.id);
     const int32_t begin = r->n_computed, end = begin + c.n_tokens;
     TERN_ASSERT(kv_->n_positions(s.seq) == begin && end <= static_cast<int32_t>(s.tokens.size()));
     chunk_begin[i] = begin;
+    // Blocks for the positions written (copy-on-write for shared ones).
+    st = kv_->reserve(s.seq, end);
+    const int32_t si = input_.n_seqs++;
+    for (BlockId b : kv_->blocks().block_table(s.seq)) kg.table_data.push_back(b.value);
+    kg.table_begin.push_back(static_cast<int32_t>(kg.table_data.size()));
+    const std::span<const int32_t> table = kg.table(si);
     const bool last = end == static_cast<int32_t>(s.tokens.size());
-    for (int32_t p = begin; p < end; ++p) batch_.add(s.tokens[p], p, s.seq, last && p + 1 == end);
+    for (int32_t p = begin; p < end; ++p) {
+      if (last && p + 1 == end) input_.logits_rows.push_back(static_cast<int32_t>(input_.tokens.size()));
+      input_.tokens.push_back(s.tokens[static_cast<size_t>(p)]);
+      input_.positions.push_back(p);
+      input_.seq.push_back(si);
+      if (st.is_ok()) kg.slots.push_back(static_cast<int64_t>(table[static_cast<size_t>(p / bs)]) * bs + p % bs);
+    }
     if (last) to_sample.push_back(&s);
     decode_only = decode_only && c.n_tokens == 1 && begin >= s.n_prompt;
   }
-  const Status st = model_->forward(batch_, *kv_, logits_, *pool_);
+  const KvPoolView pools[] = {kv_->view()};
+  if (st.is_ok()) st = model_->forward(input_, pools, logits_);
   if (!st.is_ok()) {
     for (const ScheduledChunk& c : out.chunks)
       if (auto it = seqs_.find(c.id.value); it != seqs_.end()) finish(*it->second, FinishReason::Error, st.message());
@@ -377,7 +397,9 @@ Status EngineCore::step() {
   }
   scheduler_->on_step(out);
   ++n_steps_;
-  n_tokens_stepped_ += static_cast<int64_t>(batch_.size());
+  for (size_t i = 0; i < out.chunks.size(); ++i)
+    kv_->set_n_positions(seqs_.at(out.chunks[i].id.value)->seq, chunk_begin[i] + out.chunks[i].n_tokens);
+  n_tokens_stepped_ += static_cast<int64_t>(input_.n_tokens());
   kv_blocks_peak_ = std::max(kv_blocks_peak_, kv_->blocks().n_blocks_used());
 
   if (config_.prefix_caching) {

@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "kv/paged_kv_cache.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
@@ -81,7 +80,6 @@ class EngineCore {
   std::unique_ptr<PagedKvCache> kv_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Allocator> allocator_;
-  std::unique_ptr<ThreadPool> pool_;
   int32_t n_ctx_ = 0;
   int64_t max_seq_positions_ = 0;  // min(n_ctx_, every position of the KV pool)
   SwapCompression swap_compression_ = SwapCompression::None;
@@ -92,7 +90,7 @@ class EngineCore {
   int32_t next_seq_ = 0;
 
   // Step scratch.
-  Batch batch_;
+  ForwardInput input_;
   std::vector<float> logits_;  // [n_out][n_vocab]
 
   // Counters for stats().

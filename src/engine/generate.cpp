@@ -3,7 +3,7 @@
 #include <chrono>
 
 #include "engine/kv_budget.h"
-#include "kv/kv_cache.h"
+#include "model/batch_runner.h"
 #include "sampling/stop.h"
 
 namespace tern {
@@ -27,7 +27,7 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 Result<GenerateResult> generate(const Model& model, const Tokenizer& tokenizer, const std::vector<TokenId>& prompt,
-                                const GenerateOptions& o, ThreadPool& pool, const TextCallback& on_text) {
+                                const GenerateOptions& o, const TextCallback& on_text) {
   TERN_RETURN_IF_ERROR(o.sampling.validate());
   if (prompt.empty()) return error(ErrorKind::InvalidArgument, "the prompt has no tokens (nothing to condition on)");
   if (o.max_tokens < 0) return error(ErrorKind::InvalidArgument, "max_tokens must be >= 0");
@@ -42,10 +42,12 @@ Result<GenerateResult> generate(const Model& model, const Tokenizer& tokenizer, 
       return error(ErrorKind::InvalidArgument, "prompt token id " + std::to_string(t) + " is outside the vocabulary of " +
                                                    std::to_string(hp.n_vocab));
   warn_past_training_context(hp, n_ctx);
-  TERN_RETURN_IF_ERROR(check_kv_fits_memory(contiguous_kv_bytes(model.kv_shape(), n_ctx),
+  TERN_RETURN_IF_ERROR(check_kv_fits_memory(static_cast<uint64_t>(BatchRunner::kv_bytes(model, 1, n_ctx)),
                                             "a KV cache for a context of " + std::to_string(n_ctx) + " tokens",
                                             "lower the context size (-c)"));
-  auto kv = make_contiguous_kv_cache(model.kv_shape(), 1, n_ctx);
+  auto runner = BatchRunner::create(model, 1, n_ctx);
+  TERN_RETURN_IF_ERROR(runner.status());
+  BatchRunner& kv = *runner.value();
   const SeqId seq(0);
   Sampler sampler(o.sampling, hp.n_vocab);
   if (o.penalize_prompt)
@@ -62,7 +64,7 @@ Result<GenerateResult> generate(const Model& model, const Tokenizer& tokenizer, 
     batch.clear();
     const size_t end = std::min(prompt.size(), i + n_batch);
     for (size_t j = i; j < end; ++j) batch.add(prompt[j], static_cast<int32_t>(j), seq, j + 1 == prompt.size());
-    TERN_RETURN_IF_ERROR(model.forward(batch, *kv, logits, pool));
+    TERN_RETURN_IF_ERROR(kv.forward(batch, logits));
   }
   result.prompt_ms = ms_since(t_prompt);
 
@@ -104,7 +106,7 @@ Result<GenerateResult> generate(const Model& model, const Tokenizer& tokenizer, 
     }
     batch.clear();
     batch.add(tok, pos++, seq, true);
-    TERN_RETURN_IF_ERROR(model.forward(batch, *kv, logits, pool));
+    TERN_RETURN_IF_ERROR(kv.forward(batch, logits));
   }
   if (result.finish != FinishReason::Stop) {
     auto tail = stops.push(decoder.flush());

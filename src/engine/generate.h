@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "tern/engine.h"
@@ -46,6 +45,6 @@ struct GenerateResult {
 using TextCallback = std::function<bool(const std::string& piece)>;
 
 Result<GenerateResult> generate(const Model& model, const Tokenizer& tokenizer, const std::vector<TokenId>& prompt,
-                                const GenerateOptions& options, ThreadPool& pool, const TextCallback& on_text);
+                                const GenerateOptions& options, const TextCallback& on_text);
 
 }  // namespace tern

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kv/kv_cache.h"
+#include "model/batch_runner.h"
 
 namespace tern {
 
 Result<PerplexityResult> compute_perplexity(const Model& model, const std::vector<TokenId>& tokens,
-                                            const PerplexityOptions& o, ThreadPool& pool,
+                                            const PerplexityOptions& o,
                                             const std::function<void(int, double)>& progress,
                                             const PerplexityRowFn& on_row) {
   if (o.n_ctx < 4) return error(ErrorKind::InvalidArgument, "context must be at least 4 tokens for perplexity");
@@ -21,14 +21,16 @@ Result<PerplexityResult> compute_perplexity(const Model& model, const std::vecto
 
   const int n_vocab = model.hparams().n_vocab;
   const int first = o.n_ctx / 2;
-  auto kv = make_contiguous_kv_cache(model.kv_shape(), 1, o.n_ctx);
+  auto runner = BatchRunner::create(model, 1, o.n_ctx);
+  TERN_RETURN_IF_ERROR(runner.status());
+  BatchRunner& kv = *runner.value();
   std::vector<float> logits, window_logits;
   Batch batch;
   double nll = 0.0;
   int64_t n_scored = 0;
   for (int w = 0; w < n_windows; ++w) {
     const size_t start = static_cast<size_t>(w) * o.n_ctx;
-    kv->truncate(SeqId(0), 0);
+    kv.truncate(SeqId(0), 0);
     window_logits.clear();
     for (int i = 0; i < o.n_ctx; i += o.n_batch) {
       batch.clear();
@@ -37,7 +39,7 @@ Result<PerplexityResult> compute_perplexity(const Model& model, const std::vecto
         const TokenId t = (j == 0 && o.add_bos) ? o.bos : tokens[start + j];
         batch.add(t, j, SeqId(0), j >= first && j < o.n_ctx - 1);
       }
-      TERN_RETURN_IF_ERROR(model.forward(batch, *kv, logits, pool));
+      TERN_RETURN_IF_ERROR(kv.forward(batch, logits));
       window_logits.insert(window_logits.end(), logits.begin(), logits.end());
     }
     // window_logits: [n_ctx - 1 - first][n_vocab]; row r predicts token start + first + r + 1.

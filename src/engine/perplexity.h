@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "model/model.h"
 
 namespace tern {
@@ -38,7 +37,7 @@ struct PerplexityResult {
 // returns stops the pass.
 using PerplexityRowFn = std::function<Status(std::span<const float> logits, TokenId target)>;
 Result<PerplexityResult> compute_perplexity(const Model& model, const std::vector<TokenId>& tokens,
-                                            const PerplexityOptions& options, ThreadPool& pool,
+                                            const PerplexityOptions& options,
                                             const std::function<void(int, double)>& progress = {},
                                             const PerplexityRowFn& on_row = {});
 

@@ -1,5 +1,7 @@
 #include "kernels/cpu_features.h"
 
+#include "core/config.h"
+
 #include <cstdlib>
 #include <cstring>
 
@@ -67,10 +69,9 @@ bool cpu_supports(CpuLevel level) {
 CpuLevel best_cpu_level() {
   static const CpuLevel level = [] {
     CpuLevel cap = CpuLevel::Avx512;
-    if (const char* env = std::getenv("TERN_CPU_LEVEL")) {
-      if (!std::strcmp(env, "scalar")) cap = CpuLevel::Scalar;
-      else if (!std::strcmp(env, "avx2")) cap = CpuLevel::Avx2;
-    }
+    const std::string& env = env_config().cpu_level;
+    if (env == "scalar") cap = CpuLevel::Scalar;
+    else if (env == "avx2") cap = CpuLevel::Avx2;
     for (int l = static_cast<int>(cap); l > 0; --l)
       if (cpu_supports(static_cast<CpuLevel>(l))) return static_cast<CpuLevel>(l);
     return CpuLevel::Scalar;

@@ -1,5 +1,7 @@
 #include "kv/kv_cache.h"
 
+#include "kv/cache_spec.h"
+
 #include <cstring>
 
 #include "core/fp16.h"
@@ -8,6 +10,15 @@ namespace tern {
 
 const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
 size_t kv_type_size(KvType t) { return t == KvType::F16 ? 2 : 4; }
+
+const char* cache_kind_name(CacheKind k) {
+  switch (k) {
+    case CacheKind::FullAttention: return "full attention";
+    case CacheKind::SlidingWindow: return "sliding window";
+    case CacheKind::Recurrent: return "recurrent";
+  }
+  return "?";
+}
 
 namespace {
 void store_row(void* dst, const float* src, int n, KvType type) {

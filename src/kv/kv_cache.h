@@ -18,13 +18,10 @@
 
 #include "core/ids.h"
 #include "core/status.h"
+#include "kv/kv_pool.h"
 
 namespace tern {
 
-// Element type of stored keys and values.
-enum class KvType : uint8_t { F32, F16 };
-const char* kv_type_name(KvType t);
-size_t kv_type_size(KvType t);
 
 // Positions [pos0, pos0 + n) of one sequence and layer stored contiguously:
 // k, v: [n][n_kv_head][head_dim] elements of the cache's KvType.
@@ -79,13 +76,5 @@ class KvCache {
   KvShape shape_;
 };
 
-// One contiguous buffer per sequence slot, sized for max_positions:
-//   keys:   [n_layer][max_positions][n_kv_head][head_dim]
-//   values: [n_layer][max_positions][n_kv_head][head_dim]
-// Sequence ids must be < n_seq_max. A slot's buffers are allocated at its
-// first reserve(); running out of memory there is an OutOfRange Status.
-std::unique_ptr<KvCache> make_contiguous_kv_cache(KvShape shape, int n_seq_max, int32_t max_positions);
-// Bytes one slot of max_positions takes (keys and values).
-uint64_t contiguous_kv_bytes(const KvShape& shape, int64_t n_positions);
 
 }  // namespace tern

@@ -136,6 +136,21 @@ Result<std::unique_ptr<PagedKvCache>> PagedKvCache::create(KvShape shape, int n_
 
 PagedKvCache::~PagedKvCache() = default;
 
+KvPoolView PagedKvCache::view() const {
+  const Impl& m = *impl_;
+  KvPoolView v;
+  v.base = m.pool;
+  v.n_blocks = m.bm.n_blocks_total();
+  v.type = shape_.type;
+  v.n_layer = shape_.n_layer;
+  v.block_size = m.block_size;
+  v.n_kv_head = shape_.n_kv_head;
+  v.head_dim = shape_.head_dim;
+  v.row_bytes = m.row_bytes;
+  v.block_bytes = m.block_bytes;
+  return v;
+}
+
 BlockManager& PagedKvCache::blocks() { return impl_->bm; }
 const BlockManager& PagedKvCache::blocks() const { return impl_->bm; }
 int PagedKvCache::block_size() const { return impl_->block_size; }

@@ -58,6 +58,8 @@ class PagedKvCache final : public KvCache {
   PagedKvCache(KvShape shape, int n_blocks, int block_size, bool prefix_caching);
   ~PagedKvCache() override;
 
+  // The pool as the forward pass reads it (block layout in kv/kv_pool.h).
+  KvPoolView view() const;
   BlockManager& blocks();
   const BlockManager& blocks() const;
   int block_size() const;

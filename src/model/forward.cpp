@@ -1,209 +1,166 @@
-// The forward pass, top to bottom as in llama2.c, over a ragged batch.
+// The forward pass, top to bottom as in llama2.c, over a ragged batch: every
+// operation goes through the backend; this file only decides what runs.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string>
-#include <unordered_map>
 
-#include "kernels/attention.h"
 #include "model/model.h"
 
 namespace tern {
-namespace {
 
-void add_bias(float* x, const std::vector<float>& bias, int64_t n_tokens, int64_t n) {
-  if (bias.empty()) return;
-  for (int64_t t = 0; t < n_tokens; ++t)
-    for (int64_t i = 0; i < n; ++i) x[t * n + i] += bias[i];
+using backend::Slot;
+
+std::vector<KvCacheSpec> Model::kv_specs(KvType type) const {
+  KvCacheSpec s;
+  s.kind = hp_.sliding_window > 0 ? CacheKind::SlidingWindow : CacheKind::FullAttention;
+  s.window = hp_.sliding_window;
+  s.n_layer = hp_.n_layer;
+  s.n_kv_head = hp_.n_head_kv;
+  s.head_dim = hp_.head_dim;
+  s.type = type;
+  return {s};
 }
 
-// next_pos: for each sequence in the batch, the position after its last token.
-Status validate_batch(const Batch& b, const KvCache& kv, int n_vocab, std::unordered_map<int32_t, int32_t>& next_pos) {
-  const size_t n = b.tokens.size();
-  if (b.positions.size() != n || b.seq_ids.size() != n || b.logits.size() != n)
-    return error(ErrorKind::InvalidArgument, "batch vectors have different lengths");
-  for (size_t i = 0; i < n; ++i) {
-    if (b.tokens[i] < 0 || b.tokens[i] >= n_vocab)
-      return error(ErrorKind::InvalidArgument, "token id " + std::to_string(b.tokens[i]) + " is outside the vocabulary of " +
-                                                   std::to_string(n_vocab));
-    const SeqId s = b.seq_ids[i];
-    if (s.value < 0) return error(ErrorKind::InvalidArgument, "negative sequence id");
-    auto [it, inserted] = next_pos.try_emplace(s.value, 0);
-    if (inserted) it->second = kv.n_positions(s);
-    if (b.positions[i] != it->second)
-      return error(ErrorKind::InvalidArgument, "sequence " + std::to_string(s.value) + ": token at position " +
-                                                   std::to_string(b.positions[i]) + " but the cache expects position " +
-                                                   std::to_string(it->second));
-    ++it->second;
+// Everything forward() trusts about its input, checked once per pass: ids in
+// range, every slot inside its pool and equal to what the sequence's block
+// table says for that position, so no write or read can leave a pool.
+Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools) const {
+  const size_t n = in.n_tokens();
+  if (in.positions.size() != n || in.seq.size() != n)
+    return error(ErrorKind::InvalidArgument, "forward input: token, position and sequence arrays differ in length");
+  const std::vector<KvCacheSpec> specs = kv_specs();
+  if (in.kv.size() != specs.size() || pools.size() != specs.size())
+    return error(ErrorKind::InvalidArgument, "forward input: " + std::to_string(in.kv.size()) + " KV groups and " +
+                                                 std::to_string(pools.size()) + " pools for a model with " +
+                                                 std::to_string(specs.size()));
+  for (size_t g = 0; g < specs.size(); ++g) {
+    const KvPoolView& p = pools[g];
+    if (p.n_layer != specs[g].n_layer || p.n_kv_head != specs[g].n_kv_head || p.head_dim != specs[g].head_dim ||
+        p.block_size <= 0)
+      return error(ErrorKind::InvalidArgument, "KV pool shape does not match the model (layers, KV heads, head size)");
+    const ForwardInput::KvGroup& kg = in.kv[g];
+    if (kg.slots.size() != n || kg.table_begin.size() != static_cast<size_t>(in.n_seqs) + 1 ||
+        kg.table_begin.front() != 0 || kg.table_begin.back() != static_cast<int32_t>(kg.table_data.size()))
+      return error(ErrorKind::InvalidArgument, "forward input: malformed slots or block tables");
+    for (int32_t b : kg.table_data)
+      if (b < -1 || b >= p.n_blocks) return error(ErrorKind::OutOfRange, "forward input: block id outside the pool");
   }
+  for (size_t t = 0; t < n; ++t) {
+    if (in.tokens[t] < 0 || in.tokens[t] >= hp_.n_vocab)
+      return error(ErrorKind::InvalidArgument, "token id " + std::to_string(in.tokens[t]) +
+                                                   " is outside the vocabulary of " + std::to_string(hp_.n_vocab));
+    if (in.seq[t] < 0 || in.seq[t] >= in.n_seqs || in.positions[t] < 0)
+      return error(ErrorKind::InvalidArgument, "forward input: bad sequence index or position");
+    for (size_t g = 0; g < specs.size(); ++g) {
+      const auto table = in.kv[g].table(in.seq[t]);
+      const int32_t bs = pools[g].block_size;
+      const size_t i_block = static_cast<size_t>(in.positions[t] / bs);
+      if (i_block >= table.size() || table[i_block] < 0 ||
+          in.kv[g].slots[t] != static_cast<int64_t>(table[i_block]) * bs + in.positions[t] % bs)
+        return error(ErrorKind::InvalidArgument, "forward input: token " + std::to_string(t) +
+                                                     "'s KV slot is not its block table's");
+    }
+  }
+  for (int32_t r : in.logits_rows)
+    if (r < 0 || static_cast<size_t>(r) >= n) return error(ErrorKind::InvalidArgument, "forward input: bad logits row");
   return Status::ok();
 }
 
-struct ForwardScratch {
-  std::vector<float> x, xn, q, k, v, att, proj, gate, up;
-  // Buffers larger than this (a long prompt's: 54 MiB for 512 tokens of a 1B
-  // model) are given back after the pass, so a server's resident memory stays
-  // file + KV cache + a few MiB; their page faults are ~1% of such a pass.
-  static constexpr size_t kKeepBytes = size_t{32} << 20;
-  void trim() {
-    const std::vector<float>* all[] = {&x, &xn, &q, &k, &v, &att, &proj, &gate, &up};
-    size_t bytes = 0;
-    for (const auto* b : all) bytes += b->capacity() * sizeof(float);
-    if (bytes > kKeepBytes) *this = ForwardScratch{};
-  }
-};
-
-// Grows (never shrinks) a scratch buffer to at least n elements.
-float* grow(std::vector<float>& buf, int64_t n) {
-  if (buf.size() < static_cast<size_t>(n)) buf.resize(static_cast<size_t>(n));
-  return buf.data();
-}
-
-void add_to(float* x, const float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-}
-
-// Per-token element-wise work of a pass: on the pool when there is enough of
-// it to pay for the hand-off (a prompt), on the calling thread otherwise (decode).
-struct Rows {
-  ThreadPool& pool;
-  int64_t n;
-  template <class Fn>
-  void run(int64_t elems_per_row, Fn&& fn) const {
-    constexpr int64_t kMinParallel = 1 << 15;  // elements
-    if (n < 2 || n * elems_per_row < kMinParallel) {
-      for (int64_t t = 0; t < n; ++t) fn(t);
-      return;
-    }
-    pool.parallel_for(static_cast<size_t>(n), [&](size_t b, size_t e, int) {
-      for (size_t t = b; t < e; ++t) fn(static_cast<int64_t>(t));
-    });
-  }
-};
-
-}  // namespace
+namespace {
 
 // Consecutive tokens of one sequence form one attention query block (up to
 // kMaxBlockTokens), so a prefill chunk is processed as tiles and decode tokens
 // of different sequences as separate blocks.
 constexpr int kMaxBlockTokens = 64;
 
-struct BlockSpan {
-  int64_t first_token;
-  int n_q;
-};
-
-std::vector<BlockSpan> query_blocks(const Batch& b) {
-  std::vector<BlockSpan> out;
-  for (int64_t t = 0; t < static_cast<int64_t>(b.size()); ++t) {
+void query_spans(const ForwardInput& in, std::vector<backend::QuerySpan>& out) {
+  out.clear();
+  for (int64_t t = 0; t < static_cast<int64_t>(in.n_tokens()); ++t) {
     if (!out.empty()) {
-      BlockSpan& last = out.back();
+      backend::QuerySpan& last = out.back();
       const int64_t prev = last.first_token + last.n_q - 1;
-      if (prev == t - 1 && b.seq_ids[prev] == b.seq_ids[t] && b.positions[prev] + 1 == b.positions[t] &&
+      if (prev == t - 1 && in.seq[prev] == in.seq[t] && in.positions[prev] + 1 == in.positions[t] &&
           last.n_q < kMaxBlockTokens) {
         ++last.n_q;
         continue;
       }
     }
-    out.push_back({t, 1});
+    out.push_back({t, 1, in.positions[t], in.seq[t]});
   }
-  return out;
 }
 
-Status Model::forward(const Batch& batch, KvCache& kv, std::vector<float>& logits, ThreadPool& pool) const {
-  const KvShape& ks = kv.shape();
-  if (ks.n_layer != hp_.n_layer || ks.n_kv_head != hp_.n_head_kv || ks.head_dim != hp_.head_dim)
-    return error(ErrorKind::InvalidArgument, "KV cache shape does not match the model (layers, KV heads, head size)");
-  std::unordered_map<int32_t, int32_t> next_pos;  // seq id -> position after its last token in this batch
-  TERN_RETURN_IF_ERROR(validate_batch(batch, kv, hp_.n_vocab, next_pos));
-  for (const auto& [seq, end] : next_pos) TERN_RETURN_IF_ERROR(kv.reserve(SeqId(seq), end));
+}  // namespace
 
-  const int64_t n = static_cast<int64_t>(batch.size());
+Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools, std::vector<float>& logits) const {
+  TERN_RETURN_IF_ERROR(validate(in, pools));
+  backend::Backend& be = *backend_;
+  const int64_t n = static_cast<int64_t>(in.n_tokens());
   const int64_t n_embd = hp_.n_embd, q_dim = hp_.q_dim(), kv_dim = hp_.kv_dim(), n_ff = hp_.n_ff;
-  // Activations live in this thread's scratch, reused by the next pass (decode
-  // steps and short batches; see ForwardScratch::trim). Every element used is
-  // written before it is read.
-  thread_local ForwardScratch scratch;
-  float* x = grow(scratch.x, n * n_embd);       // [n][n_embd] residual stream
-  float* xn = grow(scratch.xn, n * n_embd);     // [n][n_embd] normed input of a sub-layer
-  float* q = grow(scratch.q, n * q_dim);        // [n][n_head][head_dim]
-  float* k = grow(scratch.k, n * kv_dim);       // [n][n_head_kv][head_dim]
-  float* v = grow(scratch.v, n * kv_dim);       // [n][n_head_kv][head_dim]
-  float* att = grow(scratch.att, n * q_dim);    // [n][n_head][head_dim]
-  float* proj = grow(scratch.proj, n * n_embd); // [n][n_embd] sub-layer output
-  float* gate = grow(scratch.gate, n * n_ff);   // [n][n_ff]
-  float* up = grow(scratch.up, n * n_ff);       // [n][n_ff]
+  // Activations in the backend's scratch, reused by the next pass. Every
+  // element used is written before it is read.
+  float* x = be.scratch(Slot::X, n * n_embd);       // [n][n_embd] residual stream
+  float* xn = be.scratch(Slot::Xn, n * n_embd);     // [n][n_embd] normed input of a sub-layer
+  float* q = be.scratch(Slot::Q, n * q_dim);        // [n][n_head][head_dim]
+  float* k = be.scratch(Slot::K, n * kv_dim);       // [n][n_head_kv][head_dim]
+  float* v = be.scratch(Slot::V, n * kv_dim);       // [n][n_head_kv][head_dim]
+  float* att = be.scratch(Slot::Att, n * q_dim);    // [n][n_head][head_dim]
+  float* proj = be.scratch(Slot::Proj, n * n_embd); // [n][n_embd] sub-layer output
+  float* gate = be.scratch(Slot::Gate, n * n_ff);   // [n][n_ff]
+  float* up = be.scratch(Slot::Up, n * n_ff);       // [n][n_ff]
 
-  const std::vector<BlockSpan> spans = query_blocks(batch);
-  std::vector<kernels::QueryBlock> blocks(spans.size());
-  std::vector<KvRows> kv_rows;
-  const kernels::AttentionShape attn_shape{hp_.n_head, hp_.n_head_kv, hp_.head_dim,
-                                           1.0f / std::sqrt(static_cast<float>(hp_.head_dim)), hp_.sliding_window,
-                                           kv.shape().type == KvType::F16};
+  std::vector<backend::QuerySpan> spans;
+  query_spans(in, spans);
+  // [group][n_seqs] block tables as spans.
+  std::vector<std::vector<std::span<const int32_t>>> tables(in.kv.size());
+  for (size_t g = 0; g < in.kv.size(); ++g)
+    for (int32_t s = 0; s < in.n_seqs; ++s) tables[g].push_back(in.kv[g].table(s));
+  const std::vector<KvCacheSpec> specs = kv_specs();
 
-  for (int64_t t = 0; t < n; ++t)
-    tok_embd_.traits->to_float(tok_embd_.row(batch.tokens[t]), x + t * n_embd, n_embd);
-  const Rows rows{pool, n};
-
+  be.embed(tok_embd_, in.tokens, x);
   for (int il = 0; il < hp_.n_layer; ++il) {
     const LayerWeights& l = layers_[il];
+    const KvCacheSpec& spec = specs[static_cast<size_t>(l.kv_group)];
+    const kernels::AttentionShape shape{hp_.n_head, hp_.n_head_kv, hp_.head_dim,
+                                        1.0f / std::sqrt(static_cast<float>(hp_.head_dim)),
+                                        spec.kind == CacheKind::SlidingWindow ? spec.window : 0,
+                                        pools[static_cast<size_t>(l.kv_group)].type == KvType::F16};
     // Attention block: x += Wo · attn(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
-    rows.run(n_embd, [&](int64_t t) {
-      kernels::rms_norm(x + t * n_embd, l.attn_norm.data(), xn + t * n_embd, n_embd, hp_.rms_eps);
-    });
-    const kernels::MatmulJob qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
-    kernels::matmul_group(qkv, 3, xn, n, pool);
-    add_bias(q, l.bq, n, q_dim);
-    add_bias(k, l.bk, n, kv_dim);
-    add_bias(v, l.bv, n, kv_dim);
-    rows.run(q_dim + kv_dim, [&](int64_t t) {
-      kernels::rope(q + t * q_dim, hp_.n_head, hp_.head_dim, batch.positions[t], hp_.rope);
-      kernels::rope(k + t * kv_dim, hp_.n_head_kv, hp_.head_dim, batch.positions[t], hp_.rope);
-    });
-    for (int64_t t = 0; t < n; ++t)
-      kv.store(il, batch.seq_ids[t], batch.positions[t], k + t * kv_dim, v + t * kv_dim);
-    for (size_t ib = 0; ib < spans.size(); ++ib) {
-      const BlockSpan& sp = spans[ib];
-      kernels::QueryBlock& qb = blocks[ib];
-      const SeqId seq = batch.seq_ids[sp.first_token];
-      qb.q = q + sp.first_token * q_dim;
-      qb.out = att + sp.first_token * q_dim;
-      qb.n_q = sp.n_q;
-      qb.pos0 = batch.positions[sp.first_token];
-      const int32_t first = hp_.sliding_window > 0 ? std::max(0, qb.pos0 - hp_.sliding_window + 1) : 0;
-      kv_rows.clear();
-      kv.rows(il, seq, first, qb.pos0 + sp.n_q, kv_rows);
-      qb.runs.clear();
-      for (const KvRows& r : kv_rows) qb.runs.push_back({r.k, r.v, r.pos0, r.n});
-    }
-    kernels::attention(attn_shape, blocks, pool);
-    kernels::matmul(l.wo, att, proj, n, pool);
-    rows.run(n_embd, [&](int64_t t) { add_to(x + t * n_embd, proj + t * n_embd, n_embd); });
+    be.rms_norm(x, l.attn_norm_b, xn, n, n_embd, hp_.rms_eps);
+    const backend::MatmulJob qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
+    be.matmul_group(qkv, xn, n);
+    if (l.bq_b) be.add_bias(q, l.bq_b, n, q_dim);
+    if (l.bk_b) be.add_bias(k, l.bk_b, n, kv_dim);
+    if (l.bv_b) be.add_bias(v, l.bv_b, n, kv_dim);
+    be.rope(q, n, hp_.n_head, hp_.head_dim, in.positions, hp_.rope);
+    be.rope(k, n, hp_.n_head_kv, hp_.head_dim, in.positions, hp_.rope);
+    const KvPoolView& pool = pools[static_cast<size_t>(l.kv_group)];
+    be.store_kv(pool, l.kv_index, in.kv[static_cast<size_t>(l.kv_group)].slots, k, v);
+    be.attention(shape, {pool, l.kv_index, spans, tables[static_cast<size_t>(l.kv_group)]}, q, att);
+    be.matmul(l.wo, att, proj, n);
+    be.add(x, proj, n, n_embd);
 
     // Feed-forward block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
-    rows.run(n_embd, [&](int64_t t) {
-      kernels::rms_norm(x + t * n_embd, l.ffn_norm.data(), xn + t * n_embd, n_embd, hp_.rms_eps);
-    });
-    const kernels::MatmulJob gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
-    kernels::matmul_group(gate_up, 2, xn, n, pool);
-    rows.run(n_ff, [&](int64_t t) { kernels::swiglu(gate + t * n_ff, up + t * n_ff, n_ff); });
-    kernels::matmul(l.w_down, gate, proj, n, pool);
-    rows.run(n_embd, [&](int64_t t) { add_to(x + t * n_embd, proj + t * n_embd, n_embd); });
+    be.rms_norm(x, l.ffn_norm_b, xn, n, n_embd, hp_.rms_eps);
+    const backend::MatmulJob gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
+    be.matmul_group(gate_up, xn, n);
+    be.swiglu(gate, up, n, n_ff);
+    be.matmul(l.w_down, gate, proj, n);
+    be.add(x, proj, n, n_embd);
   }
 
-  // Output head only for the tokens that asked for logits.
-  std::vector<float> out_rows;  // [n_out][n_embd]
-  for (int64_t t = 0; t < n; ++t) {
-    if (!batch.logits[t]) continue;
-    out_rows.resize(out_rows.size() + n_embd);
-    kernels::rms_norm(x + t * n_embd, output_norm_.data(), out_rows.data() + out_rows.size() - n_embd, n_embd,
-                      hp_.rms_eps);
+  // Output head only for the rows asked for.
+  const int64_t n_out = static_cast<int64_t>(in.logits_rows.size());
+  logits.resize(static_cast<size_t>(n_out * hp_.n_vocab));
+  if (n_out > 0) {
+    float* rows = be.scratch(Slot::OutRows, n_out * n_embd);  // [n_out][n_embd]
+    float* out = be.scratch(Slot::Logits, n_out * hp_.n_vocab);
+    be.gather_rows(x, in.logits_rows, rows, n_embd);
+    be.rms_norm(rows, output_norm_b_, rows, n_out, n_embd, hp_.rms_eps);
+    be.matmul(output_, rows, out, n_out);
+    be.to_host(out, logits.data(), n_out * hp_.n_vocab);
   }
-  const int64_t n_out = static_cast<int64_t>(out_rows.size()) / n_embd;
-  logits.resize(n_out * hp_.n_vocab);
-  if (n_out > 0) kernels::matmul(output_, out_rows.data(), logits.data(), n_out, pool);
-
-  for (const auto& [seq, end] : next_pos) kv.set_n_positions(SeqId(seq), end);
-  scratch.trim();
+  be.trim();
   return Status::ok();
 }
 

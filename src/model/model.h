@@ -1,35 +1,38 @@
 // model/model.h — a Llama-family decoder-only Transformer over GGUF weights.
 //
 // Owns the parsed GGUF file; weight matrices are used in place from its
-// memory mapping (only norm vectors and biases are decoded to f32 at load),
-// except those whose kernel has a packed form (kernels/pack.h): they are
-// re-ordered once into packed panels and their file pages released, so the
-// resident size stays that of the file (TERN_PACK=0 turns this off).
-// forward() is the whole network for one ragged batch: any mix of sequences,
-// each token with its own position. It writes keys/values into the KvCache
-// and returns logits for the tokens that ask for them.
-// A Model is immutable after load; forward() may run on one thread at a time
-// per KvCache (it parallelises internally with the given ThreadPool).
+// memory mapping (only norm vectors and biases are decoded to f32 at load)
+// and handed to the backend's load step (backend/backend.h: the CPU backend
+// packs the matrices its kernels read as panels, on its own threads, and
+// releases their file pages so the resident size stays that of the file).
+// forward() is the whole network for one ragged batch (model/forward_input.h):
+// any mix of sequences, each token with its position and KV slot; it writes
+// keys/values into the pools and returns logits for the rows asked for. It
+// never allocates, reserves or copies KV.
+// A Model is immutable after load; forward() runs one pass at a time (its
+// backend parallelises inside).
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "core/ids.h"
 #include "core/status.h"
-#include "core/thread_pool.h"
+#include "backend/backend.h"
 #include "gguf/reader.h"
 #include "kernels/ref/ops.h"
-#include "kv/kv_cache.h"
+#include "kv/cache_spec.h"
+#include "kv/kv_pool.h"
+#include "model/forward_input.h"
 #include "model/hparams.h"
 
 namespace tern {
 
-// One forward step's input. All vectors have the same length n_tokens.
-// Tokens of one sequence must appear in position order and continue exactly
-// where that sequence's cache ends (position == kv.n_positions(seq) for the
-// first, then +1 each).
+// Tokens fed to a model driven directly (model/batch_runner.h): all vectors
+// have the same length n_tokens. Tokens of one sequence must appear in
+// position order and continue exactly where that sequence's cache ends.
 struct Batch {
   std::vector<TokenId> tokens;    // [n_tokens]
   std::vector<int32_t> positions; // [n_tokens]
@@ -47,49 +50,57 @@ struct Batch {
 };
 
 struct LayerWeights {
+  int kv_group = 0;                    // the KV group (pool) holding this layer's keys/values
+  int kv_index = 0;                    // this layer's index inside that group's pool
   std::vector<float> attn_norm;        // [n_embd]
   kernels::WeightView wq, wk, wv, wo;  // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
   std::vector<float> bq, bk, bv;       // [q_dim], [kv_dim], [kv_dim] or empty
   std::vector<float> ffn_norm;         // [n_embd]
+  // The vectors above as the backend holds them (Backend::upload); null when empty.
+  const float* attn_norm_b = nullptr;
+  const float* ffn_norm_b = nullptr;
+  const float* bq_b = nullptr;
+  const float* bk_b = nullptr;
+  const float* bv_b = nullptr;
   kernels::WeightView w_gate, w_up;    // [n_ff][n_embd]
   kernels::WeightView w_down;          // [n_embd][n_ff]
 };
 
 class Model {
  public:
-  static Result<std::unique_ptr<Model>> load(const std::string& path);
-  // pack: re-order matrices into their kernels' packed panels (see above);
-  // the default is TERN_PACK (on unless "0"). Results are identical either way.
-  static Result<std::unique_ptr<Model>> from_gguf(gguf::GgufFile file, bool pack = packing_default());
-  static bool packing_default();
+  // backend: prepares the weights and runs forward(); null = a CPU backend on every core.
+  static Result<std::unique_ptr<Model>> load(const std::string& path, std::shared_ptr<backend::Backend> backend = nullptr);
+  static Result<std::unique_ptr<Model>> from_gguf(gguf::GgufFile file, std::shared_ptr<backend::Backend> backend = nullptr);
 
   const HParams& hparams() const { return hp_; }
   const gguf::GgufFile& file() const { return file_; }
-  KvShape kv_shape(KvType type = KvType::F32) const { return {hp_.n_layer, hp_.n_head_kv, hp_.head_dim, type}; }
+  backend::Backend& backend() const { return *backend_; }
+  // What each KV group keeps (one pool per group; LayerWeights::kv_group says
+  // which group a layer's keys/values live in).
+  std::vector<KvCacheSpec> kv_specs(KvType type = KvType::F32) const;
   // Bytes of weights read per generated token (all matrices once): for roofline figures.
   uint64_t weight_bytes() const { return weight_bytes_; }
-  // Bytes of matrices held in packed form (0 when nothing was packed).
-  uint64_t packed_bytes() const { return packed_bytes_; }
+  // Bytes of matrices the backend holds in a prepared (packed) form.
+  uint64_t packed_bytes() const { return backend_->prepared_bytes(); }
 
-  // logits: resized to [n_out][n_vocab], one row per token with logits[i] = 1, in batch order.
-  Status forward(const Batch& batch, KvCache& kv, std::vector<float>& logits, ThreadPool& pool) const;
+  // logits: resized to [n_out][n_vocab], one row per in.logits_rows entry.
+  // pools: one view per KV group, of the type kv_specs() was asked for.
+  Status forward(const ForwardInput& in, std::span<const KvPoolView> pools, std::vector<float>& logits) const;
 
  private:
   Status bind_weights();
-  void pack_weights();
+  void prepare_weights();
+  Status validate(const ForwardInput& in, std::span<const KvPoolView> pools) const;
 
   gguf::GgufFile file_;
   HParams hp_;
+  std::shared_ptr<backend::Backend> backend_;
   kernels::WeightView tok_embd_;   // [n_vocab][n_embd]
   kernels::WeightView output_;     // [n_vocab][n_embd] (tok_embd_ when tied)
   std::vector<float> output_norm_; // [n_embd]
+  const float* output_norm_b_ = nullptr;
   std::vector<LayerWeights> layers_;
   uint64_t weight_bytes_ = 0;
-  struct FreeDeleter {
-    void operator()(void* p) const;
-  };
-  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;  // owners of WeightView::packed
-  uint64_t packed_bytes_ = 0;
 };
 
 }  // namespace tern

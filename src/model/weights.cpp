@@ -1,14 +1,6 @@
-// Weight binding: GGUF tensor names → views, with shape and type checks;
-// packing of the matrices whose kernels read packed panels.
-#include <sys/mman.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <cstring>
+// Weight binding: GGUF tensor names → views, with shape and type checks,
+// then the backend's load step.
 #include <string>
-
-#include "kernels/matmul_kernels.h"
-#include "kernels/pack.h"
 
 #include "model/model.h"
 #include "quant/quant.h"
@@ -100,82 +92,39 @@ Status Model::bind_weights() {
   return Status::ok();
 }
 
-void Model::FreeDeleter::operator()(void* p) const { std::free(p); }
-
-namespace {
-
-// Drops the file pages wholly inside [p, p + n) from this process's resident
-// set; they are read back from the file if anything touches them again.
-void release_pages(const void* p, size_t n) {
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
-  const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
-  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+// The backend's load step for every matrix the forward pass multiplies by
+// (a tied output is also the embedding table, read by row: left as it is),
+// and the vectors it reads.
+void Model::prepare_weights() {
+  backend::Backend& be = *backend_;
+  auto up = [&](const std::vector<float>& v) { return v.empty() ? nullptr : be.upload(v); };
+  for (int il = 0; il < hp_.n_layer; ++il) {
+    LayerWeights& l = layers_[static_cast<size_t>(il)];
+    for (kernels::WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) be.prepare_matrix(*w);
+    l.attn_norm_b = up(l.attn_norm);
+    l.ffn_norm_b = up(l.ffn_norm);
+    l.bq_b = up(l.bq);
+    l.bk_b = up(l.bk);
+    l.bv_b = up(l.bv);
+    l.kv_group = 0;  // one group: every layer keeps the same kind of KV
+    l.kv_index = il;
+  }
+  if (output_.data != tok_embd_.data) be.prepare_matrix(output_);
+  output_norm_b_ = up(output_norm_);
 }
 
-// Maps the file pages covering [p, p + n) in one call instead of one fault per
-// 4 KiB page (they are usually in the page cache already). Best effort: older
-// kernels refuse MADV_POPULATE_READ and the pages then fault in as read.
-void populate_pages(const void* p, size_t n) {
-#ifdef MADV_POPULATE_READ
-  const int advice = MADV_POPULATE_READ;
-#else
-  const int advice = 22;  // MADV_POPULATE_READ, Linux 5.14
-#endif
-  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(p) / page * page;
-  const auto end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) / page * page;
-  madvise(reinterpret_cast<void*>(begin), end - begin, advice);
-}
-
-}  // namespace
-
-// TERN_PACK=0 keeps every matrix in place (read once).
-bool Model::packing_default() {
-  static const bool on = [] {
-    const char* v = std::getenv("TERN_PACK");
-    return !(v && std::strcmp(v, "0") == 0);
-  }();
-  return on;
-}
-
-void Model::pack_weights() {
-  // Packing is a memory-bound re-ordering of every matrix: spread it over the
-  // cores (a 1B-parameter file takes seconds on one thread).
-  ThreadPool pool(ThreadPool::default_threads());
-  auto pack = [&](kernels::WeightView& w) {
-    const kernels::MatmulKernels* k = kernels::matmul_kernels(w.traits->type);
-    const size_t bytes = k ? kernels::packed_bytes(*k, w) : 0;
-    if (bytes == 0) return;
-    // 2 MiB alignment lets the kernel back the buffer with huge pages: far
-    // fewer page faults while it is filled, and fewer TLB misses when read.
-    // (The size is not rounded up: a partial last huge page stays in 4 KiB pages.)
-    constexpr size_t kHuge = size_t{2} << 20;
-    void* buf = nullptr;
-    if (posix_memalign(&buf, kHuge, bytes) != 0) return;  // out of memory: this matrix stays in place
-    madvise(buf, bytes / kHuge * kHuge, MADV_HUGEPAGE);
-    populate_pages(w.data, static_cast<size_t>(w.n_rows) * w.row_stride_bytes);
-    kernels::pack_weights(*k, w, buf, &pool);
-    packed_.emplace_back(static_cast<uint8_t*>(buf));
-    w.packed = buf;
-    packed_bytes_ += bytes;
-    release_pages(w.data, static_cast<size_t>(w.n_rows) * w.row_stride_bytes);
-  };
-  for (auto& l : layers_)
-    for (kernels::WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) pack(*w);
-  if (output_.data != tok_embd_.data) pack(output_);  // a tied output is also the embedding table, read by row
-}
-
-Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, std::shared_ptr<backend::Backend> backend) {
   auto file = gguf::GgufFile::open(path);
   if (!file) return file.status();
-  auto model = from_gguf(std::move(file).value());
+  auto model = from_gguf(std::move(file).value(), std::move(backend));
   if (!model) return model.status().with_context(path);
   return model;
 }
 
-Result<std::unique_ptr<Model>> Model::from_gguf(gguf::GgufFile file, bool pack) {
+Result<std::unique_ptr<Model>> Model::from_gguf(gguf::GgufFile file, std::shared_ptr<backend::Backend> backend) {
   auto model = std::unique_ptr<Model>(new Model());
+  model->backend_ = backend ? std::move(backend) : std::shared_ptr<backend::Backend>(
+                                                       backend::make_backend(backend::BackendKind::Cpu, 0));
   model->file_ = std::move(file);
   const gguf::TensorInfo* embd = model->file_.find_tensor("token_embd.weight");
   if (!embd) return error(ErrorKind::InvalidFile, "tensor 'token_embd.weight' is missing (is this a model file?)");
@@ -183,7 +132,7 @@ Result<std::unique_ptr<Model>> Model::from_gguf(gguf::GgufFile file, bool pack) 
   if (!hp) return hp.status();
   model->hp_ = std::move(hp).value();
   TERN_RETURN_IF_ERROR(model->bind_weights());
-  if (pack) model->pack_weights();
+  model->prepare_weights();
   return model;
 }
 

@@ -37,9 +37,8 @@ GenerateOptions greedy(int n) {
 TEST(Generate, GoldenTextAndStreamedPiecesAgree) {
   TERN_REQUIRE_STORIES();
   auto l = load();
-  ThreadPool pool(2);
   std::string streamed;
-  auto r = generate(*l.model, *l.tokenizer, {1}, greedy(200), pool, [&](const std::string& p) {
+  auto r = generate(*l.model, *l.tokenizer, {1}, greedy(200), [&](const std::string& p) {
     streamed += p;
     return true;
   });
@@ -54,10 +53,9 @@ TEST(Generate, GoldenTextAndStreamedPiecesAgree) {
 TEST(Generate, StopStringEndsGenerationAndIsNotEmitted) {
   TERN_REQUIRE_STORIES();
   auto l = load();
-  ThreadPool pool(1);
   auto o = greedy(200);
   o.stop = {"Lily."};
-  auto r = generate(*l.model, *l.tokenizer, {1}, o, pool, {});
+  auto r = generate(*l.model, *l.tokenizer, {1}, o, {});
   ASSERT_TRUE(r.is_ok());
   EXPECT_EQ(r->finish, FinishReason::Stop);
   EXPECT_EQ(r->text, "Once upon a time, there was a little girl named ");
@@ -66,20 +64,21 @@ TEST(Generate, StopStringEndsGenerationAndIsNotEmitted) {
 TEST(Generate, SeededSamplingIsReproducibleAndGreedyIsDeterministic) {
   TERN_REQUIRE_STORIES();
   auto l = load();
-  ThreadPool pool(2);
   auto o = greedy(80);
   o.sampling.temperature = 1.0f;
   o.sampling.seed = 1234;
-  auto a = generate(*l.model, *l.tokenizer, {1, 403}, o, pool, {});
-  auto b = generate(*l.model, *l.tokenizer, {1, 403}, o, pool, {});
+  auto a = generate(*l.model, *l.tokenizer, {1, 403}, o, {});
+  auto b = generate(*l.model, *l.tokenizer, {1, 403}, o, {});
   o.sampling.seed = 1235;
-  auto c = generate(*l.model, *l.tokenizer, {1, 403}, o, pool, {});
+  auto c = generate(*l.model, *l.tokenizer, {1, 403}, o, {});
   ASSERT_TRUE(a.is_ok() && b.is_ok() && c.is_ok());
   EXPECT_EQ(a->tokens, b->tokens);
   EXPECT_NE(a->tokens, c->tokens);
-  auto g1 = generate(*l.model, *l.tokenizer, {1, 403}, greedy(50), pool, {});
-  ThreadPool one(1);
-  auto g2 = generate(*l.model, *l.tokenizer, {1, 403}, greedy(50), one, {});
+  auto g1 = generate(*l.model, *l.tokenizer, {1, 403}, greedy(50), {});
+  // The same model on a one-thread backend.
+  auto one = Model::load(test::stories_gguf(), backend::make_backend(backend::BackendKind::Cpu, 1));
+  ASSERT_TRUE(one.is_ok());
+  auto g2 = generate(**one, *l.tokenizer, {1, 403}, greedy(50), {});
   EXPECT_EQ(g1->tokens, g2->tokens);
 }
 
@@ -101,21 +100,20 @@ TEST(Generate, EosEndsUnlessIgnored) {
   auto tok = Tokenizer::from_gguf((*model)->file());
   ASSERT_TRUE(tok.is_ok());
   ASSERT_TRUE((*tok)->is_eog(1));
-  ThreadPool pool(2);
   auto o = greedy(400);
   o.sampling.temperature = 1.0f;
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     o.sampling.seed = seed;
     o.ignore_eos = false;
     o.max_tokens = 400;
-    auto r = generate(**model, **tok, {1}, o, pool, {});
+    auto r = generate(**model, **tok, {1}, o, {});
     ASSERT_TRUE(r.is_ok());
     if (r->finish != FinishReason::Eos) continue;
     EXPECT_EQ(r->tokens.back(), 1);
     EXPECT_EQ(std::count(r->tokens.begin(), r->tokens.end(), 1), 1);
     o.ignore_eos = true;
     o.max_tokens = static_cast<int>(r->tokens.size()) + 5;
-    auto ignored = generate(**model, **tok, {1}, o, pool, {});
+    auto ignored = generate(**model, **tok, {1}, o, {});
     ASSERT_TRUE(ignored.is_ok());
     EXPECT_EQ(ignored->tokens.size(), r->tokens.size() + 5);
     EXPECT_EQ(ignored->finish, FinishReason::Length);
@@ -128,35 +126,33 @@ TEST(Generate, EosEndsUnlessIgnored) {
 TEST(Generate, ContextLimitAndBadInput) {
   TERN_REQUIRE_STORIES();
   auto l = load();
-  ThreadPool pool(1);
   auto o = greedy(100);
   o.n_ctx = 20;
   o.ignore_eos = true;
-  auto r = generate(*l.model, *l.tokenizer, {1, 403, 407}, o, pool, {});
+  auto r = generate(*l.model, *l.tokenizer, {1, 403, 407}, o, {});
   ASSERT_TRUE(r.is_ok());
   EXPECT_EQ(r->finish, FinishReason::Context);
   EXPECT_EQ(r->tokens.size() + 3, 21u);  // positions 0..19 filled, one more token sampled from the last
   std::vector<TokenId> long_prompt(20, 300);
-  auto too_long = generate(*l.model, *l.tokenizer, long_prompt, o, pool, {});
+  auto too_long = generate(*l.model, *l.tokenizer, long_prompt, o, {});
   ASSERT_FALSE(too_long.is_ok());
   EXPECT_NE(too_long.status().message().find("more than the context"), std::string::npos);
-  EXPECT_FALSE(generate(*l.model, *l.tokenizer, {}, o, pool, {}).is_ok());
+  EXPECT_FALSE(generate(*l.model, *l.tokenizer, {}, o, {}).is_ok());
   auto bad = greedy(5);
   bad.sampling.temperature = -1.0f;
-  EXPECT_EQ(generate(*l.model, *l.tokenizer, {1}, bad, pool, {}).status().kind(), ErrorKind::InvalidArgument);
-  EXPECT_FALSE(generate(*l.model, *l.tokenizer, {1, 9999}, greedy(5), pool, {}).is_ok());
+  EXPECT_EQ(generate(*l.model, *l.tokenizer, {1}, bad, {}).status().kind(), ErrorKind::InvalidArgument);
+  EXPECT_FALSE(generate(*l.model, *l.tokenizer, {1, 9999}, greedy(5), {}).is_ok());
 }
 
 TEST(Perplexity, WindowsAndScoringFollowTheLlamaCppRule) {
   TERN_REQUIRE_STORIES();
   auto l = load();
-  ThreadPool pool(2);
   const std::vector<int> golden = test::golden_ids();
   std::vector<TokenId> tokens(golden.begin(), golden.end());  // 201 tokens
   PerplexityOptions o;
   o.n_ctx = 64;
   o.bos = 1;
-  auto r = compute_perplexity(*l.model, tokens, o, pool);
+  auto r = compute_perplexity(*l.model, tokens, o);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_EQ(r->n_windows, 3);
   EXPECT_EQ(r->n_scored, 3 * (64 - 1 - 32));
@@ -164,10 +160,10 @@ TEST(Perplexity, WindowsAndScoringFollowTheLlamaCppRule) {
   EXPECT_LT(r->perplexity, 3.0);
   EXPECT_GT(r->perplexity, 1.0);
   o.max_windows = 1;
-  auto one = compute_perplexity(*l.model, tokens, o, pool);
+  auto one = compute_perplexity(*l.model, tokens, o);
   EXPECT_EQ(one->n_windows, 1);
   o.n_ctx = 1000;
-  EXPECT_FALSE(compute_perplexity(*l.model, tokens, o, pool).is_ok());
+  EXPECT_FALSE(compute_perplexity(*l.model, tokens, o).is_ok());
 }
 
 // run -c 99999999: the contiguous cache for one sequence would need ~119 GiB;
@@ -177,10 +173,9 @@ TEST(Generate, ContextPastAvailableMemoryIsAnError) {
   const int64_t available = available_memory_bytes();
   if (available <= 0 || available > (int64_t{119} << 30)) GTEST_SKIP() << "MemAvailable unknown or huge";
   auto l = load();
-  ThreadPool pool(2);
   GenerateOptions o = greedy(4);
   o.n_ctx = 99999999;
-  auto r = generate(*l.model, *l.tokenizer, {1}, o, pool, nullptr);
+  auto r = generate(*l.model, *l.tokenizer, {1}, o, nullptr);
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().kind(), ErrorKind::InvalidArgument);
   EXPECT_NE(r.status().message().find("a KV cache for a context of 99999999 tokens (119.21 GiB) is more than"),

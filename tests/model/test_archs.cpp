@@ -21,6 +21,8 @@
 #include <random>
 
 #include "kernels/cpu_features.h"
+#include "backend/cpu/cpu_backend.h"
+#include "model/batch_runner.h"
 #include "model/model.h"
 #include "reference_gguf.h"
 #include "synthetic_model.h"
@@ -79,8 +81,9 @@ std::vector<int> random_tokens(size_t n, int n_vocab, uint32_t seed) {
 // Logits of every position of `tokens` as sequence 0, fed as chunks of the
 // sizes in `first`, then chunks of `then` tokens until the end.
 Rows run(const Model& m, const std::vector<int>& tokens, std::vector<size_t> first, size_t then) {
-  ThreadPool pool(2);
-  auto kv = make_contiguous_kv_cache(m.kv_shape(), 1, static_cast<int32_t>(tokens.size()));
+  auto runner = BatchRunner::create(m, 1, static_cast<int32_t>(tokens.size()));
+  EXPECT_TRUE(runner.is_ok());
+  BatchRunner& kv = *runner.value();
   const int nv = m.hparams().n_vocab;
   Rows rows;
   std::vector<float> logits;
@@ -89,7 +92,7 @@ Rows run(const Model& m, const std::vector<int>& tokens, std::vector<size_t> fir
     const size_t len = std::min(tokens.size() - i, c < first.size() ? first[c] : then);
     Batch b;
     for (size_t j = i; j < i + len; ++j) b.add(tokens[j], static_cast<int32_t>(j), SeqId(0), true);
-    auto s = m.forward(b, *kv, logits, pool);
+    auto s = kv.forward(b, logits);
     EXPECT_TRUE(s.is_ok()) << s.message();
     if (!s) return rows;
     for (size_t r = 0; r < len; ++r) rows.emplace_back(logits.begin() + r * nv, logits.begin() + (r + 1) * nv);
@@ -356,8 +359,8 @@ TEST(Archs, PackedWeightsGiveIdenticalLogits) {
     SCOPED_TRACE(gguf::type_name(t));
     auto file_a = test::to_gguf(sm, t), file_b = test::to_gguf(sm, t);
     ASSERT_TRUE(file_a && file_b);
-    auto packed = Model::from_gguf(std::move(file_a).value(), /*pack=*/true);
-    auto plain = Model::from_gguf(std::move(file_b).value(), /*pack=*/false);
+    auto packed = Model::from_gguf(std::move(file_a).value(), backend::make_cpu_backend(2, /*pack=*/true));
+    auto plain = Model::from_gguf(std::move(file_b).value(), backend::make_cpu_backend(2, /*pack=*/false));
     ASSERT_TRUE(packed && plain);
     EXPECT_EQ(plain.value()->packed_bytes(), 0u);
     if (kernels::best_cpu_level() == kernels::CpuLevel::Avx512) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/batch_runner.h"
 #include "model/model.h"
 #include "model_fixture.h"
 #include "reference_llama2c.h"
@@ -19,14 +20,16 @@ std::unique_ptr<Model> load_stories() {
 }
 
 // Logits of every position of `tokens` as one sequence, fed `chunk` tokens per forward.
-std::vector<std::vector<float>> run_all(const Model& m, const std::vector<int>& tokens, size_t chunk, ThreadPool& pool) {
-  auto kv = make_contiguous_kv_cache(m.kv_shape(), 1, m.hparams().n_ctx_train);
+std::vector<std::vector<float>> run_all(const Model& m, const std::vector<int>& tokens, size_t chunk) {
+  auto runner = BatchRunner::create(m, 1, m.hparams().n_ctx_train);
+  EXPECT_TRUE(runner.is_ok());
+  BatchRunner& kv = *runner.value();
   std::vector<std::vector<float>> rows;
   std::vector<float> logits;
   for (size_t i = 0; i < tokens.size(); i += chunk) {
     Batch b;
     for (size_t j = i; j < std::min(tokens.size(), i + chunk); ++j) b.add(tokens[j], static_cast<int32_t>(j), SeqId(0), true);
-    auto s = m.forward(b, *kv, logits, pool);
+    auto s = kv.forward(b, logits);
     EXPECT_TRUE(s.is_ok()) << s.message();
     const int nv = m.hparams().n_vocab;
     for (size_t r = 0; r < b.size(); ++r) rows.emplace_back(logits.begin() + r * nv, logits.begin() + (r + 1) * nv);
@@ -61,7 +64,6 @@ TEST(Model, MatchesDoublePrecisionReference) {
   ASSERT_TRUE(m);
   test::ReferenceLlama2c ref;
   ASSERT_TRUE(ref.load(test::stories_dir() + "/stories260K.bin"));
-  ThreadPool pool(2);
   const std::vector<std::vector<int>> prompts = {
       {1},
       {1, 403, 407, 261, 378},
@@ -69,7 +71,7 @@ TEST(Model, MatchesDoublePrecisionReference) {
       test::golden_ids(),  // 201 tokens: long-range positions
   };
   for (const auto& p : prompts) {
-    auto got = run_all(*m, p, 64, pool);
+    auto got = run_all(*m, p, 64);
     auto want = ref.forward_all(p);
     ASSERT_EQ(got.size(), want.size());
     double max_diff = 0.0;
@@ -85,14 +87,13 @@ TEST(Model, GreedyDecodeMatchesGoldenIds) {
   ASSERT_TRUE(m);
   const auto golden = test::golden_ids();
   ASSERT_EQ(golden.size(), 201u);
-  ThreadPool pool(2);
-  auto kv = make_contiguous_kv_cache(m->kv_shape(), 1, 512);
+  auto kv = std::move(BatchRunner::create(*m, 1, 512)).value();
   std::vector<int> ids = {golden[0]};
   std::vector<float> logits;
   for (int step = 0; step < 200; ++step) {
     Batch b;
     b.add(ids.back(), step, SeqId(0), true);
-    ASSERT_TRUE(m->forward(b, *kv, logits, pool).is_ok());
+    ASSERT_TRUE(kv->forward(b, logits).is_ok());
     ids.push_back(static_cast<int>(std::max_element(logits.begin(), logits.end()) - logits.begin()));
   }
   EXPECT_EQ(ids, golden);
@@ -105,13 +106,12 @@ TEST(Model, BatchingInvariance) {
   TERN_REQUIRE_STORIES();
   auto m = load_stories();
   ASSERT_TRUE(m);
-  ThreadPool pool(2);
   auto golden = test::golden_ids();
   std::vector<int> a(golden.begin(), golden.begin() + 60), b(golden.begin() + 100, golden.begin() + 140);
   b[0] = 1;
-  auto one = run_all(*m, a, 1, pool);
-  auto all = run_all(*m, a, a.size(), pool);
-  auto seven = run_all(*m, a, 7, pool);
+  auto one = run_all(*m, a, 1);
+  auto all = run_all(*m, a, a.size());
+  auto seven = run_all(*m, a, 7);
   ASSERT_EQ(one.size(), all.size());
   for (size_t t = 0; t < one.size(); ++t)
     for (size_t v = 0; v < one[t].size(); ++v) {
@@ -120,15 +120,15 @@ TEST(Model, BatchingInvariance) {
     }
 
   // Two sequences interleaved in ragged batches.
-  auto kv = make_contiguous_kv_cache(m->kv_shape(), 2, 512);
-  auto alone_b = run_all(*m, b, 1, pool);
+  auto kv = std::move(BatchRunner::create(*m, 2, 512)).value();
+  auto alone_b = run_all(*m, b, 1);
   std::vector<float> logits;
   size_t ia = 0, ib = 0;
   while (ia < a.size() || ib < b.size()) {
     Batch batch;
     for (int k = 0; k < 3 && ia < a.size(); ++k, ++ia) batch.add(a[ia], static_cast<int32_t>(ia), SeqId(0), true);
     for (int k = 0; k < 2 && ib < b.size(); ++k, ++ib) batch.add(b[ib], static_cast<int32_t>(ib), SeqId(1), true);
-    ASSERT_TRUE(m->forward(batch, *kv, logits, pool).is_ok());
+    ASSERT_TRUE(kv->forward(batch, logits).is_ok());
     const int nv = m->hparams().n_vocab;
     for (size_t r = 0; r < batch.size(); ++r) {
       const auto& want = batch.seq_ids[r].value == 0 ? one[batch.positions[r]] : alone_b[batch.positions[r]];
@@ -141,27 +141,26 @@ TEST(Model, RejectsBadBatches) {
   TERN_REQUIRE_STORIES();
   auto m = load_stories();
   ASSERT_TRUE(m);
-  ThreadPool pool(1);
-  auto kv = make_contiguous_kv_cache(m->kv_shape(), 1, 16);
+  auto kv = std::move(BatchRunner::create(*m, 1, 16)).value();
   std::vector<float> logits;
   Batch gap;
   gap.add(1, 1, SeqId(0), true);  // the cache is empty: position 0 expected
-  EXPECT_EQ(m->forward(gap, *kv, logits, pool).kind(), ErrorKind::InvalidArgument);
+  EXPECT_EQ(kv->forward(gap, logits).kind(), ErrorKind::InvalidArgument);
   Batch bad_token;
   bad_token.add(512, 0, SeqId(0), true);
-  EXPECT_EQ(m->forward(bad_token, *kv, logits, pool).kind(), ErrorKind::InvalidArgument);
+  EXPECT_EQ(kv->forward(bad_token, logits).kind(), ErrorKind::InvalidArgument);
   Batch too_long;
   for (int i = 0; i < 17; ++i) too_long.add(1, i, SeqId(0), false);
-  EXPECT_EQ(m->forward(too_long, *kv, logits, pool).kind(), ErrorKind::OutOfRange);
+  EXPECT_EQ(kv->forward(too_long, logits).kind(), ErrorKind::OutOfRange);
   Batch bad_seq;
   bad_seq.add(1, 0, SeqId(3), true);
-  EXPECT_EQ(m->forward(bad_seq, *kv, logits, pool).kind(), ErrorKind::OutOfRange);
+  EXPECT_EQ(kv->forward(bad_seq, logits).kind(), ErrorKind::OutOfRange);
   Batch huge_seq;
   huge_seq.add(1, 0, SeqId(INT32_MAX), true);
-  EXPECT_EQ(m->forward(huge_seq, *kv, logits, pool).kind(), ErrorKind::OutOfRange);
+  EXPECT_EQ(kv->forward(huge_seq, logits).kind(), ErrorKind::OutOfRange);
   Batch negative_seq;
   negative_seq.add(1, 0, SeqId(-1), true);
-  EXPECT_EQ(m->forward(negative_seq, *kv, logits, pool).kind(), ErrorKind::InvalidArgument);
+  EXPECT_EQ(kv->forward(negative_seq, logits).kind(), ErrorKind::InvalidArgument);
 }
 
 }  // namespace

@@ -184,7 +184,7 @@ std::vector<TokenId> greedy_tokens(const std::string& path, int n) {
   GenerateOptions o;
   o.sampling.temperature = 0.0f;
   o.max_tokens = n;
-  auto r = generate(*l.model, *l.tokenizer, {1}, o, pool, {});
+  auto r = generate(*l.model, *l.tokenizer, {1}, o, {});
   EXPECT_TRUE(r.is_ok()) << r.status().message();
   return r.is_ok() ? r->tokens : std::vector<TokenId>{};
 }
@@ -201,8 +201,7 @@ double perplexity_of(const std::string& path) {
   o.max_windows = 8;
   o.add_bos = l.tokenizer->add_bos();
   o.bos = l.tokenizer->bos_id();
-  ThreadPool pool(2);
-  auto r = compute_perplexity(*l.model, tokens, o, pool);
+  auto r = compute_perplexity(*l.model, tokens, o);
   EXPECT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_EQ(r->n_windows, 8);
   return r.is_ok() ? r->perplexity : 0.0;

@@ -111,12 +111,11 @@ TEST(Synth, LoadsWithRequestedShapesAndVocabulary) {
   // It runs: a few greedy tokens through the real tokenizer.
   auto tok = Tokenizer::from_gguf(f);
   ASSERT_TRUE(tok.is_ok()) << tok.status().message();
-  ThreadPool pool(2);
   GenerateOptions g;
   g.sampling.temperature = 0.0f;
   g.max_tokens = 4;
   g.ignore_eos = true;
-  auto r = generate(**model, **tok, (*tok)->encode("Hello", true, false), g, pool, {});
+  auto r = generate(**model, **tok, (*tok)->encode("Hello", true, false), g, {});
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_EQ(r->tokens.size(), 4u);
 }

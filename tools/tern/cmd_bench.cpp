@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "args.h"
+#include "backend_flag.h"
 #include "commands.h"
 #include "core/build_info.h"
 #include "engine/bench.h"
@@ -49,6 +50,7 @@ bool is_float_type(const std::string& t) { return t == "F32" || t == "F16" || t 
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
+  std::string backend_name = "cpu";
   // `tern bench serve|sweep ...`: the serving load generator (cmd_bench_serve.cpp).
   if (argc >= 1 && std::string(argv[0]) == "serve") return cmd_bench_serve(argc - 1, argv + 1);
   if (argc >= 1 && std::string(argv[0]) == "sweep") return cmd_bench_sweep(argc - 1, argv + 1);
@@ -64,6 +66,7 @@ int cmd_bench(int argc, char** argv) {
   args.add("-n,--n-gen", &o.n_gen, "generated tokens for tg (default 128, 0 skips)");
   args.add("-b,--batches", &batches_text, "batched decode sizes, e.g. 2,4,8 (default none)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
+  args.add("--backend", &backend_name, kBackendHelp);
   args.add("-r,--repetitions", &o.repetitions, "measured repetitions after one warm-up (default 5)");
   args.add_flag("--json", &json, "print one JSON object");
   args.add("--price-per-hour", &price_per_hour, "machine price per hour: adds the cost per million generated tokens");
@@ -80,10 +83,13 @@ int cmd_bench(int argc, char** argv) {
     if (!list) return report(list.status());
     o.batches = *list;
   }
-  auto model = Model::load(model_path);
+  auto be = make_backend_from_flag(backend_name, n_threads);
+  if (!be) return report(be.status());
+  auto model = Model::load(model_path, *be);
   if (!model) return report(model.status());
   const Model& m = **model;
-  ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
+  // The machine's limits are measured on as many threads as the backend runs.
+  ThreadPool pool(m.backend().n_threads());
   const bool tty = isatty(STDERR_FILENO);
   auto status_line = [&](const std::string& what) {
     if (tty) std::fprintf(stderr, "\r\033[Kbench: %s ...", what.c_str());
@@ -91,7 +97,7 @@ int cmd_bench(int argc, char** argv) {
 
   status_line("measuring machine limits");
   const kernels::MachineLimits lim = kernels::measure_machine_limits(pool);
-  auto res = run_bench(m, o, pool, status_line);
+  auto res = run_bench(m, o, status_line);
   if (tty) std::fprintf(stderr, "\r\033[K");
   if (!res) return report(res.status());
   auto hash = hash_file(model_path);

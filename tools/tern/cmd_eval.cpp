@@ -71,7 +71,8 @@ void status_line(const std::string& what) {
 Result<eval::QuantEvalRow> measure(const std::string& label, const std::string& path, const std::vector<TokenId>& tokens,
                                    const PerplexityOptions& ppl, const std::string& logits_path, bool is_base,
                                    const EvalQuantArgs& a, ThreadPool& pool) {
-  auto model = Model::load(path);
+  // A backend per model: what it prepared (packed panels) goes with the model.
+  auto model = Model::load(path, backend::make_backend(backend::BackendKind::Cpu, pool.n_threads()));
   if (!model) return model.status();
   const Model& m = **model;
   eval::QuantEvalRow row;
@@ -81,7 +82,7 @@ Result<eval::QuantEvalRow> measure(const std::string& label, const std::string& 
   row.bits_per_weight = bits_per_weight(m);
   row.tensor_types = tensor_types(m);
   LogitsPassOptions lo{ppl, is_base ? logits_path : "", is_base ? "" : logits_path};
-  auto pass = run_logits_pass(m, tokens, lo, pool, [&](int w, double p) {
+  auto pass = run_logits_pass(m, tokens, lo, [&](int w, double p) {
     if (isatty(STDERR_FILENO))
       std::fprintf(stderr, "\r\033[Keval: %s: window %d, perplexity %.4f", label.c_str(), w + 1, p);
   });
@@ -100,7 +101,7 @@ Result<eval::QuantEvalRow> measure(const std::string& label, const std::string& 
     row.top1 = 1.0;
   }
   status_line("eval: " + label + ": measuring speed");
-  auto bench = run_bench(m, a.bench, pool);
+  auto bench = run_bench(m, a.bench);
   if (!bench) return bench.status().with_context(label);
   const int n = pool.n_threads();
   if (bench->pp.tokens > 0) row.pp_tok_s = bench->pp.tok_s, row.pp_tok_s_per_core = bench->pp.tok_s / n;

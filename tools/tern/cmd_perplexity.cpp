@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "args.h"
+#include "backend_flag.h"
 #include "commands.h"
 #include "core/input_file.h"
 #include "engine/kv_budget.h"
@@ -19,6 +20,7 @@ int cmd_perplexity(int argc, char** argv) {
   std::string model_path, text_path;
   int n_ctx = 512, n_chunks = 0, n_threads = 0;
   bool json = false;
+  std::string backend_name = "cpu";
   std::string save_logits, kl_base;
   ArgParser args("perplexity",
                  "tern perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [--json] [--save-logits F | --kl-divergence F]");
@@ -27,6 +29,7 @@ int cmd_perplexity(int argc, char** argv) {
   args.add("-c,--ctx-size", &n_ctx, "window size in tokens (default 512)");
   args.add("--chunks", &n_chunks, "score only the first N windows (default all)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
+  args.add("--backend", &backend_name, kBackendHelp);
   args.add_flag("--json", &json, "print {\"perplexity\", \"tokens\", \"windows\"} as JSON");
   args.add("--save-logits", &save_logits, "save the scored distributions to F (the base for --kl-divergence)");
   args.add("--kl-divergence", &kl_base, "compare with base distributions saved in F: KL, top-1 agreement, PPL ratio");
@@ -42,7 +45,9 @@ int cmd_perplexity(int argc, char** argv) {
     return report(error(ErrorKind::InvalidArgument, "perplexity: --save-logits and --kl-divergence are separate runs"));
   auto text = read_file(text_path);
   if (!text) return report(text.status());
-  auto model = Model::load(model_path);
+  auto be = make_backend_from_flag(backend_name, n_threads);
+  if (!be) return report(be.status());
+  auto model = Model::load(model_path, *be);
   if (!model) return report(model.status());
   auto tok = Tokenizer::from_gguf((*model)->file());
   if (!tok) return report(tok.status().with_context(model_path));
@@ -55,7 +60,6 @@ int cmd_perplexity(int argc, char** argv) {
   o.max_windows = n_chunks;
   o.add_bos = (*tok)->add_bos();
   o.bos = (*tok)->bos_id();
-  ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
   const bool tty = isatty(STDERR_FILENO);
   auto on_window = [&](int w, double ppl) {
     if (tty) std::fprintf(stderr, "\rwindow %d: perplexity %.4f", w + 1, ppl);
@@ -63,9 +67,9 @@ int cmd_perplexity(int argc, char** argv) {
   Result<PerplexityResult> res = error(ErrorKind::Internal, "unset");
   std::optional<eval::KlSummary> kl;
   if (save_logits.empty() && kl_base.empty()) {
-    res = compute_perplexity(**model, tokens, o, pool, on_window);
+    res = compute_perplexity(**model, tokens, o, on_window);
   } else {
-    auto pass = run_logits_pass(**model, tokens, {o, save_logits, kl_base}, pool, on_window);
+    auto pass = run_logits_pass(**model, tokens, {o, save_logits, kl_base}, on_window);
     if (pass) {
       res = PerplexityResult{pass->perplexity, pass->nll_mean, pass->n_scored, pass->n_windows};
       kl = pass->kl;

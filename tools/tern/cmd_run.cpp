@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "args.h"
+#include "backend_flag.h"
 #include "commands.h"
 #include "core/input_file.h"
 #include "engine/generate.h"
@@ -14,7 +15,7 @@
 namespace tern::cli {
 
 int cmd_run(int argc, char** argv) {
-  std::string model_path, prompt, prompt_file, stop;
+  std::string model_path, prompt, prompt_file, stop, backend_name = "cpu";
   int n_predict = 128, n_threads = 0, n_ctx = 0;
   bool echo = false, ignore_eos = false, have_seed = false;
   uint64_t seed = 0;
@@ -38,6 +39,7 @@ int cmd_run(int argc, char** argv) {
   args.add("--stop", &stop, "stop when this text is generated");
   args.add("-c,--ctx-size", &n_ctx, "context size (default: the model's)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
+  args.add("--backend", &backend_name, kBackendHelp);
   args.add_flag("--echo", &echo, "print the prompt before the continuation");
   args.add_flag("--ignore-eos", &ignore_eos, "keep generating after end-of-text tokens");
   seed = SamplingParams{}.seed;
@@ -59,7 +61,9 @@ int cmd_run(int argc, char** argv) {
   if (auto s = sp.validate(); !s) return report(s);
 
   const auto t0 = std::chrono::steady_clock::now();
-  auto model = Model::load(model_path);
+  auto be = make_backend_from_flag(backend_name, n_threads);
+  if (!be) return report(be.status());
+  auto model = Model::load(model_path, *be);
   if (!model) return report(model.status());
   auto tokenizer = Tokenizer::from_gguf((*model)->file());
   if (!tokenizer) return report(tokenizer.status().with_context(model_path));
@@ -71,7 +75,6 @@ int cmd_run(int argc, char** argv) {
       return report(error(ErrorKind::InvalidArgument, "run: the prompt is empty and the vocabulary has no BOS token"));
     tokens.push_back((*tokenizer)->bos_id());
   }
-  ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
   o.max_tokens = n_predict;
   o.n_ctx = n_ctx;
   o.ignore_eos = ignore_eos;
@@ -81,7 +84,7 @@ int cmd_run(int argc, char** argv) {
     if (auto s = write_stdout(prompt); !s) return report(s);
   // A failed write stops generation at once: nobody can read the rest.
   Status written;
-  auto result = generate(**model, **tokenizer, tokens, o, pool, [&written](const std::string& piece) {
+  auto result = generate(**model, **tokenizer, tokens, o, [&written](const std::string& piece) {
     written = write_stdout(piece);
     return written.is_ok();
   });
@@ -94,7 +97,7 @@ int cmd_run(int argc, char** argv) {
                        "(%.1f tok/s) | threads %d | finish %s\n",
                load_ms, r.n_prompt, r.prompt_ms, r.prompt_ms > 0 ? r.n_prompt * 1000.0 / r.prompt_ms : 0.0,
                r.tokens.size(), r.generate_ms, r.generate_ms > 0 ? n_gen * 1000.0 / r.generate_ms : 0.0,
-               pool.n_threads(), finish_reason_name(r.finish));
+               (*model)->backend().n_threads(), finish_reason_name(r.finish));
   return 0;
 }
 

@@ -7,6 +7,7 @@ namespace tern::cli {
 
 void EngineFlags::add_to(ArgParser& args) {
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
+  args.add("--backend", &backend, "compute backend: cpu (default) or ref (the scalar reference, slow)");
   args.add("-c,--ctx-size", &n_ctx, "context limit per sequence (default: the model's)");
   args.add("--kv-memory", &kv_memory, "KV pool: bytes (4G, 512M) or a fraction of free RAM (0.25, the default)");
   args.add("--kv-type", &kv_type, "KV element type: f16 (default) or f32");
@@ -63,6 +64,7 @@ Status EngineFlags::apply(EngineConfig& c) const {
   c.max_batched_tokens = max_batched_tokens;
   c.n_ctx = n_ctx;
   c.n_threads = n_threads;
+  c.backend = backend;
   c.policy = policy;
   c.preemption = preemption;
   c.swap_compression = swap_compression;

@@ -20,6 +20,7 @@ struct EngineFlags {
   int max_batched_tokens = 512;
   int n_ctx = 0;
   int n_threads = 0;
+  std::string backend = "cpu";
   std::string policy = "fcfs";
   std::string preemption = "recompute";
   std::string swap_compression = "none";

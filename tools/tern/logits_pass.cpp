@@ -21,7 +21,7 @@ std::vector<TokenId> window_tokens(const std::vector<TokenId>& tokens, int n_win
 }  // namespace
 
 Result<LogitsPassResult> run_logits_pass(const Model& model, const std::vector<TokenId>& tokens,
-                                         const LogitsPassOptions& options, ThreadPool& pool,
+                                         const LogitsPassOptions& options,
                                          const std::function<void(int, double)>& progress) {
   const PerplexityOptions& o = options.ppl;
   if (o.n_ctx < 4) return error(ErrorKind::InvalidArgument, "context must be at least 4 tokens for perplexity");
@@ -67,7 +67,7 @@ Result<LogitsPassResult> run_logits_pass(const Model& model, const std::vector<T
   eval::KlAccumulator acc;
   PerplexityOptions windows = o;
   windows.max_windows = n_windows;
-  auto ppl = compute_perplexity(model, tokens, windows, pool, progress,
+  auto ppl = compute_perplexity(model, tokens, windows, progress,
                                 [&](std::span<const float> lr, TokenId target) -> Status {
                                   if (save) TERN_RETURN_IF_ERROR(save->write_row(lr));
                                   if (base) {

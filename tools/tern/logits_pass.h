@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "core/status.h"
-#include "core/thread_pool.h"
 #include "engine/perplexity.h"
 #include "eval/kl_divergence.h"
 #include "model/model.h"
@@ -34,7 +33,7 @@ struct LogitsPassResult {
 };
 
 Result<LogitsPassResult> run_logits_pass(const Model& model, const std::vector<TokenId>& tokens,
-                                         const LogitsPassOptions& options, ThreadPool& pool,
+                                         const LogitsPassOptions& options,
                                          const std::function<void(int, double)>& progress = {});
 
 // The llama.cpp-style summary block (stdout).

@@ -1,0 +1,119 @@
+// backend/backend.h — the operations a forward pass is made of, and the memory
+// they act on, behind one interface: the seam where another kind of hardware
+// (the scalar reference today, a GPU later) or a different weight layout
+// (shards for tensor parallelism) plugs in without touching the model code.
+//
+// Contract:
+//  - Load step: prepare_matrix() readies one weight matrix for this backend's
+//    kernels (the CPU backend packs it into panels on its own threads);
+//    upload() does the same for a norm vector or bias. The model keeps the
+//    views; the backend owns whatever it made for them.
+//  - Activations live in backend memory: scratch(slot, n) hands out a buffer
+//    per slot that only grows; what it returns, and every float* an op takes,
+//    is backend memory that callers pass around (with pointer arithmetic over
+//    rows) but never read or write themselves. to_host() copies results out.
+//    (The CPU and reference backends use host memory, so for them this is
+//    discipline, not necessity.)
+//  - KV: store_kv() writes keys/values into pool slots; attention() reads a
+//    sequence's positions through its block table. The pool's memory comes
+//    from the KV module (kv/kv_pool.h); the backend never allocates KV.
+//  - Ops are synchronous: when a call returns its output is complete.
+//  - Results: every backend computes the same mathematics; the CPU backend is
+//    bit-identical across batch compositions (kernels/attention.h), the
+//    reference backend is the plain scalar oracle. They agree on greedy tokens
+//    (tests/backend), not necessarily on the last bits.
+// Threading: one forward pass at a time per backend (ops parallelise inside).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/ids.h"
+#include "core/status.h"
+#include "kernels/attention.h"
+#include "kernels/ref/ops.h"
+#include "kv/kv_pool.h"
+
+namespace tern::backend {
+
+enum class BackendKind { Cpu, Ref };
+// "cpu", "ref"; InvalidArgument names the valid values.
+Result<BackendKind> parse_backend_kind(std::string_view name);
+const char* backend_kind_name(BackendKind kind);
+
+// One matrix of a fused pass: y = w · x.
+struct MatmulJob {
+  const kernels::WeightView* w;
+  float* y;  // [n_rows][w->n_rows]
+};
+
+// Consecutive tokens of one sequence, attending as one block of queries.
+struct QuerySpan {
+  int64_t first_token = 0;  // row of its first token in the batch
+  int n_q = 0;
+  int32_t pos0 = 0;         // position of its first token
+  int32_t seq = 0;          // index into AttentionInput::tables
+};
+
+// What attention reads for one layer: the pool the layer's K/V live in, and
+// for each sequence its block table (block ids, position p in table[p / block_size]).
+struct AttentionInput {
+  KvPoolView pool;
+  int layer = 0;                               // layer index inside the pool
+  std::span<const QuerySpan> spans;
+  std::span<const std::span<const int32_t>> tables;  // [n_seqs]
+};
+
+// Named activation buffers of a pass (scratch slots).
+enum class Slot { X, Xn, Q, K, V, Att, Proj, Gate, Up, OutRows, Logits, Count };
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual BackendKind kind() const = 0;
+  virtual int n_threads() const = 0;
+
+  // ---- load step ----
+  virtual void prepare_matrix(kernels::WeightView& w) = 0;
+  // A backend pointer to `v`'s values (valid while v lives and the backend exists).
+  virtual const float* upload(std::span<const float> v) = 0;
+  // Bytes of matrices held in a prepared (packed) form.
+  virtual uint64_t prepared_bytes() const = 0;
+
+  // ---- memory ----
+  // A buffer of at least n floats for `slot`, reused by later passes; its
+  // contents are undefined. Buffers over keep_bytes in all are given back by trim().
+  virtual float* scratch(Slot slot, int64_t n) = 0;
+  virtual void trim() = 0;
+  virtual void to_host(const float* src, float* dst, int64_t n) = 0;
+
+  // ---- ops (x, y: [n_rows][n] unless said) ----
+  // x[t] = row tokens[t] of the embedding table, as f32.
+  virtual void embed(const kernels::WeightView& table, std::span<const TokenId> tokens, float* x) = 0;
+  virtual void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) = 0;
+  virtual void matmul(const kernels::WeightView& w, const float* x, float* y, int64_t n_rows) = 0;
+  // All jobs share x (fused Q/K/V, gate/up); each y as matmul would give.
+  virtual void matmul_group(std::span<const MatmulJob> jobs, const float* x, int64_t n_rows) = 0;
+  virtual void add_bias(float* x, const float* bias, int64_t n_rows, int64_t n) = 0;
+  virtual void add(float* x, const float* y, int64_t n_rows, int64_t n) = 0;  // x += y
+  // Rotates rows of [n_heads][head_dim] (row t at position positions[t]).
+  virtual void rope(float* x, int64_t n_rows, int n_heads, int head_dim, std::span<const int32_t> positions,
+                    const kernels::RopeParams& p) = 0;
+  virtual void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n) = 0;  // gate = silu(gate) * up
+  // Writes row t of k and v ([n_rows][n_kv_head * head_dim]) to pool slot slots[t] of `layer`.
+  virtual void store_kv(const KvPoolView& pool, int layer, std::span<const int64_t> slots, const float* k,
+                        const float* v) = 0;
+  // Causal attention of the spans' queries q ([n_tokens][n_head][head_dim]) into out.
+  virtual void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q,
+                         float* out) = 0;
+  // out[i] = x[rows[i]] (rows of n floats).
+  virtual void gather_rows(const float* x, std::span<const int32_t> rows, float* out, int64_t n) = 0;
+};
+
+// n_threads <= 0: every core (the reference backend always runs on one).
+std::unique_ptr<Backend> make_backend(BackendKind kind, int n_threads);
+
+}  // namespace tern::backend

@@ -1,0 +1,145 @@
+// The CPU backend: per-token element-wise work goes to the pool only when
+// there is enough of it to pay for the hand-off (a prompt), and runs on the
+// calling thread otherwise (decode), as the forward pass always did.
+#include "backend/cpu/cpu_backend.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/matmul_kernels.h"
+#include "kernels/pack.h"
+#include "backend/attention_blocks.h"
+#include "backend/host_backend.h"
+
+namespace tern::backend {
+namespace {
+
+// Drops the file pages wholly inside [p, p + n) from this process's resident
+// set; they are read back from the file if anything touches them again.
+void release_pages(const void* p, size_t n) {
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+}
+
+// Maps the file pages covering [p, p + n) in one call instead of one fault per
+// 4 KiB page (they are usually in the page cache already). Best effort: older
+// kernels refuse MADV_POPULATE_READ and the pages then fault in as read.
+void populate_pages(const void* p, size_t n) {
+#ifdef MADV_POPULATE_READ
+  const int advice = MADV_POPULATE_READ;
+#else
+  const int advice = 22;  // MADV_POPULATE_READ, Linux 5.14
+#endif
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(p) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) / page * page;
+  madvise(reinterpret_cast<void*>(begin), end - begin, advice);
+}
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+
+class CpuBackend final : public HostBackend {
+ public:
+  CpuBackend(int n_threads, bool pack)
+      : pool_(n_threads > 0 ? n_threads : ThreadPool::default_threads()), pack_(pack) {}
+
+  BackendKind kind() const override { return BackendKind::Cpu; }
+  int n_threads() const override { return pool_.n_threads(); }
+
+  void prepare_matrix(kernels::WeightView& w) override {
+    if (!pack_) return;
+    const kernels::MatmulKernels* k = kernels::matmul_kernels(w.traits->type);
+    const size_t bytes = k ? kernels::packed_bytes(*k, w) : 0;
+    if (bytes == 0) return;
+    // 2 MiB alignment lets the kernel back the buffer with huge pages: far
+    // fewer page faults while it is filled, and fewer TLB misses when read.
+    // (The size is not rounded up: a partial last huge page stays in 4 KiB pages.)
+    constexpr size_t kHuge = size_t{2} << 20;
+    void* buf = nullptr;
+    if (posix_memalign(&buf, kHuge, bytes) != 0) return;  // out of memory: this matrix stays in place
+    madvise(buf, bytes / kHuge * kHuge, MADV_HUGEPAGE);
+    const size_t file_bytes = static_cast<size_t>(w.n_rows) * w.row_stride_bytes;
+    populate_pages(w.data, file_bytes);
+    kernels::pack_weights(*k, w, buf, &pool_);
+    packed_.emplace_back(static_cast<uint8_t*>(buf));
+    w.packed = buf;
+    packed_bytes_ += bytes;
+    release_pages(w.data, file_bytes);
+  }
+  const float* upload(std::span<const float> v) override { return v.data(); }
+  uint64_t prepared_bytes() const override { return packed_bytes_; }
+
+  void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) override {
+    rows(n_rows, n, [&](int64_t t) { kernels::rms_norm(x + t * n, weight, y + t * n, n, eps); });
+  }
+  void matmul(const kernels::WeightView& w, const float* x, float* y, int64_t n_rows) override {
+    kernels::matmul(w, x, y, n_rows, pool_);
+  }
+  void matmul_group(std::span<const MatmulJob> jobs, const float* x, int64_t n_rows) override {
+    std::array<kernels::MatmulJob, 4> k{};
+    for (size_t j = 0; j < jobs.size(); ++j) k[j] = {jobs[j].w, jobs[j].y};
+    kernels::matmul_group(k.data(), static_cast<int>(jobs.size()), x, n_rows, pool_);
+  }
+  void add_bias(float* x, const float* bias, int64_t n_rows, int64_t n) override {
+    for (int64_t t = 0; t < n_rows; ++t)
+      for (int64_t i = 0; i < n; ++i) x[t * n + i] += bias[i];
+  }
+  void add(float* x, const float* y, int64_t n_rows, int64_t n) override {
+    rows(n_rows, n, [&](int64_t t) {
+      float* xr = x + t * n;
+      const float* yr = y + t * n;
+      for (int64_t i = 0; i < n; ++i) xr[i] += yr[i];
+    });
+  }
+  void rope(float* x, int64_t n_rows, int n_heads, int head_dim, std::span<const int32_t> positions,
+            const kernels::RopeParams& p) override {
+    const int64_t n = static_cast<int64_t>(n_heads) * head_dim;
+    rows(n_rows, n, [&](int64_t t) { kernels::rope(x + t * n, n_heads, head_dim, positions[t], p); });
+  }
+  void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n) override {
+    rows(n_rows, n, [&](int64_t t) { kernels::swiglu(gate + t * n, up + t * n, n); });
+  }
+  void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q, float* out) override {
+    build_attention_blocks(shape, in, q, out, blocks_);
+    kernels::attention(shape, blocks_, pool_);
+  }
+
+ private:
+  // Runs fn(t) for every row: on the pool when there is enough work, inline otherwise.
+  template <class Fn>
+  void rows(int64_t n_rows, int64_t elems_per_row, Fn&& fn) {
+    constexpr int64_t kMinParallel = 1 << 15;  // elements
+    if (n_rows < 2 || n_rows * elems_per_row < kMinParallel) {
+      for (int64_t t = 0; t < n_rows; ++t) fn(t);
+      return;
+    }
+    pool_.parallel_for(static_cast<size_t>(n_rows), [&](size_t b, size_t e, int) {
+      for (size_t t = b; t < e; ++t) fn(static_cast<int64_t>(t));
+    });
+  }
+
+  ThreadPool pool_;
+  bool pack_;
+  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;  // owners of WeightView::packed
+  uint64_t packed_bytes_ = 0;
+  std::vector<kernels::QueryBlock> blocks_;  // attention's per-call list, reused
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads, bool pack) {
+  return std::make_unique<CpuBackend>(n_threads, pack);
+}
+
+}  // namespace tern::backend

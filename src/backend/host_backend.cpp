@@ -1,0 +1,54 @@
+#include "backend/host_backend.h"
+
+#include <cstring>
+
+#include "core/fp16.h"
+
+namespace tern::backend {
+
+float* HostBackend::scratch(Slot slot, int64_t n) {
+  std::vector<float>& b = scratch_[static_cast<size_t>(slot)];
+  if (b.size() < static_cast<size_t>(n)) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
+void HostBackend::trim() {
+  constexpr size_t kKeepBytes = size_t{32} << 20;
+  size_t bytes = 0;
+  for (const auto& b : scratch_) bytes += b.capacity() * sizeof(float);
+  if (bytes > kKeepBytes)
+    for (auto& b : scratch_) std::vector<float>().swap(b);
+}
+
+void HostBackend::to_host(const float* src, float* dst, int64_t n) {
+  if (src != dst) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+}
+
+void HostBackend::embed(const kernels::WeightView& table, std::span<const TokenId> tokens, float* x) {
+  const int64_t n = table.n_cols;
+  for (size_t t = 0; t < tokens.size(); ++t) table.traits->to_float(table.row(tokens[t]), x + t * n, n);
+}
+
+void HostBackend::store_kv(const KvPoolView& pool, int layer, std::span<const int64_t> slots, const float* k,
+                           const float* v) {
+  const int n = pool.n_kv_head * pool.head_dim;
+  for (size_t t = 0; t < slots.size(); ++t) {
+    for (int kv = 0; kv < 2; ++kv) {
+      const float* src = (kv == 0 ? k : v) + t * n;
+      std::byte* dst = pool.slot_row(slots[t], layer, kv);
+      if (pool.type == KvType::F32) {
+        std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      } else {
+        auto* h = reinterpret_cast<uint16_t*>(dst);
+        for (int i = 0; i < n; ++i) h[i] = float_to_fp16(src[i]);
+      }
+    }
+  }
+}
+
+void HostBackend::gather_rows(const float* x, std::span<const int32_t> rows, float* out, int64_t n) {
+  for (size_t i = 0; i < rows.size(); ++i)
+    std::memcpy(out + static_cast<int64_t>(i) * n, x + rows[i] * n, static_cast<size_t>(n) * sizeof(float));
+}
+
+}  // namespace tern::backend

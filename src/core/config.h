@@ -1,0 +1,28 @@
+// core/config.h — the environment variables tern reads, parsed once, here.
+//
+// | variable        | values                                   | effect                                      |
+// |-----------------|------------------------------------------|---------------------------------------------|
+// | TERN_LOG_LEVEL  | debug, info, warn (default), error, off  | log verbosity                               |
+// | TERN_CPU_LEVEL  | scalar, avx2, avx512 (default: best)     | caps the kernel level chosen at run time    |
+// | TERN_PACK       | 0 = off (default on)                     | CPU backend packs matrices into panels      |
+//
+// Library code reads these only through env_config(); an unknown value keeps
+// the default (and is reported once by log level warn).
+#pragma once
+
+#include <string>
+
+namespace tern {
+
+enum class LogLevel;
+
+struct EnvConfig {
+  std::string log_level = "warn";
+  std::string cpu_level;  // "" = the best the CPU has
+  bool pack_weights = true;
+};
+
+// Parsed on first use; the same object for the life of the process.
+const EnvConfig& env_config();
+
+}  // namespace tern

@@ -1,0 +1,105 @@
+#include "model/batch_runner.h"
+
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+
+namespace tern {
+
+BatchRunner::BatchRunner(const Model& model, int n_seqs, int32_t max_positions)
+    : model_(model), n_seqs_(n_seqs), max_positions_(max_positions) {}
+
+Result<std::unique_ptr<BatchRunner>> BatchRunner::create(const Model& model, int n_seqs, int32_t max_positions,
+                                                         KvType type, int block_size) {
+  if (n_seqs < 1 || max_positions < 1 || block_size < 0)
+    return error(ErrorKind::InvalidArgument, "batch runner: sequences and positions must be >= 1");
+  if (block_size == 0) block_size = max_positions;
+  std::unique_ptr<BatchRunner> r(new BatchRunner(model, n_seqs, max_positions));
+  const int64_t blocks_per_seq = (static_cast<int64_t>(max_positions) + block_size - 1) / block_size;
+  for (const KvCacheSpec& spec : model.kv_specs(type)) {
+    const KvShape shape{spec.n_layer, spec.n_kv_head, spec.head_dim, type};
+    auto cache = PagedKvCache::create(shape, static_cast<int>(blocks_per_seq * n_seqs), block_size,
+                                      /*prefix_caching=*/false);
+    TERN_RETURN_IF_ERROR(cache.status());
+    r->pools_.push_back(cache.value()->view());
+    r->caches_.push_back(std::move(cache).value());
+  }
+  r->input_.kv.resize(r->caches_.size());
+  return r;
+}
+
+int32_t BatchRunner::n_positions(SeqId seq) const { return caches_.front()->n_positions(seq); }
+
+void BatchRunner::truncate(SeqId seq, int32_t n) {
+  for (auto& c : caches_) c->truncate(seq, n);
+}
+
+int64_t BatchRunner::kv_bytes(const Model& model, int n_seqs, int32_t max_positions, KvType type) {
+  int64_t bytes = 0;
+  for (const KvCacheSpec& s : model.kv_specs(type))
+    bytes += static_cast<int64_t>(s.row_bytes()) * 2 * s.n_layer * max_positions * n_seqs;
+  return bytes;
+}
+
+Status BatchRunner::forward(const Batch& b, std::vector<float>& logits) {
+  const size_t n = b.tokens.size();
+  if (b.positions.size() != n || b.seq_ids.size() != n || b.logits.size() != n)
+    return error(ErrorKind::InvalidArgument, "batch vectors have different lengths");
+  // Sequence id -> (index in this pass, position after its last token).
+  std::unordered_map<int32_t, std::pair<int32_t, int32_t>> seqs;
+  std::vector<int32_t> order;  // sequence ids by index
+  const int n_vocab = model_.hparams().n_vocab;
+  for (size_t i = 0; i < n; ++i) {
+    if (b.tokens[i] < 0 || b.tokens[i] >= n_vocab)
+      return error(ErrorKind::InvalidArgument, "token id " + std::to_string(b.tokens[i]) +
+                                                   " is outside the vocabulary of " + std::to_string(n_vocab));
+    const SeqId s = b.seq_ids[i];
+    if (s.value < 0) return error(ErrorKind::InvalidArgument, "negative sequence id");
+    if (s.value >= n_seqs_)
+      return error(ErrorKind::OutOfRange, "sequence id " + std::to_string(s.value) + " is outside the runner's " +
+                                              std::to_string(n_seqs_) + " sequences");
+    auto [it, inserted] = seqs.try_emplace(s.value, static_cast<int32_t>(order.size()), n_positions(s));
+    if (inserted) order.push_back(s.value);
+    if (b.positions[i] != it->second.second)
+      return error(ErrorKind::InvalidArgument, "sequence " + std::to_string(s.value) + ": token at position " +
+                                                   std::to_string(b.positions[i]) + " but the cache expects position " +
+                                                   std::to_string(it->second.second));
+    if (++it->second.second > max_positions_)
+      return error(ErrorKind::OutOfRange, "context of " + std::to_string(it->second.second) +
+                                              " tokens exceeds the KV cache size of " + std::to_string(max_positions_) +
+                                              " (raise the context size)");
+  }
+  // Room for every position the batch writes (no sharing here: no copy-on-write happens).
+  for (const auto& [seq, idx_end] : seqs)
+    for (auto& c : caches_) TERN_RETURN_IF_ERROR(c->reserve(SeqId(seq), idx_end.second));
+
+  ForwardInput& in = input_;
+  in.clear();
+  in.n_seqs = static_cast<int32_t>(order.size());
+  for (size_t i = 0; i < n; ++i) {
+    in.tokens.push_back(b.tokens[i]);
+    in.positions.push_back(b.positions[i]);
+    in.seq.push_back(seqs.at(b.seq_ids[i].value).first);
+    if (b.logits[i]) in.logits_rows.push_back(static_cast<int32_t>(i));
+  }
+  for (size_t g = 0; g < caches_.size(); ++g) {
+    ForwardInput::KvGroup& kg = in.kv[g];
+    const int bs = caches_[g]->block_size();
+    kg.table_begin.push_back(0);
+    for (int32_t id : order) {
+      for (BlockId blk : caches_[g]->blocks().block_table(SeqId(id))) kg.table_data.push_back(blk.value);
+      kg.table_begin.push_back(static_cast<int32_t>(kg.table_data.size()));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const auto table = in.kv[g].table(in.seq[i]);
+      const int32_t pos = b.positions[i];
+      kg.slots.push_back(static_cast<int64_t>(table[static_cast<size_t>(pos / bs)]) * bs + pos % bs);
+    }
+  }
+  TERN_RETURN_IF_ERROR(model_.forward(in, pools_, logits));
+  for (const auto& [seq, idx_end] : seqs)
+    for (auto& c : caches_) c->set_n_positions(SeqId(seq), idx_end.second);
+  return Status::ok();
+}
+
+}  // namespace tern

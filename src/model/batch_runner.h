@@ -1,0 +1,46 @@
+// model/batch_runner.h — a model driven directly, without the serving engine:
+// Batch-es of (token, position, sequence, wants logits) over a KV pool of its
+// own in which each of n_seqs sequences holds up to max_positions positions.
+// For tools and tests that feed tokens themselves (perplexity, bench, golden
+// and invariance tests). It builds the ForwardInput the engine's model runner
+// would build for the same tokens, so results are the same bits.
+//
+// Errors: a token that does not continue its sequence's cache, a bad token id
+// or a negative sequence id -> InvalidArgument; a sequence id >= n_seqs or
+// positions past max_positions -> OutOfRange. Nothing changes on an error.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kv/paged_kv_cache.h"
+#include "model/model.h"
+
+namespace tern {
+
+class BatchRunner {
+ public:
+  // block_size 0: one block per sequence (its positions contiguous, as the
+  // fastest layout for a single long sequence).
+  static Result<std::unique_ptr<BatchRunner>> create(const Model& model, int n_seqs, int32_t max_positions,
+                                                     KvType type = KvType::F32, int block_size = 0);
+  // KV bytes such a runner maps (keys and values of every layer and position).
+  static int64_t kv_bytes(const Model& model, int n_seqs, int32_t max_positions, KvType type = KvType::F32);
+  // logits: [rows with Batch::logits set][n_vocab], in batch order.
+  Status forward(const Batch& batch, std::vector<float>& logits);
+  int32_t n_positions(SeqId seq) const;
+  // Forgets positions >= n of seq (0: the whole sequence).
+  void truncate(SeqId seq, int32_t n);
+
+ private:
+  BatchRunner(const Model& model, int n_seqs, int32_t max_positions);
+
+  const Model& model_;
+  int n_seqs_;
+  int32_t max_positions_;
+  std::vector<std::unique_ptr<PagedKvCache>> caches_;  // one per KV group
+  std::vector<KvPoolView> pools_;
+  ForwardInput input_;
+};
+
+}  // namespace tern

@@ -1,0 +1,60 @@
+// model/forward_input.h — one forward pass's input as plain data: what the
+// model runner builds from a scheduler output and the KV manager's block
+// tables, and what the model reads. The model never allocates, reserves or
+// copies KV: every token arrives with the slot its keys/values go to, and
+// every sequence with the block table its attention reads through.
+//
+//   tokens/positions/seq   [n_tokens]  batch order; a sequence's tokens are
+//                                      consecutive and in position order
+//   kv[g].slots            [n_tokens]  slot (block * block_size + offset) in
+//                                      KV group g's pool for each token
+//   kv[g].table(s)         [n_blocks]  sequence s's block table in group g;
+//                                      it must cover every position its
+//                                      tokens attend to
+//   logits_rows            [n_out]     tokens whose logits are returned, in
+//                                      this order (any number per sequence)
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/ids.h"
+
+namespace tern {
+
+struct ForwardInput {
+  struct KvGroup {
+    std::vector<int64_t> slots;        // [n_tokens]
+    std::vector<int32_t> table_data;   // every sequence's block table, one after another
+    std::vector<int32_t> table_begin;  // [n_seqs + 1] offsets into table_data
+    std::span<const int32_t> table(int32_t seq) const {
+      return {table_data.data() + table_begin[static_cast<size_t>(seq)],
+              static_cast<size_t>(table_begin[static_cast<size_t>(seq) + 1] - table_begin[static_cast<size_t>(seq)])};
+    }
+  };
+
+  std::vector<TokenId> tokens;       // [n_tokens]
+  std::vector<int32_t> positions;    // [n_tokens]
+  std::vector<int32_t> seq;          // [n_tokens] index of the token's sequence, < n_seqs
+  int32_t n_seqs = 0;
+  std::vector<KvGroup> kv;           // [the model's KV groups]
+  std::vector<int32_t> logits_rows;  // [n_out] token indices
+
+  size_t n_tokens() const { return tokens.size(); }
+  // Keeps capacity (the runner refills one input every step).
+  void clear() {
+    tokens.clear();
+    positions.clear();
+    seq.clear();
+    n_seqs = 0;
+    for (KvGroup& g : kv) {
+      g.slots.clear();
+      g.table_data.clear();
+      g.table_begin.clear();
+    }
+    logits_rows.clear();
+  }
+};
+
+}  // namespace tern
