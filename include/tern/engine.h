@@ -40,6 +40,9 @@ struct EngineConfig {
   // KV pool: kv_memory_bytes if > 0, else kv_memory_fraction of available RAM.
   int64_t kv_memory_bytes = 0;
   double kv_memory_fraction = 0.25;  // capped at max_num_seqs full contexts
+  // Size the pool for exactly max_num_seqs full contexts instead (`tern run`:
+  // one sequence); refused, naming the context, when memory cannot hold it.
+  bool kv_exact_contexts = false;
   int block_size = 16;
   bool kv_f16 = true;                // F16 keys/values (false = F32)
   bool prefix_caching = true;
@@ -68,6 +71,18 @@ struct GenerationRequest {
   int n_logprobs = -1;               // -1 none; 0 the sampled token's; k > 0 also the top k
   int priority = 0;                  // lower = more urgent
   std::string tenant;
+};
+
+// Whether a prompt and its max_tokens fit one sequence (Engine::check_context),
+// with the figures to say why not.
+struct ContextCheck {
+  bool ok = true;
+  bool prompt_too_long = false;  // the prompt alone leaves no position to generate
+  int64_t n_over = 0;            // tokens over the limit (prompt + max_tokens, or prompt + 1)
+  int64_t limit = 0;             // positions one sequence may hold
+  bool limit_is_kv_pool = false; // the KV pool, not the context, sets the limit
+  int64_t n_ctx_model = 0;       // the context asked for (or the model's)
+  int64_t n_prompt = 0, max_tokens = 0;
 };
 
 struct TokenLogprob {
@@ -143,12 +158,18 @@ class Engine {
   void cancel(RequestId id);
   EngineStats stats() const;
   ModelInfo model_info() const;
+  // Whether a prompt of n_prompt tokens plus max_tokens (< 0: as many as
+  // fit) fits one sequence, with the figures to say why not (add_request
+  // refuses the same cases).
+  ContextCheck check_context(int64_t n_prompt, int64_t max_tokens) const;
   // Token ids <-> text with the model's tokenizer (thread-safe, no step needed).
   // quoted: special-token text marked by quote_special() stays plain text
   // (chat content inside a template; see Tokenizer::quote_special).
   std::vector<int32_t> tokenize(const std::string& text, bool add_special, bool quoted = false) const;
   std::string quote_special(const std::string& text) const;
   std::string detokenize(const std::vector<int32_t>& tokens) const;
+  int32_t bos_token_id() const;  // -1 when the vocabulary has none
+  int n_threads() const;         // the compute backend's threads
   // The bytes one token stands for (may be part of a UTF-8 character); "" when out of range.
   std::string token_piece(int32_t token) const;
   // Stops the step loop; unfinished requests finish with Cancelled.

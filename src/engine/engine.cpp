@@ -1,11 +1,22 @@
-// tern::Engine: the thread-safe front of EngineCore. Callers hand requests and
-// cancellations to an inbox; one step thread moves them into the core between
-// steps, runs steps while there is work and sleeps on a condition variable
-// when there is none.
+// tern::Engine: the thread-safe front of EngineCore, on two threads.
+//
+//   callers ──add_request/cancel──► inbox ──► step thread: EngineCore::step()
+//                                                  │ CoreOutputs (token ids)
+//            register events ──► output queue ◄────┘
+//                                     │
+//                               output thread: OutputProcessor (detokenise,
+//                               stop strings, timing) -> callbacks
+//
+// A request's registration is queued for the output thread before the
+// request enters the inbox, so the processor knows it before any of its
+// outputs arrive. Callbacks run on the output thread, never the step thread:
+// their work (the server builds JSON there) overlaps the next forward pass.
+// A stop string found there cancels the request in the core.
 #include "tern/engine.h"
 
 #include <algorithm>
 #include <atomic>
+#include <deque>
 #include <thread>
 
 #include "core/log.h"
@@ -13,23 +24,67 @@
 
 namespace tern {
 
+const char* finish_reason_name(FinishReason r) {
+  switch (r) {
+    case FinishReason::Length: return "length";
+    case FinishReason::Stop: return "stop";
+    case FinishReason::Eos: return "eos";
+    case FinishReason::Context: return "context";
+    case FinishReason::Cancelled: return "cancelled";
+    case FinishReason::Error: return "error";
+  }
+  return "?";
+}
+
 struct Engine::Impl {
   std::unique_ptr<EngineCore> core;
-  std::thread loop;
+  std::unique_ptr<OutputProcessor> processor;  // output thread only
+  std::thread step_thread, output_thread;
+  std::atomic<uint64_t> next_id{1};
+
+  // Step side.
   mutable std::mutex mu;
   std::condition_variable cv;
   struct Pending {
     RequestId id;
     PreparedRequest prepared;
-    OutputCallback on_output;
   };
   std::vector<Pending> inbox;     // guarded by mu
   std::vector<RequestId> cancels; // guarded by mu
   bool stopping = false;          // guarded by mu
   EngineStats snapshot;           // guarded by mu
-  std::atomic<uint64_t> next_id{1};
 
-  void run() {
+  // Output side.
+  struct Event {
+    enum class Kind { Register, Outputs, Stop } kind;
+    RequestId id;
+    std::unique_ptr<PreparedRequest> prepared;  // Register
+    OutputCallback on_output;                   // Register
+    double t_arrival_s = 0;                     // Register
+    std::vector<CoreOutput> outputs;            // Outputs
+  };
+  std::mutex out_mu;
+  std::condition_variable out_cv;
+  std::deque<Event> events;  // guarded by out_mu
+
+  void post(Event e) {
+    {
+      std::lock_guard lock(out_mu);
+      events.push_back(std::move(e));
+    }
+    out_cv.notify_one();
+  }
+
+  void cancel(RequestId id) {
+    {
+      std::lock_guard lock(mu);
+      cancels.push_back(id);
+    }
+    cv.notify_one();
+  }
+
+  void run_steps() {
+    std::vector<CoreOutput> outs;
     for (;;) {
       std::vector<Pending> arrivals;
       std::vector<RequestId> cancelled;
@@ -41,17 +96,44 @@ struct Engine::Impl {
         cancelled.swap(cancels);
         stop = stopping;
       }
-      for (Pending& p : arrivals) core->add(p.id, std::move(p.prepared), std::move(p.on_output));
+      for (Pending& p : arrivals) core->add(p.id, p.prepared);
       for (RequestId id : cancelled) core->cancel(id);
       if (stop) core->cancel_all();
       if (core->has_work()) {
-        const Status st = core->step();
+        outs.clear();
+        const Status st = core->step(outs);
         if (!st.is_ok()) TERN_LOG_ERROR("engine: step: %s", st.message().c_str());
+        if (!outs.empty()) post({Event::Kind::Outputs, RequestId(), nullptr, nullptr, 0, std::move(outs)});
       }
       {
         std::lock_guard lock(mu);
         snapshot = core->stats();
         if (stop && !core->has_work()) return;
+      }
+    }
+  }
+
+  void run_outputs() {
+    std::vector<RequestId> to_cancel;
+    for (;;) {
+      Event e;
+      {
+        std::unique_lock lock(out_mu);
+        out_cv.wait(lock, [&] { return !events.empty(); });
+        e = std::move(events.front());
+        events.pop_front();
+      }
+      switch (e.kind) {
+        case Event::Kind::Register:
+          processor->add(e.id, *e.prepared, std::move(e.on_output), e.t_arrival_s);
+          break;
+        case Event::Kind::Outputs:
+          to_cancel.clear();
+          processor->process(e.outputs, to_cancel);
+          for (RequestId id : to_cancel) cancel(id);  // a stop string: the core stops generating
+          break;
+        case Event::Kind::Stop:
+          return;
       }
     }
   }
@@ -64,51 +146,56 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   engine->impl_ = std::make_unique<Impl>();
   Impl& impl = *engine->impl_;
   impl.core = std::move(core).value();
+  impl.processor = std::make_unique<OutputProcessor>(impl.core->tokenizer());
   impl.snapshot = impl.core->stats();
-  impl.loop = std::thread([&impl] { impl.run(); });
+  impl.output_thread = std::thread([&impl] { impl.run_outputs(); });
+  impl.step_thread = std::thread([&impl] { impl.run_steps(); });
   return engine;
 }
 
 Engine::~Engine() { shutdown(); }
 
 Result<RequestId> Engine::add_request(GenerationRequest request, OutputCallback on_output) {
-  // prepare() reads only immutable model/tokenizer state: safe off the step thread.
+  // The input processor reads only immutable model/tokenizer state: safe off the step thread.
   auto prepared = impl_->core->prepare(std::move(request));
   TERN_RETURN_IF_ERROR(prepared.status());
   const RequestId id(impl_->next_id.fetch_add(1));
+  const double t_arrival = impl_->core->now_s();
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->stopping) return error(ErrorKind::Unavailable, "the engine is shutting down");
-    impl_->inbox.push_back({id, std::move(prepared).value(), std::move(on_output)});
+    Impl::Event reg{Impl::Event::Kind::Register, id, std::make_unique<PreparedRequest>(prepared.value()),
+                    std::move(on_output), t_arrival, {}};
+    impl_->post(std::move(reg));
+    impl_->inbox.push_back({id, std::move(prepared).value()});
   }
   impl_->cv.notify_one();
   return id;
 }
 
-void Engine::cancel(RequestId id) {
-  {
-    std::lock_guard lock(impl_->mu);
-    impl_->cancels.push_back(id);
-  }
-  impl_->cv.notify_one();
-}
+void Engine::cancel(RequestId id) { impl_->cancel(id); }
 
 EngineStats Engine::stats() const {
   std::lock_guard lock(impl_->mu);
   return impl_->snapshot;
 }
 
+ContextCheck Engine::check_context(int64_t n_prompt, int64_t max_tokens) const {
+  return impl_->core->input().check_context(n_prompt, max_tokens);
+}
+
 ModelInfo Engine::model_info() const {
-  const HParams& hp = impl_->core->model().hparams();
+  const EngineCore& core = *impl_->core;
+  const HParams& hp = core.model().hparams();
   ModelInfo info;
-  auto name = impl_->core->model().file().get_string("general.name");
+  auto name = core.model().file().get_string("general.name");
   if (name.is_ok()) info.name = name.value();
-  info.n_ctx_model = impl_->core->n_ctx();
-  info.n_ctx = static_cast<int32_t>(std::min<int64_t>(info.n_ctx_model, impl_->core->max_seq_positions()));
+  info.n_ctx_model = core.n_ctx();
+  info.n_ctx = static_cast<int32_t>(std::min<int64_t>(info.n_ctx_model, core.max_seq_positions()));
   info.n_vocab = hp.n_vocab;
-  auto tmpl = impl_->core->model().file().get_string("tokenizer.chat_template");
+  auto tmpl = core.model().file().get_string("tokenizer.chat_template");
   if (tmpl.is_ok()) info.chat_template = tmpl.value();
-  const Vocab& vocab = impl_->core->tokenizer().vocab();
+  const Vocab& vocab = core.tokenizer().vocab();
   if (vocab.valid_id(vocab.bos)) info.bos_token = vocab.texts[vocab.bos];
   if (vocab.valid_id(vocab.eos)) info.eos_token = vocab.texts[vocab.eos];
   return info;
@@ -127,18 +214,25 @@ std::string Engine::detokenize(const std::vector<int32_t>& tokens) const {
   return impl_->core->tokenizer().decode(tokens);
 }
 
+int32_t Engine::bos_token_id() const { return impl_->core->tokenizer().bos_id(); }
+
+int Engine::n_threads() const { return impl_->core->model().backend().n_threads(); }
+
 std::string Engine::token_piece(int32_t token) const {
   return impl_->core->tokenizer().token_to_piece(token, /*render_special=*/true);
 }
 
 void Engine::shutdown() {
-  if (!impl_ || !impl_->loop.joinable()) return;
+  if (!impl_ || !impl_->step_thread.joinable()) return;
   {
     std::lock_guard lock(impl_->mu);
     impl_->stopping = true;
   }
   impl_->cv.notify_one();
-  impl_->loop.join();
+  impl_->step_thread.join();
+  // Every request has ended in the core; the output thread delivers the rest, then stops.
+  impl_->post({Impl::Event::Kind::Stop, RequestId(), nullptr, nullptr, 0, {}});
+  impl_->output_thread.join();
 }
 
 }  // namespace tern

@@ -1,11 +1,8 @@
-// engine/generate.h — single-sequence autoregressive generation.
-//
-// Runs the prompt through the model in chunks, then samples one token per
-// step until max_tokens, an end-of-generation token or a stop string. Text is
-// delivered through the callback in pieces that are always complete UTF-8,
-// with stop strings held back until they are ruled out. The serving engine of
-// a later issue replaces this loop for concurrent requests; this one is the
-// plain path for `tern run` and the golden tests.
+// engine/generate.h — one request through an Engine, start to end, on the
+// caller's thread: what `tern run` does (and tests of the generation path).
+// There is no second generation loop: the request goes through the same
+// input processor, scheduler, model runner and output processor as every
+// request of `tern batch` and `tern serve`.
 #pragma once
 
 #include <functional>
@@ -13,38 +10,37 @@
 #include <vector>
 
 #include "core/status.h"
-#include "model/model.h"
-#include "sampling/sampler.h"
 #include "tern/engine.h"
-#include "tokenizer/tokenizer.h"
 
 namespace tern {
+
+// An engine for one sequence at a time, as `tern run` uses: a KV pool of
+// exactly one context (n_ctx; 0 = the model's) in F32, no prefix caching.
+EngineConfig single_sequence_config(const std::string& model_path, int32_t n_ctx = 0, int n_threads = 0);
 
 struct GenerateOptions {
   SamplingParams sampling;
   int max_tokens = 128;
   std::vector<std::string> stop;
   bool ignore_eos = false;
-  int n_ctx = 0;           // 0 = the model's training context
-  int n_batch = 512;       // prompt tokens per forward pass
-  bool penalize_prompt = true;  // repetition penalties see prompt tokens too
 };
-
-// FinishReason and finish_reason_name() come from tern/engine.h.
 
 struct GenerateResult {
   std::vector<TokenId> tokens;  // generated ids (including a final EOS if one was sampled)
   std::string text;             // the streamed text, concatenated
   FinishReason finish = FinishReason::Length;
   int n_prompt = 0;
-  double prompt_ms = 0.0;
-  double generate_ms = 0.0;     // from the first sampled token to the last
+  double prompt_ms = 0.0;       // arrival to the first token (TTFT)
+  double generate_ms = 0.0;     // first token to the last
 };
 
-// on_text(piece): called for each complete piece of text; return false to stop early.
+// on_text(piece): each complete piece of text, on the engine's output
+// thread; return false to stop early (the request is cancelled).
 using TextCallback = std::function<bool(const std::string& piece)>;
 
-Result<GenerateResult> generate(const Model& model, const Tokenizer& tokenizer, const std::vector<TokenId>& prompt,
-                                const GenerateOptions& options, const TextCallback& on_text);
+// Errors: those of Engine::add_request (bad parameters, a prompt the context
+// cannot hold), and Internal when the engine failed mid-way.
+Result<GenerateResult> generate(Engine& engine, std::vector<TokenId> prompt, const GenerateOptions& options,
+                                const TextCallback& on_text = {});
 
 }  // namespace tern

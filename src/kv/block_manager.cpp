@@ -156,6 +156,12 @@ void BlockManager::cache_blocks(SeqId seq, std::span<const TokenId> tokens, int3
     const auto block_tokens = tokens.subspan(static_cast<size_t>(i) * block_size_, block_size_);
     h = hash_fn_(h, salt, block_tokens);
     const int32_t b = table[i].value;
+    if (b == kNoBlock.value) {
+      // Released behind a window: the chain goes on through its cached copy, if any is left.
+      prev = match_block(h, salt, block_tokens, prev);
+      if (prev == kNone) return;
+      continue;
+    }
     Block& blk = blocks_[b];
     if (blk.cached) {
       // Already registered (computed by seq or attached from the cache).
@@ -302,7 +308,10 @@ void BlockManager::fork(SeqId src, SeqId dst, int32_t n_tokens) {
   TERN_ASSERT(n >= 0 && n <= static_cast<int>(src_table.size()));
   if (n == 0) return;
   std::vector<BlockId> table(src_table.begin(), src_table.begin() + n);
-  for (BlockId b : table) ++blocks_[b.value].refcount;  // shared blocks are in use: never in the LRU
+  for (BlockId b : table) {
+    TERN_ASSERT_MSG(b != kNoBlock, "fork of a sequence with released blocks");
+    ++blocks_[b.value].refcount;  // shared blocks are in use: never in the LRU
+  }
   tables_[dst.value] = std::move(table);
 }
 
@@ -311,6 +320,7 @@ std::optional<BlockCopy> BlockManager::prepare_write(SeqId seq, int32_t pos, boo
   auto it = tables_.find(seq.value);
   TERN_ASSERT(it != tables_.end() && pos >= 0 && pos / block_size_ < static_cast<int32_t>(it->second.size()));
   BlockId& entry = it->second[pos / block_size_];
+  TERN_ASSERT_MSG(entry != kNoBlock, "write into a released block");
   const int32_t src = entry.value;
   Block& blk = blocks_[src];
   if (blk.refcount == 1 && !blk.cached) return std::nullopt;  // private: write in place
@@ -337,10 +347,23 @@ void BlockManager::truncate(SeqId seq, int32_t n_tokens) {
   // Release the tail first: it goes to the LRU before the head, so the
   // (more widely shared) head of a prefix is evicted last.
   while (table.size() > keep) {
-    release_block(table.back().value);
+    if (table.back() != kNoBlock) release_block(table.back().value);
     table.pop_back();
   }
   if (table.empty()) tables_.erase(it);
+}
+
+void BlockManager::release_front(SeqId seq, int n_blocks) {
+  auto it = tables_.find(seq.value);
+  if (it == tables_.end()) return;
+  std::vector<BlockId>& table = it->second;
+  const int n = std::min(n_blocks, static_cast<int>(table.size()));
+  // Release the newest first, so the oldest (least likely to be shared again) is evicted first.
+  for (int i = n; i-- > 0;) {
+    if (table[static_cast<size_t>(i)] == kNoBlock) continue;
+    release_block(table[static_cast<size_t>(i)].value);
+    table[static_cast<size_t>(i)] = kNoBlock;
+  }
 }
 
 // ---- debugging ------------------------------------------------------------
@@ -361,6 +384,10 @@ std::string BlockManager::dump() const {
     out += "    seq " + std::to_string(s) + ": [";
     const auto& table = tables_.at(s);
     for (size_t i = 0; i < table.size(); ++i) {
+      if (table[i] == kNoBlock) {
+        out += i ? " -" : "-";
+        continue;
+      }
       const Block& blk = blocks_[table[i].value];
       out += (i ? " " : "") + block_name(table[i].value) + (blk.cached ? "*" : "");
       if (blk.refcount > 1) out += "x" + std::to_string(blk.refcount);
@@ -384,6 +411,7 @@ std::string BlockManager::check_invariants() const {
   for (const auto& [s, table] : tables_) {
     if (table.empty()) return "seq " + std::to_string(s) + " has an empty table entry";
     for (BlockId b : table) {
+      if (b == kNoBlock) continue;
       if (b.value < 0 || b.value >= n)
         return "seq " + std::to_string(s) + " names block " + std::to_string(b.value);
       ++n_refs[b.value];

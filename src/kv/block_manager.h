@@ -92,7 +92,8 @@ class BlockManager {
   // Registers seq's full blocks covering tokens[0, n_tokens) in the prefix
   // index (blocks already registered are skipped; when another block already
   // holds that hash, seq keeps its own block unregistered). Stops at a true
-  // hash collision: what follows could never be found anyway.
+  // hash collision: what follows could never be found anyway; and at a
+  // released entry (kNoBlock) whose content is no longer cached.
   void cache_blocks(SeqId seq, std::span<const TokenId> tokens, int32_t n_tokens, uint64_t salt = 0);
 
   // dst (without blocks) shares src's blocks for positions [0, n_tokens).
@@ -108,6 +109,14 @@ class BlockManager {
 
   // Drops seq's blocks beyond position n_tokens (0 frees the sequence).
   void truncate(SeqId seq, int32_t n_tokens);
+
+  // A table entry whose block was given back early (kNoBlock): positions no
+  // token of the sequence reads any more, behind a sliding window.
+  static constexpr BlockId kNoBlock{-1};
+  // Releases seq's blocks [0, n_blocks) that it still holds; their entries
+  // become kNoBlock (the table keeps its length: position p stays in entry
+  // p / block_size). A released cached block stays findable (LRU) as usual.
+  void release_front(SeqId seq, int n_blocks);
   void free(SeqId seq) { truncate(seq, 0); }
 
   std::span<const BlockId> block_table(SeqId seq) const;  // empty for an unknown sequence

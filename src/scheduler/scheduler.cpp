@@ -75,6 +75,11 @@ SchedRequest* Scheduler::find(RequestId id) {
   return it == requests_.end() ? nullptr : &it->second;
 }
 
+const SchedRequest* Scheduler::find(RequestId id) const {
+  auto it = requests_.find(id.value);
+  return it == requests_.end() ? nullptr : &it->second;
+}
+
 SchedRequest& Scheduler::at(RequestId id) {
   auto it = requests_.find(id.value);
   TERN_ASSERT_MSG(it != requests_.end(), "unknown request id");
@@ -189,6 +194,7 @@ bool Scheduler::admit(Step& st, SchedRequest& r) {
   erase_id(waiting_, r.id);
   running_.push_back(r.id);
   r.status = SeqStatus::Running;
+  if (r.n_cached < 0) r.n_cached = r.n_computed;  // the prefix hit of its first admission (a figure)
   st.admitted.insert(r.id.value);
   add_chunk(st, r, n);
   return true;
@@ -310,14 +316,43 @@ void Scheduler::add_chunk(Step& st, SchedRequest& r, int32_t n) {
   r.last_scheduled_s = st.now_s;
 }
 
-void Scheduler::on_step(const SchedulerOutput& out) {
-  for (const ScheduledChunk& c : out.chunks) {
+std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& out, std::span<const ChunkResult> results,
+                                             KvAllocator& kv) {
+  TERN_ASSERT(results.size() == out.chunks.size());
+  std::vector<RequestUpdate> updates;
+  for (size_t i = 0; i < out.chunks.size(); ++i) {
+    const ScheduledChunk& c = out.chunks[i];
+    const ChunkResult& res = results[i];
     SchedRequest& r = at(c.id);
     TERN_ASSERT(r.status == SeqStatus::Running);
-    r.n_computed += c.n_tokens;
+    TERN_ASSERT(res.n_accepted >= 0 && res.n_accepted <= c.n_tokens);
+    r.n_computed += res.n_accepted;
+    if (res.n_accepted < c.n_tokens) {
+      // Progress moves back: the rejected tail's tokens are dropped with their K/V.
+      kv.rollback(r, r.n_computed);
+      r.n_tokens = std::max(r.n_computed, r.n_prompt);
+      if (r.tokens.size() > static_cast<size_t>(r.n_tokens)) r.tokens.resize(static_cast<size_t>(r.n_tokens));
+    }
     TERN_ASSERT(r.n_computed <= r.n_tokens);
-    tenant_served_[r.tenant] += c.n_tokens / tenant_weight(r.tenant);
+    tenant_served_[r.tenant] += res.n_accepted / tenant_weight(r.tenant);
+    RequestUpdate u;
+    u.id = c.id;
+    for (TokenId t : res.new_tokens) {
+      r.tokens.push_back(t);
+      ++r.n_tokens;
+      u.new_tokens.push_back(t);
+      if (std::find(r.stop_token_ids.begin(), r.stop_token_ids.end(), t) != r.stop_token_ids.end())
+        u.stop = StopReason::StopToken;
+      else if (r.n_tokens - r.n_prompt >= r.max_tokens)
+        u.stop = StopReason::Length;
+      else if (r.n_tokens >= r.max_positions)
+        u.stop = StopReason::Context;  // the next step would need one position more than it may hold
+      if (u.stop != StopReason::None) break;
+    }
+    kv.commit(r);
+    if (!u.new_tokens.empty() || u.stop != StopReason::None) updates.push_back(std::move(u));
   }
+  return updates;
 }
 
 SchedulerStats Scheduler::stats() const {

@@ -20,6 +20,15 @@
 //                    time per tenant), FCFS inside a tenant.
 // The same order, reversed, picks preemption victims.
 //
+// Progress: the scheduler is the only writer of a request's progress. After
+// the step ran, update() takes what it did per chunk — how many scheduled
+// tokens were accepted (fewer than scheduled: a rejected speculative tail,
+// whose K/V the KV manager rolls back) and which tokens were sampled — appends
+// the tokens, applies the stop conditions it knows (stop token ids,
+// max_tokens, the sequence's position limit) and tells the KV manager to
+// commit the accepted positions (prefix blocks are registered only for
+// those).
+//
 // KV: the scheduler reaches the KV cache only through KvAllocator. When a
 // running request cannot get the slots it needs, the lowest-ranked running
 // request is preempted (recompute: its blocks are freed and it re-enters the
@@ -34,7 +43,9 @@
 // Threading: not thread-safe; the engine's step loop is the only caller.
 #pragma once
 
+#include <climits>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -66,9 +77,11 @@ struct SchedulerConfig {
 
 enum class SeqStatus { Waiting, Running, Swapped };
 
-// What the scheduler knows of one request. The engine creates it, then after
-// each step raises n_computed (Scheduler::on_step) and n_tokens (when it
-// samples a token).
+// Why update() ended a request.
+enum class StopReason : uint8_t { None, Length, StopToken, Context };
+
+// What the scheduler knows of one request. The engine creates it; from then
+// on only the scheduler changes its progress (schedule(), update()).
 struct SchedRequest {
   RequestId id;
   SeqId seq;                 // the KV sequence this request writes
@@ -78,7 +91,11 @@ struct SchedRequest {
   int32_t n_prompt = 0;
   int32_t n_tokens = 0;      // prompt + generated so far; >= 1
   int32_t n_computed = 0;    // tokens whose K/V are cached; < n_tokens while it needs compute
-  int32_t max_tokens = 0;    // generation budget (SJF prediction)
+  int32_t max_tokens = 0;    // generation budget (also SJF's prediction)
+  int32_t max_positions = INT32_MAX;  // the sequence may hold at most this many tokens
+  std::vector<TokenId> tokens;        // prompt + generated (the KV manager hashes them for prefix caching)
+  std::vector<TokenId> stop_token_ids;  // sampling one of these ends the request (StopToken)
+  int32_t n_cached = -1;     // prompt tokens found in the prefix cache at first admission; -1 before it
   SeqStatus status = SeqStatus::Waiting;
   int n_preemptions = 0;
   double last_scheduled_s = 0;  // engine clock of its latest chunk (set by schedule(); dump, metrics)
@@ -104,6 +121,12 @@ class KvAllocator {
   virtual bool allocate_slots(const SchedRequest& r, int32_t n_tokens_total) = 0;
   // Releases every block of `r` (finish, cancel, recompute preemption).
   virtual void free_slots(const SchedRequest& r) = 0;
+  // After a step: positions [0, r.n_computed) hold accepted K/V (prefix
+  // caching registers the full blocks among them; a sliding window may free
+  // blocks no token can see any more).
+  virtual void commit(const SchedRequest& r) { (void)r; }
+  // Positions >= n_valid of `r` were rejected: blocks wholly past them are freed.
+  virtual void rollback(const SchedRequest& r, int32_t n_valid) { (void)r, (void)n_valid; }
   // Copies r's blocks to host memory and frees them; false when swapping is
   // impossible (the scheduler then recomputes instead).
   virtual bool swap_out(const SchedRequest& r) = 0;
@@ -116,6 +139,20 @@ class KvAllocator {
 struct ScheduledChunk {
   RequestId id;
   int32_t n_tokens = 0;
+};
+
+// What the step did for one chunk (the runner's result, parallel to SchedulerOutput::chunks).
+struct ChunkResult {
+  int32_t n_accepted = 0;           // scheduled tokens whose K/V stay; < n_tokens rolls the rest back
+  std::vector<TokenId> new_tokens;  // sampled after the chunk, appended to the request
+};
+
+// One request's progress from update(): the tokens it kept (none past a stop
+// token or the budget) and, when it ended, why.
+struct RequestUpdate {
+  RequestId id;
+  std::vector<TokenId> new_tokens;
+  StopReason stop = StopReason::None;
 };
 
 struct SchedulerOutput {
@@ -138,11 +175,14 @@ class Scheduler {
   // Forgets a request (finished or cancelled) and frees its blocks or swap copy.
   void remove(RequestId id, KvAllocator& kv);
   SchedRequest* find(RequestId id);
+  const SchedRequest* find(RequestId id) const;
 
   // Plans one step. Requests with nothing to compute are skipped.
   SchedulerOutput schedule(KvAllocator& kv, double now_s);
-  // The step ran: n_computed += n_tokens of every chunk, fair-share accounting.
-  void on_step(const SchedulerOutput& out);
+  // The step ran: applies each chunk's result (results[i] for out.chunks[i]),
+  // fair-share accounting; returns the progress of every request that
+  // accepted a token or ended. Ended requests stay until remove().
+  std::vector<RequestUpdate> update(const SchedulerOutput& out, std::span<const ChunkResult> results, KvAllocator& kv);
   // A finished request's output length feeds the SJF predictor.
   void record_output_length(int32_t n_generated);
 

@@ -271,26 +271,26 @@ struct Job : std::enable_shared_from_this<Job> {
   }
 };
 
-// Counts are 64-bit: a prompt plus max_tokens near INT32_MAX must not wrap
-// into a value that passes the check.
-ApiError context_error(const ModelInfo& info, int64_t n_prompt, int64_t max_tokens) {
-  const int64_t n_ctx = info.n_ctx;
+// The engine's verdict (Engine::check_context, the input processor's rule)
+// in OpenAI's words. Counts are 64-bit: a prompt plus max_tokens near
+// INT32_MAX must not wrap into a value that passes.
+ApiError context_error(const ContextCheck& c) {
   ApiError e;
-  e.param = n_prompt >= n_ctx ? "messages" : "max_tokens";
+  e.param = c.prompt_too_long ? "messages" : "max_tokens";
   e.code = "context_length_exceeded";
-  if (n_prompt >= n_ctx) {
-    e.message = "This model's maximum context length is " + std::to_string(n_ctx) + " tokens, but the prompt has " +
-                std::to_string(n_prompt) + " tokens (" + std::to_string(n_prompt - n_ctx + 1) +
+  if (c.prompt_too_long) {
+    e.message = "This model's maximum context length is " + std::to_string(c.limit) + " tokens, but the prompt has " +
+                std::to_string(c.n_prompt) + " tokens (" + std::to_string(c.n_over) +
                 " over, counting one token to generate). Shorten the prompt.";
   } else {
-    e.message = "This model's maximum context length is " + std::to_string(n_ctx) + " tokens. However, you requested " +
-                std::to_string(n_prompt + max_tokens) + " tokens (" + std::to_string(n_prompt) + " in the prompt, " +
-                std::to_string(max_tokens) + " in the completion), " + std::to_string(n_prompt + max_tokens - n_ctx) +
+    e.message = "This model's maximum context length is " + std::to_string(c.limit) + " tokens. However, you requested " +
+                std::to_string(c.n_prompt + c.max_tokens) + " tokens (" + std::to_string(c.n_prompt) + " in the prompt, " +
+                std::to_string(c.max_tokens) + " in the completion), " + std::to_string(c.n_over) +
                 " too many. Reduce the prompt or max_tokens.";
   }
-  if (info.n_ctx < info.n_ctx_model)
-    e.message += " (The limit is the server's KV-cache pool, which holds " + std::to_string(info.n_ctx) +
-                 " positions per sequence of the model's " + std::to_string(info.n_ctx_model) +
+  if (c.limit_is_kv_pool)
+    e.message += " (The limit is the server's KV-cache pool, which holds " + std::to_string(c.limit) +
+                 " positions per sequence of the model's " + std::to_string(c.n_ctx_model) +
                  "; the operator can raise --kv-memory.)";
   return e;
 }
@@ -302,9 +302,9 @@ bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> p
   const GenerationParams& p = job->params;
   const int n_ctx = st.info.n_ctx;
   for (const auto& toks : prompts) {
-    const int64_t n = static_cast<int64_t>(toks.size());
-    if (n >= n_ctx || (p.max_tokens > 0 && n + int64_t{p.max_tokens} > n_ctx)) {
-      ApiError e = context_error(st.info, n, p.max_tokens);
+    const ContextCheck check = st.engine->check_context(static_cast<int64_t>(toks.size()), p.max_tokens);
+    if (!check.ok) {
+      ApiError e = context_error(check);
       if (!job->chat) e.param = e.param == "messages" ? "prompt" : e.param;
       send_error(st, job->responder, job->endpoint, e);
       return false;

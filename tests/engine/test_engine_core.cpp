@@ -12,7 +12,7 @@
 
 #include "../model/model_fixture.h"
 #include "core/memory_info.h"
-#include "engine/engine_core.h"
+#include "engine/inline_engine.h"
 
 namespace tern {
 namespace {
@@ -31,14 +31,14 @@ EngineConfig base_config() {
   return c;
 }
 
-std::unique_ptr<EngineCore> make_core(const EngineConfig& c) {
-  auto core = EngineCore::create(c);
+std::unique_ptr<InlineEngine> make_core(const EngineConfig& c) {
+  auto core = InlineEngine::create(c);
   EXPECT_TRUE(core.is_ok()) << core.status().message();
   return core.is_ok() ? std::move(core).value() : nullptr;
 }
 
 // Runs every request to completion through one core; returns outputs by index.
-std::vector<Collected> run_all(EngineCore& core, const std::vector<GenerationRequest>& reqs) {
+std::vector<Collected> run_all(InlineEngine& core, const std::vector<GenerationRequest>& reqs) {
   std::vector<Collected> out(reqs.size());
   for (size_t i = 0; i < reqs.size(); ++i) {
     auto p = core.prepare(reqs[i]);

@@ -7,13 +7,21 @@
 #include "engine/generate.h"
 #include "engine/perplexity.h"
 #include "gguf/writer.h"
+#include "../core/file_test_util.h"
 
 namespace tern {
 namespace {
 
+// Generation goes through the serving engine (engine/generate.h), as `tern run` does.
+std::unique_ptr<Engine> make_engine(const std::string& path = test::stories_gguf(), int32_t n_ctx = 0, int n_threads = 2) {
+  auto e = Engine::create(single_sequence_config(path, n_ctx, n_threads));
+  EXPECT_TRUE(e.is_ok()) << e.status().message();
+  return e.is_ok() ? std::move(e).value() : nullptr;
+}
+
+// The model alone, for perplexity.
 struct Loaded {
   std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
 };
 
 Loaded load() {
@@ -21,9 +29,6 @@ Loaded load() {
   auto m = Model::load(test::stories_gguf());
   EXPECT_TRUE(m.is_ok()) << m.status().message();
   l.model = std::move(m).value();
-  auto t = Tokenizer::from_gguf(l.model->file());
-  EXPECT_TRUE(t.is_ok()) << t.status().message();
-  l.tokenizer = std::move(t).value();
   return l;
 }
 
@@ -36,9 +41,10 @@ GenerateOptions greedy(int n) {
 
 TEST(Generate, GoldenTextAndStreamedPiecesAgree) {
   TERN_REQUIRE_STORIES();
-  auto l = load();
+  auto e = make_engine();
+  ASSERT_TRUE(e);
   std::string streamed;
-  auto r = generate(*l.model, *l.tokenizer, {1}, greedy(200), [&](const std::string& p) {
+  auto r = generate(*e, {1}, greedy(200), [&](const std::string& p) {
     streamed += p;
     return true;
   });
@@ -52,10 +58,11 @@ TEST(Generate, GoldenTextAndStreamedPiecesAgree) {
 
 TEST(Generate, StopStringEndsGenerationAndIsNotEmitted) {
   TERN_REQUIRE_STORIES();
-  auto l = load();
+  auto e = make_engine();
+  ASSERT_TRUE(e);
   auto o = greedy(200);
   o.stop = {"Lily."};
-  auto r = generate(*l.model, *l.tokenizer, {1}, o, {});
+  auto r = generate(*e, {1}, o);
   ASSERT_TRUE(r.is_ok());
   EXPECT_EQ(r->finish, FinishReason::Stop);
   EXPECT_EQ(r->text, "Once upon a time, there was a little girl named ");
@@ -63,22 +70,23 @@ TEST(Generate, StopStringEndsGenerationAndIsNotEmitted) {
 
 TEST(Generate, SeededSamplingIsReproducibleAndGreedyIsDeterministic) {
   TERN_REQUIRE_STORIES();
-  auto l = load();
+  auto e = make_engine();
+  ASSERT_TRUE(e);
   auto o = greedy(80);
   o.sampling.temperature = 1.0f;
   o.sampling.seed = 1234;
-  auto a = generate(*l.model, *l.tokenizer, {1, 403}, o, {});
-  auto b = generate(*l.model, *l.tokenizer, {1, 403}, o, {});
+  auto a = generate(*e, {1, 403}, o);
+  auto b = generate(*e, {1, 403}, o);
   o.sampling.seed = 1235;
-  auto c = generate(*l.model, *l.tokenizer, {1, 403}, o, {});
+  auto c = generate(*e, {1, 403}, o);
   ASSERT_TRUE(a.is_ok() && b.is_ok() && c.is_ok());
   EXPECT_EQ(a->tokens, b->tokens);
   EXPECT_NE(a->tokens, c->tokens);
-  auto g1 = generate(*l.model, *l.tokenizer, {1, 403}, greedy(50), {});
+  auto g1 = generate(*e, {1, 403}, greedy(50));
   // The same model on a one-thread backend.
-  auto one = Model::load(test::stories_gguf(), backend::make_backend(backend::BackendKind::Cpu, 1));
-  ASSERT_TRUE(one.is_ok());
-  auto g2 = generate(**one, *l.tokenizer, {1, 403}, greedy(50), {});
+  auto one = make_engine(test::stories_gguf(), 0, 1);
+  ASSERT_TRUE(one);
+  auto g2 = generate(*one, {1, 403}, greedy(50));
   EXPECT_EQ(g1->tokens, g2->tokens);
 }
 
@@ -95,25 +103,25 @@ TEST(Generate, EosEndsUnlessIgnored) {
   for (const auto& t : src->tensors())
     ASSERT_TRUE(w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.dims.begin(), t.dims.begin() + t.n_dims),
                              {t.data, t.n_bytes}).is_ok());
-  auto model = Model::from_gguf(*gguf::GgufFile::from_bytes(w.to_bytes()));
-  ASSERT_TRUE(model.is_ok()) << model.status().message();
-  auto tok = Tokenizer::from_gguf((*model)->file());
-  ASSERT_TRUE(tok.is_ok());
-  ASSERT_TRUE((*tok)->is_eog(1));
+  test::ScratchDir dir;
+  const std::string path = dir / "stories_eos1.gguf";
+  ASSERT_TRUE(w.write(path).is_ok());
+  auto e = make_engine(path);
+  ASSERT_TRUE(e);
   auto o = greedy(400);
   o.sampling.temperature = 1.0f;
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     o.sampling.seed = seed;
     o.ignore_eos = false;
     o.max_tokens = 400;
-    auto r = generate(**model, **tok, {1}, o, {});
+    auto r = generate(*e, {1}, o);
     ASSERT_TRUE(r.is_ok());
     if (r->finish != FinishReason::Eos) continue;
     EXPECT_EQ(r->tokens.back(), 1);
     EXPECT_EQ(std::count(r->tokens.begin(), r->tokens.end(), 1), 1);
     o.ignore_eos = true;
     o.max_tokens = static_cast<int>(r->tokens.size()) + 5;
-    auto ignored = generate(**model, **tok, {1}, o, {});
+    auto ignored = generate(*e, {1}, o);
     ASSERT_TRUE(ignored.is_ok());
     EXPECT_EQ(ignored->tokens.size(), r->tokens.size() + 5);
     EXPECT_EQ(ignored->finish, FinishReason::Length);
@@ -125,23 +133,26 @@ TEST(Generate, EosEndsUnlessIgnored) {
 
 TEST(Generate, ContextLimitAndBadInput) {
   TERN_REQUIRE_STORIES();
-  auto l = load();
+  auto e = make_engine(test::stories_gguf(), 20);
+  ASSERT_TRUE(e);
   auto o = greedy(100);
-  o.n_ctx = 20;
   o.ignore_eos = true;
-  auto r = generate(*l.model, *l.tokenizer, {1, 403, 407}, o, {});
+  auto r = generate(*e, {1, 403, 407}, o);
   ASSERT_TRUE(r.is_ok());
   EXPECT_EQ(r->finish, FinishReason::Context);
-  EXPECT_EQ(r->tokens.size() + 3, 21u);  // positions 0..19 filled, one more token sampled from the last
+  // Prompt + output fill the 20 positions, the rule the serving engine (and
+  // the OpenAI context check) always had; `tern run`'s own loop used to sample
+  // one token more from the last position.
+  EXPECT_EQ(r->tokens.size() + 3, 20u);
   std::vector<TokenId> long_prompt(20, 300);
-  auto too_long = generate(*l.model, *l.tokenizer, long_prompt, o, {});
+  auto too_long = generate(*e, long_prompt, o);
   ASSERT_FALSE(too_long.is_ok());
   EXPECT_NE(too_long.status().message().find("more than the context"), std::string::npos);
-  EXPECT_FALSE(generate(*l.model, *l.tokenizer, {}, o, {}).is_ok());
+  EXPECT_FALSE(generate(*e, {}, o).is_ok());
   auto bad = greedy(5);
   bad.sampling.temperature = -1.0f;
-  EXPECT_EQ(generate(*l.model, *l.tokenizer, {1}, bad, {}).status().kind(), ErrorKind::InvalidArgument);
-  EXPECT_FALSE(generate(*l.model, *l.tokenizer, {1, 9999}, greedy(5), {}).is_ok());
+  EXPECT_EQ(generate(*e, {1}, bad).status().kind(), ErrorKind::InvalidArgument);
+  EXPECT_FALSE(generate(*e, {1, 9999}, greedy(5)).is_ok());
 }
 
 TEST(Perplexity, WindowsAndScoringFollowTheLlamaCppRule) {
@@ -166,16 +177,13 @@ TEST(Perplexity, WindowsAndScoringFollowTheLlamaCppRule) {
   EXPECT_FALSE(compute_perplexity(*l.model, tokens, o).is_ok());
 }
 
-// run -c 99999999: the contiguous cache for one sequence would need ~119 GiB;
+// run -c 99999999: the KV cache for one sequence would need ~119 GiB;
 // refused up front, naming the size, instead of std::bad_alloc (exit 134).
 TEST(Generate, ContextPastAvailableMemoryIsAnError) {
   TERN_REQUIRE_STORIES();
   const int64_t available = available_memory_bytes();
   if (available <= 0 || available > (int64_t{119} << 30)) GTEST_SKIP() << "MemAvailable unknown or huge";
-  auto l = load();
-  GenerateOptions o = greedy(4);
-  o.n_ctx = 99999999;
-  auto r = generate(*l.model, *l.tokenizer, {1}, o, nullptr);
+  auto r = Engine::create(single_sequence_config(test::stories_gguf(), 99999999));
   ASSERT_FALSE(r.is_ok());
   EXPECT_EQ(r.status().kind(), ErrorKind::InvalidArgument);
   EXPECT_NE(r.status().message().find("a KV cache for a context of 99999999 tokens (119.21 GiB) is more than"),

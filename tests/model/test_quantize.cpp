@@ -15,6 +15,7 @@
 #include "engine/generate.h"
 #include "engine/perplexity.h"
 #include "model/quantize.h"
+#include "tokenizer/tokenizer.h"
 #include "model_fixture.h"
 
 namespace tern {
@@ -179,12 +180,13 @@ Loaded load(const std::string& path) {
 }
 
 std::vector<TokenId> greedy_tokens(const std::string& path, int n) {
-  auto l = load(path);
-  ThreadPool pool(2);
+  auto engine = Engine::create(single_sequence_config(path, 0, 2));
+  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  if (!engine) return {};
   GenerateOptions o;
   o.sampling.temperature = 0.0f;
   o.max_tokens = n;
-  auto r = generate(*l.model, *l.tokenizer, {1}, o, {});
+  auto r = generate(**engine, {1}, o);
   EXPECT_TRUE(r.is_ok()) << r.status().message();
   return r.is_ok() ? r->tokens : std::vector<TokenId>{};
 }

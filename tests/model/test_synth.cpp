@@ -8,7 +8,9 @@
 
 #include "core/input_file.h"
 #include "engine/generate.h"
+#include "model/model.h"
 #include "model/synth.h"
+#include "tokenizer/tokenizer.h"
 #include "quant/quant.h"
 
 namespace tern {
@@ -115,7 +117,9 @@ TEST(Synth, LoadsWithRequestedShapesAndVocabulary) {
   g.sampling.temperature = 0.0f;
   g.max_tokens = 4;
   g.ignore_eos = true;
-  auto r = generate(**model, **tok, (*tok)->encode("Hello", true, false), g, {});
+  auto engine = Engine::create(single_sequence_config(out.path, 0, 2));
+  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+  auto r = generate(**engine, (*tok)->encode("Hello", true, false), g);
   ASSERT_TRUE(r.is_ok()) << r.status().message();
   EXPECT_EQ(r->tokens.size(), 4u);
 }

@@ -97,7 +97,8 @@ class CountingKv final : public KvAllocator {
   std::unordered_map<uint64_t, int> swapped_;  // blocks held on the host
 };
 
-// Drives schedule -> check -> on_step -> sample, as the engine does.
+// Drives schedule -> check -> update (with a "sampled" token for every chunk
+// that reaches the end of its request's tokens), as the engine does.
 class Sim {
  public:
   Sim(SchedulerConfig cfg, int n_blocks, double dt_s = 1.0) : sched(std::move(cfg)), kv(n_blocks), dt_s_(dt_s) {}
@@ -129,18 +130,25 @@ class Sim {
       tokens_of[c.id.value] += c.n_tokens;
       tenant_tokens[tenant_of[c.id.value]] += c.n_tokens;
     }
-    sched.on_step(out);
+    std::vector<ChunkResult> results;
     for (const ScheduledChunk& c : out.chunks) {
-      SchedRequest* r = sched.find(c.id);
-      if (r->n_computed < r->n_tokens) continue;
-      ++r->n_tokens;  // "sample" a token
-      if (r->n_tokens - r->n_prompt < live.at(c.id.value)) continue;
+      const SchedRequest* r = sched.find(c.id);
+      ChunkResult res;
+      res.n_accepted = c.n_tokens;
+      if (r->n_computed + c.n_tokens == r->n_tokens) res.new_tokens = {7};  // "sample" a token
+      results.push_back(std::move(res));
+    }
+    for (const RequestUpdate& u : sched.update(out, results, kv)) {
+      if (u.stop == StopReason::None) continue;
+      EXPECT_EQ(u.stop, StopReason::Length);
+      const SchedRequest* r = sched.find(u.id);
       const int32_t n_generated = r->n_tokens - r->n_prompt;
-      sched.remove(c.id, kv);
+      EXPECT_EQ(n_generated, live.at(u.id.value));
+      sched.remove(u.id, kv);
       sched.record_output_length(n_generated);
-      live.erase(c.id.value);
-      finish_order.push_back(c.id.value);
-      finish_step[c.id.value] = i_step;
+      live.erase(u.id.value);
+      finish_order.push_back(u.id.value);
+      finish_step[u.id.value] = i_step;
     }
     ++i_step;
     now_s += dt_s_;
@@ -473,8 +481,13 @@ TEST(SchedulerAdmission, SkipsRequestsWithNothingToCompute) {
   sim.add(1, 10, 5);
   sim.add(2, 10, 5);
   const SchedulerOutput out = sim.sched.schedule(sim.kv, 0);
-  sim.sched.on_step(out);
-  sim.sched.find(RequestId(2))->n_tokens += 1;  // only request 2 samples
+  ASSERT_EQ(out.chunks.size(), 2u);
+  std::vector<ChunkResult> results(2);
+  for (size_t i = 0; i < 2; ++i) {
+    results[i].n_accepted = out.chunks[i].n_tokens;
+    if (out.chunks[i].id.value == 2) results[i].new_tokens = {7};  // only request 2 samples
+  }
+  sim.sched.update(out, results, sim.kv);
   const SchedulerOutput next = sim.sched.schedule(sim.kv, 1);
   EXPECT_EQ(chunk_ids(next), (std::vector<uint64_t>{2}));
 }

@@ -19,8 +19,7 @@ int cmd_run(int argc, char** argv) {
   int n_predict = 128, n_threads = 0, n_ctx = 0;
   bool echo = false, ignore_eos = false, have_seed = false;
   uint64_t seed = 0;
-  GenerateOptions o;
-  SamplingParams& sp = o.sampling;
+  SamplingParams sp;
   ArgParser args("run", "tern run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
                         "[--seed S] [-t THREADS] [--echo]");
   args.add("-m,--model", &model_path, "GGUF model file");
@@ -58,46 +57,47 @@ int cmd_run(int argc, char** argv) {
     prompt = *text;
   }
   sp.seed = have_seed ? seed : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  if (auto s = sp.validate(); !s) return report(s);
+  if (auto st = sp.validate(); !st) return report(st);
 
+  // One sequence through the serving engine: the same input processor,
+  // scheduler, runner and output processor as `tern batch` and `tern serve`.
   const auto t0 = std::chrono::steady_clock::now();
-  auto be = make_backend_from_flag(backend_name, n_threads);
-  if (!be) return report(be.status());
-  auto model = Model::load(model_path, *be);
-  if (!model) return report(model.status());
-  auto tokenizer = Tokenizer::from_gguf((*model)->file());
-  if (!tokenizer) return report(tokenizer.status().with_context(model_path));
+  EngineConfig cfg = single_sequence_config(model_path, n_ctx, n_threads);
+  cfg.backend = backend_name;
+  auto engine = Engine::create(cfg);
+  if (!engine) return report(engine.status());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 
-  std::vector<TokenId> tokens = (*tokenizer)->encode(prompt, true, true);
+  std::vector<TokenId> tokens = (*engine)->tokenize(prompt, true);
   if (tokens.empty()) {
-    if ((*tokenizer)->bos_id() < 0)
+    const int32_t bos = (*engine)->bos_token_id();
+    if (bos < 0)
       return report(error(ErrorKind::InvalidArgument, "run: the prompt is empty and the vocabulary has no BOS token"));
-    tokens.push_back((*tokenizer)->bos_id());
+    tokens.push_back(bos);
   }
+  GenerateOptions o;
+  o.sampling = sp;
   o.max_tokens = n_predict;
-  o.n_ctx = n_ctx;
   o.ignore_eos = ignore_eos;
   if (!stop.empty()) o.stop.push_back(stop);
-
   if (echo)
-    if (auto s = write_stdout(prompt); !s) return report(s);
+    if (auto st = write_stdout(prompt); !st) return report(st);
   // A failed write stops generation at once: nobody can read the rest.
   Status written;
-  auto result = generate(**model, **tokenizer, tokens, o, [&written](const std::string& piece) {
+  auto result = generate(**engine, std::move(tokens), o, [&written](const std::string& piece) {
     written = write_stdout(piece);
     return written.is_ok();
   });
   if (!written) return report(written);
   if (!result) return report(result.status());
   if (isatty(STDOUT_FILENO)) std::fputc('\n', stderr);
-  const auto& r = *result;
+  const GenerateResult& r = *result;
   const double n_gen = static_cast<double>(r.tokens.size());
   std::fprintf(stderr, "tern: load %.1f ms | prompt %d tokens in %.1f ms (%.1f tok/s) | generation %zu tokens in %.1f ms "
                        "(%.1f tok/s) | threads %d | finish %s\n",
                load_ms, r.n_prompt, r.prompt_ms, r.prompt_ms > 0 ? r.n_prompt * 1000.0 / r.prompt_ms : 0.0,
-               r.tokens.size(), r.generate_ms, r.generate_ms > 0 ? n_gen * 1000.0 / r.generate_ms : 0.0,
-               (*model)->backend().n_threads(), finish_reason_name(r.finish));
+               r.tokens.size(), r.generate_ms, r.generate_ms > 0 ? (n_gen - 1) * 1000.0 / r.generate_ms : 0.0,
+               (*engine)->n_threads(), finish_reason_name(r.finish));
   return 0;
 }
 

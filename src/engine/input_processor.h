@@ -1,0 +1,52 @@
+// engine/input_processor.h — a request validated once, before it reaches the
+// engine core: sampling parameters, token ids, the prompt against the context
+// and the KV pool, max_tokens — each with one message, for every caller
+// (`tern run`, `tern batch`, `tern serve`). It also tokenises text prompts and
+// works out the stop token ids (end-of-generation ids unless ignore_eos).
+// Immutable after construction; prepare() and check_context() are safe from
+// any thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "tern/engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace tern {
+
+// A validated request with its prompt as token ids.
+struct PreparedRequest {
+  GenerationRequest request;
+  std::vector<TokenId> prompt;
+  std::vector<TokenId> stop_token_ids;  // sampling one of these ends the request (Eos)
+};
+
+struct InputLimits {
+  int32_t n_vocab = 0;
+  int32_t n_ctx = 0;            // the context limit asked for (or the model's)
+  int64_t max_positions = 0;    // what one sequence can hold: min(n_ctx, the KV pool)
+  int n_blocks_total = 0;
+  int block_size = 16;
+};
+
+class InputProcessor {
+ public:
+  InputProcessor(const Tokenizer& tokenizer, InputLimits limits);
+
+  // InvalidArgument (bad parameters, token ids, empty prompt) or OutOfRange
+  // (a prompt the context or the KV pool can never hold), naming the limit.
+  Result<PreparedRequest> prepare(GenerationRequest request) const;
+  // Whether a prompt of n_prompt tokens and up to max_tokens more (< 0: as
+  // many as fit) fit one sequence; the figures a caller needs to say why not.
+  ContextCheck check_context(int64_t n_prompt, int64_t max_tokens) const;
+  const InputLimits& limits() const { return limits_; }
+
+ private:
+  const Tokenizer& tok_;
+  InputLimits limits_;
+  std::vector<TokenId> eog_ids_;  // the vocabulary's end-of-generation tokens
+};
+
+}  // namespace tern

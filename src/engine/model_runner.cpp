@@ -1,0 +1,110 @@
+#include "engine/model_runner.h"
+
+#include <string>
+
+#include "core/assert.h"
+
+namespace tern {
+
+ModelRunner::ModelRunner(const Model& model, KvManager& kv) : model_(model), kv_(kv) {}
+
+void ModelRunner::add_request(RequestId id, const SamplingParams& params, int n_logprobs,
+                              std::span<const TokenId> prompt) {
+  auto st = std::make_unique<RequestState>(RequestState{Sampler(params, model_.hparams().n_vocab), n_logprobs});
+  for (TokenId t : prompt) st->sampler.accept(t);
+  requests_[id] = std::move(st);
+}
+
+void ModelRunner::remove_request(RequestId id) { requests_.erase(id); }
+
+Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sched, std::span<const int> n_rows) {
+  ForwardInput& in = input_;
+  in.clear();
+  const int n_groups = kv_.n_groups();
+  in.kv.resize(static_cast<size_t>(n_groups));
+  pools_.clear();
+  for (int g = 0; g < n_groups; ++g) {
+    in.kv[static_cast<size_t>(g)].table_begin.push_back(0);
+    pools_.push_back(kv_.pool(g));
+  }
+  const int bs = kv_.block_size();
+  for (size_t i = 0; i < so.chunks.size(); ++i) {
+    const ScheduledChunk& c = so.chunks[i];
+    const SchedRequest* r = sched.find(c.id);
+    if (!r) return error(ErrorKind::Internal, "runner: scheduled request " + std::to_string(c.id.value) + " is unknown");
+    const int32_t begin = r->n_computed, end = begin + c.n_tokens;
+    TERN_ASSERT(end <= static_cast<int32_t>(r->tokens.size()));
+    const int32_t si = in.n_seqs++;
+    for (int g = 0; g < n_groups; ++g) {
+      ForwardInput::KvGroup& kg = in.kv[static_cast<size_t>(g)];
+      for (BlockId b : kv_.block_table(g, r->seq)) kg.table_data.push_back(b.value);
+      kg.table_begin.push_back(static_cast<int32_t>(kg.table_data.size()));
+    }
+    const int32_t first_row = end - n_rows[i];
+    for (int32_t p = begin; p < end; ++p) {
+      if (p >= first_row) in.logits_rows.push_back(static_cast<int32_t>(in.tokens.size()));
+      in.tokens.push_back(r->tokens[static_cast<size_t>(p)]);
+      in.positions.push_back(p);
+      in.seq.push_back(si);
+      for (int g = 0; g < n_groups; ++g) {
+        ForwardInput::KvGroup& kg = in.kv[static_cast<size_t>(g)];
+        const std::span<const int32_t> table = kg.table(si);
+        const size_t ib = static_cast<size_t>(p / bs);
+        kg.slots.push_back(ib < table.size() ? static_cast<int64_t>(table[ib]) * bs + p % bs : -1);
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::vector<float>> ModelRunner::logits(const SchedulerOutput& so, const Scheduler& sched,
+                                               std::span<const int> n_rows) {
+  TERN_ASSERT(n_rows.size() == so.chunks.size());
+  for (size_t i = 0; i < n_rows.size(); ++i) TERN_ASSERT(n_rows[i] >= 0 && n_rows[i] <= so.chunks[i].n_tokens);
+  TERN_RETURN_IF_ERROR(build_input(so, sched, n_rows));
+  std::vector<float> out;
+  TERN_RETURN_IF_ERROR(model_.forward(input_, pools_, out));
+  return out;
+}
+
+Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Scheduler& sched) {
+  // A chunk that reaches the end of its request's tokens samples the next one.
+  std::vector<int> n_rows(so.chunks.size(), 0);
+  for (size_t i = 0; i < so.chunks.size(); ++i) {
+    const SchedRequest* r = sched.find(so.chunks[i].id);
+    if (r && r->n_computed + so.chunks[i].n_tokens == r->n_tokens) n_rows[i] = 1;
+  }
+  TERN_RETURN_IF_ERROR(build_input(so, sched, n_rows));
+  TERN_RETURN_IF_ERROR(model_.forward(input_, pools_, logits_));
+  RunnerOutput out;
+  out.n_tokens = static_cast<int64_t>(input_.n_tokens());
+  out.results.resize(so.chunks.size());
+  out.logprobs.resize(so.chunks.size());
+  const int n_vocab = model_.hparams().n_vocab;
+  size_t row = 0;
+  for (size_t i = 0; i < so.chunks.size(); ++i) {
+    ChunkResult& res = out.results[i];
+    res.n_accepted = so.chunks[i].n_tokens;
+    if (n_rows[i] == 0) continue;
+    auto it = requests_.find(so.chunks[i].id);
+    TERN_ASSERT_MSG(it != requests_.end(), "runner: no sampler for a request");
+    RequestState& st = *it->second;
+    const std::span<float> logits(logits_.data() + row * n_vocab, static_cast<size_t>(n_vocab));
+    ++row;
+    TokenLogprobs lp;
+    // Log-probabilities from the raw logits: sample() applies penalties in place.
+    std::vector<float> raw;
+    if (st.n_logprobs >= 0) raw.assign(logits.begin(), logits.end());
+    const TokenId tok = st.sampler.sample(logits);
+    st.sampler.accept(tok);
+    res.new_tokens.push_back(tok);
+    if (st.n_logprobs >= 0) {
+      lp.logprob = Sampler::log_softmax_at(raw, tok);
+      for (const auto& [id, p] : Sampler::top_logprobs(raw, st.n_logprobs)) lp.top.push_back({id, p});
+      out.logprobs[i].push_back(std::move(lp));
+    }
+  }
+  return out;
+}
+
+}  // namespace tern

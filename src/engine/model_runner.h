@@ -1,0 +1,75 @@
+// engine/model_runner.h — one engine step's execution: the scheduler's plan
+// in, sampled tokens out.
+//
+// execute() builds the plain-data ForwardInput from the scheduler's request
+// state (tokens, n_computed) and the KV manager's block tables — tokens,
+// positions, one KV slot per token and group, one block table per sequence
+// and group, the rows whose logits are wanted — runs the model once, and for
+// every chunk that reaches the end of its request's tokens samples one token
+// from the last row (log-probabilities first, from the raw logits). It
+// returns, per chunk, what Scheduler::update() takes. Samplers (and, later,
+// constraints and speculative verification) live here, one per request.
+//
+// Any number of logits rows per sequence can be asked for (logits_rows):
+// their values are the same bits as feeding the tokens one by one.
+// Threading: the engine's step thread only.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "model/model.h"
+#include "sampling/sampler.h"
+#include "scheduler/kv_manager.h"
+#include "scheduler/scheduler.h"
+#include "tern/engine.h"
+
+namespace tern {
+
+// Log-probabilities of one sampled token (when its request asked for them).
+struct TokenLogprobs {
+  float logprob = 0;
+  std::vector<TokenLogprob> top;
+};
+
+struct RunnerOutput {
+  std::vector<ChunkResult> results;               // parallel to SchedulerOutput::chunks
+  std::vector<std::vector<TokenLogprobs>> logprobs;  // parallel: one per new token when asked, else empty
+  int64_t n_tokens = 0;                           // tokens run through the model
+};
+
+class ModelRunner {
+ public:
+  ModelRunner(const Model& model, KvManager& kv);
+
+  // Sampler state for a request (penalties see the prompt, as `tern run` always did).
+  void add_request(RequestId id, const SamplingParams& params, int n_logprobs, std::span<const TokenId> prompt);
+  void remove_request(RequestId id);
+
+  // One forward pass over every chunk; an error fails the whole step.
+  Result<RunnerOutput> execute(const SchedulerOutput& so, const Scheduler& sched);
+
+  // The logits of the last `n_rows[i]` tokens of chunk i (rows in chunk
+  // order), without sampling: what speculative verification and prompt
+  // log-probabilities read. [sum n_rows][n_vocab].
+  Result<std::vector<float>> logits(const SchedulerOutput& so, const Scheduler& sched, std::span<const int> n_rows);
+
+ private:
+  struct RequestState {
+    Sampler sampler;
+    int n_logprobs = -1;
+  };
+  // Fills input_ for the chunks; n_rows[i] trailing tokens of chunk i get logits rows.
+  Status build_input(const SchedulerOutput& so, const Scheduler& sched, std::span<const int> n_rows);
+
+  const Model& model_;
+  KvManager& kv_;
+  std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests_;
+  ForwardInput input_;
+  std::vector<KvPoolView> pools_;
+  std::vector<float> logits_;  // [n_rows][n_vocab]
+};
+
+}  // namespace tern

@@ -1,0 +1,203 @@
+#include "scheduler/kv_manager.h"
+
+#include <algorithm>
+
+#include "core/assert.h"
+#include "core/log.h"
+
+namespace tern {
+
+KvManager::KvManager(std::vector<KvCacheSpec> specs, const KvManagerConfig& config)
+    : specs_(std::move(specs)), config_(config) {}
+
+KvManager::~KvManager() = default;
+
+Result<std::unique_ptr<KvManager>> KvManager::create(std::vector<KvCacheSpec> specs, const KvManagerConfig& config) {
+  if (config.n_blocks < 1 || config.block_size < 1)
+    return error(ErrorKind::InvalidArgument, "KV manager: blocks and block size must be >= 1");
+  std::unique_ptr<KvManager> m(new KvManager(std::move(specs), config));
+  bool recurrent = false;
+  for (size_t g = 0; g < m->specs_.size(); ++g) {
+    const KvCacheSpec& s = m->specs_[g];
+    if (s.kind == CacheKind::Recurrent) {
+      recurrent = true;
+      continue;
+    }
+    const KvShape shape{s.n_layer, s.n_kv_head, s.head_dim, s.type};
+    auto cache = PagedKvCache::create(shape, config.n_blocks, config.block_size, config.prefix_caching);
+    TERN_RETURN_IF_ERROR(cache.status());
+    m->groups_.push_back({static_cast<int>(g), s, std::move(cache).value()});
+  }
+  m->prefix_caching_ = config.prefix_caching && !recurrent;
+  m->has_recurrent_ = recurrent;
+  if (recurrent) {
+    if (config.n_state_slots < 1)
+      return error(ErrorKind::InvalidArgument, "KV manager: a recurrent group needs state slots");
+    for (int32_t i = config.n_state_slots; i-- > 0;) m->free_states_.push_back(i);
+  }
+  return m;
+}
+
+int KvManager::n_blocks_total() const { return groups_.empty() ? config_.n_blocks : blocks().n_blocks_total(); }
+
+int KvManager::n_blocks_free() const {
+  if (groups_.empty()) return config_.n_blocks;
+  int n = INT32_MAX;
+  for (const Group& g : groups_) n = std::min(n, g.cache->blocks().n_blocks_free());
+  return n;
+}
+
+int KvManager::n_blocks_needed(const SchedRequest& r, int32_t n_tokens_total) const {
+  if (swapped_.contains(r.seq)) {  // swap_in restores into fresh blocks, no prefix hit
+    return (n_tokens_total + config_.block_size - 1) / config_.block_size;
+  }
+  int n = 0;
+  for (const Group& g : groups_) {
+    const BlockManager& bm = g.cache->blocks();
+    const bool fresh = bm.block_table(r.seq).empty();
+    n = std::max(n, bm.n_blocks_needed(r.seq, n_tokens_total, r.tokens, fresh ? n_tokens_cached(r) : 0));
+  }
+  return n;
+}
+
+int32_t KvManager::n_tokens_cached(const SchedRequest& r) const {
+  if (!prefix_caching_ || groups_.empty()) return 0;
+  int32_t n = INT32_MAX;
+  for (const Group& g : groups_) n = std::min(n, g.cache->blocks().find_cached_prefix(r.tokens));
+  return n;
+}
+
+bool KvManager::allocate_slots(const SchedRequest& r, int32_t n_tokens_total) {
+  // All or nothing: check every group before changing any.
+  if (n_blocks_needed(r, n_tokens_total) > n_blocks_free()) return false;
+  const bool needs_state = has_recurrent_ && !state_of_.contains(r.seq);
+  if (needs_state && free_states_.empty()) return false;
+  for (Group& g : groups_) {
+    BlockManager& bm = g.cache->blocks();
+    const bool fresh = bm.block_table(r.seq).empty();
+    const int32_t n_cached = fresh ? r.n_computed : 0;
+    if (!bm.allocate(r.seq, n_tokens_total, r.tokens, n_cached)) {
+      TERN_ASSERT_MSG(&g == &groups_.front(), "KV groups went out of lockstep");
+      return false;  // the cached prefix was evicted since the lookup
+    }
+    if (fresh) g.cache->set_n_positions(r.seq, n_cached);
+    // Copy-on-write for positions about to be written into shared blocks
+    // (never needed by the engine's own sequences, which share only full,
+    // immutable prefix blocks; kept for forks).
+    const Status cow = g.cache->reserve(r.seq, n_tokens_total);
+    TERN_ASSERT_MSG(cow.is_ok(), cow.message().c_str());
+    if (g.spec.frees_old_blocks()) release_behind_window(g, r.seq, r.n_computed - g.spec.window + 1);
+  }
+  if (needs_state) {
+    state_of_[r.seq] = free_states_.back();
+    free_states_.pop_back();
+  }
+  return true;
+}
+
+// Blocks wholly before first_needed are read by no token from here on.
+void KvManager::release_behind_window(Group& g, SeqId seq, int32_t first_needed) {
+  if (first_needed <= 0) return;
+  g.cache->blocks().release_front(seq, first_needed / config_.block_size);
+}
+
+void KvManager::free_slots(const SchedRequest& r) {
+  for (Group& g : groups_) g.cache->truncate(r.seq, 0);
+  swapped_.erase(r.seq);
+  if (auto it = state_of_.find(r.seq); it != state_of_.end()) {
+    free_states_.push_back(it->second);
+    state_of_.erase(it);
+  }
+}
+
+bool KvManager::swap_out(const SchedRequest& r) {
+  if (has_recurrent_) return false;  // a recurrent state is not swapped
+  for (const Group& g : groups_)
+    if (g.spec.kind != CacheKind::FullAttention) return false;  // released blocks cannot be restored
+  std::vector<SwappedKv> copies;
+  for (Group& g : groups_) {
+    auto swapped = g.cache->swap_out(r.seq, config_.swap_compression);
+    if (!swapped.is_ok()) {
+      TERN_LOG_WARN("kv: swap_out: %s (recomputing instead)", swapped.status().message().c_str());
+      // The groups already swapped lost their blocks too: recompute is all that is left.
+      for (Group& h : groups_) h.cache->truncate(r.seq, 0);
+      return false;
+    }
+    copies.push_back(std::move(swapped).value());
+  }
+  swapped_[r.seq] = std::move(copies);
+  return true;
+}
+
+bool KvManager::swap_in(const SchedRequest& r) {
+  auto it = swapped_.find(r.seq);
+  TERN_ASSERT(it != swapped_.end());
+  if (n_blocks_needed(r, it->second.empty() ? 0 : it->second.front().n_positions) > n_blocks_free()) return false;
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    const Status s = groups_[i].cache->swap_in(r.seq, it->second[i]);
+    if (!s.is_ok()) {
+      TERN_LOG_WARN("kv: swap_in: %s", s.message().c_str());
+      for (size_t j = 0; j < i; ++j) groups_[j].cache->truncate(r.seq, 0);
+      return false;
+    }
+  }
+  swapped_.erase(it);
+  return true;
+}
+
+void KvManager::commit(const SchedRequest& r) {
+  for (Group& g : groups_) {
+    if (g.cache->blocks().block_table(r.seq).empty()) continue;
+    g.cache->set_n_positions(r.seq, r.n_computed);
+    if (prefix_caching_) g.cache->cache_blocks(r.seq, r.tokens);
+  }
+}
+
+void KvManager::rollback(const SchedRequest& r, int32_t n_valid) {
+  TERN_ASSERT_MSG(!has_recurrent_, "a recurrent state cannot be rolled back");
+  for (Group& g : groups_) g.cache->truncate(r.seq, n_valid);
+}
+
+KvPoolView KvManager::pool(int g) const {
+  for (const Group& grp : groups_)
+    if (grp.index == g) return grp.cache->view();
+  return {};
+}
+
+std::span<const BlockId> KvManager::block_table(int g, SeqId seq) const {
+  for (const Group& grp : groups_)
+    if (grp.index == g) return grp.cache->blocks().block_table(seq);
+  return {};
+}
+
+int32_t KvManager::state_slot(SeqId seq) const {
+  auto it = state_of_.find(seq);
+  return it == state_of_.end() ? -1 : it->second;
+}
+
+int32_t KvManager::n_valid(SeqId seq) const { return groups_.empty() ? 0 : groups_.front().cache->n_positions(seq); }
+
+const BlockManager& KvManager::blocks() const {
+  TERN_ASSERT(!groups_.empty());
+  return groups_.front().cache->blocks();
+}
+
+size_t KvManager::block_bytes() const {
+  size_t n = 0;
+  for (const Group& g : groups_) n += paged_kv_block_bytes(g.cache->shape(), config_.block_size);
+  return n;
+}
+
+std::string KvManager::dump() const {
+  std::string out = "kv manager: " + std::to_string(specs_.size()) + " group(s)";
+  for (size_t g = 0; g < specs_.size(); ++g)
+    out += std::string(g ? ", " : ": ") + cache_kind_name(specs_[g].kind) + " x" + std::to_string(specs_[g].n_layer);
+  out += "\n";
+  for (const Group& g : groups_) out += g.cache->dump();
+  if (has_recurrent_)
+    out += "  state slots: " + std::to_string(state_of_.size()) + " held, " + std::to_string(free_states_.size()) +
+           " free\n";
+  return out;
+}
+
+}  // namespace tern

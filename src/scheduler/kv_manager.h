@@ -1,0 +1,96 @@
+// scheduler/kv_manager.h — the KV manager: the only writer of block tables
+// and valid lengths. The scheduler reaches it through KvAllocator (find the
+// cached prefix, allocate slots, free, swap, commit accepted positions, roll
+// rejected ones back); the model runner reads block tables and pool views.
+//
+// One pool per KV group, as the model declares them (kv/cache_spec.h):
+//   FullAttention  blocks for every position;
+//   SlidingWindow  blocks wholly before the window of the next token to be
+//                  computed are released while the sequence runs (their
+//                  table entries become BlockManager::kNoBlock);
+//   Recurrent      no blocks: one state slot per running sequence.
+// Attention groups allocate in lockstep (same block size and count), so the
+// scheduler sees one pool: free = the least free group, needed = the most.
+//
+// Prefix caching: full blocks are registered only in commit(), i.e. for
+// positions update() accepted; a rolled-back tail never reaches the index.
+// It is off when any group is recurrent (a state cannot be shared by prefix).
+// Swapping: full-attention groups only; otherwise swap_out() refuses and the
+// scheduler recomputes.
+// Threading: not thread-safe; the engine step loop owns it.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/cache_spec.h"
+#include "kv/paged_kv_cache.h"
+#include "scheduler/scheduler.h"
+
+namespace tern {
+
+struct KvManagerConfig {
+  int n_blocks = 0;        // per attention group
+  int block_size = 16;
+  bool prefix_caching = true;
+  SwapCompression swap_compression = SwapCompression::None;
+  int n_state_slots = 0;   // recurrent groups: sequences that can hold a state at once
+};
+
+class KvManager final : public KvAllocator {
+ public:
+  // IoError naming the size when a pool cannot be mapped.
+  static Result<std::unique_ptr<KvManager>> create(std::vector<KvCacheSpec> specs, const KvManagerConfig& config);
+  ~KvManager() override;
+
+  // KvAllocator
+  int n_blocks_total() const override;
+  int n_blocks_free() const override;
+  int n_blocks_needed(const SchedRequest& r, int32_t n_tokens_total) const override;
+  int32_t n_tokens_cached(const SchedRequest& r) const override;
+  bool allocate_slots(const SchedRequest& r, int32_t n_tokens_total) override;
+  void free_slots(const SchedRequest& r) override;
+  bool swap_out(const SchedRequest& r) override;
+  bool swap_in(const SchedRequest& r) override;
+  void commit(const SchedRequest& r) override;
+  void rollback(const SchedRequest& r, int32_t n_valid) override;
+
+  // What the model runner reads.
+  int n_groups() const { return static_cast<int>(specs_.size()); }
+  const KvCacheSpec& spec(int g) const { return specs_[static_cast<size_t>(g)]; }
+  KvPoolView pool(int g) const;                                 // empty for a recurrent group
+  std::span<const BlockId> block_table(int g, SeqId seq) const;  // empty for a recurrent group
+  int32_t state_slot(SeqId seq) const;                          // -1 when it holds none
+  int block_size() const { return config_.block_size; }
+  // Positions of seq whose K/V are accepted (commit) and still held.
+  int32_t n_valid(SeqId seq) const;
+
+  // Figures (the first attention group's; the others move in lockstep).
+  const BlockManager& blocks() const;
+  size_t block_bytes() const;
+  std::string dump() const;
+
+ private:
+  explicit KvManager(std::vector<KvCacheSpec> specs, const KvManagerConfig& config);
+  // Attention groups (every group but recurrent ones) with their storage.
+  struct Group {
+    int index;
+    KvCacheSpec spec;
+    std::unique_ptr<PagedKvCache> cache;
+  };
+  void release_behind_window(Group& g, SeqId seq, int32_t first_needed);
+
+  std::vector<KvCacheSpec> specs_;
+  KvManagerConfig config_;
+  std::vector<Group> groups_;
+  bool prefix_caching_ = true;
+  bool has_recurrent_ = false;
+  std::unordered_map<SeqId, std::vector<SwappedKv>> swapped_;  // per attention group
+  std::vector<int32_t> free_states_;                           // recurrent state slots
+  std::unordered_map<SeqId, int32_t> state_of_;
+};
+
+}  // namespace tern
