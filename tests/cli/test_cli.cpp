@@ -188,3 +188,43 @@ TEST(Cli, BatchRunsRequestsConcurrentlyAndReportsBadLines) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+// One generation path: `tern run` goes through the same engine as `tern
+// batch`, so the same request (here sampled, seeded) gives the same text.
+TEST(Cli, RunAndBatchGiveTheSameTextForTheSameRequest) {
+  TERN_REQUIRE_STORIES();
+  const std::string dir = std::string(TERN_BINARY_DIR) + "/cli_run_batch." + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  for (const char* sampling : {R"("temperature": 0)", R"("temperature": 0.9, "seed": 7)"}) {
+    SCOPED_TRACE(sampling);
+    {
+      std::ofstream in(dir + "/in.jsonl");
+      in << R"({"id": 1, "prompt": "Once upon a time", "max_tokens": 60, )" << sampling << "}\n";
+    }
+    auto batch = run_tern("batch -m " + quote(test::stories_gguf()) + " -f " + quote(dir + "/in.jsonl") + " -o " +
+                          quote(dir + "/out.jsonl") + " --kv-type f32 -t 2");
+    ASSERT_EQ(batch.exit_code, 0) << batch.err;
+    std::ifstream out(dir + "/out.jsonl");
+    std::string line;
+    std::getline(out, line);
+    const bool greedy = std::string(sampling).find("0.9") == std::string::npos;
+    auto run = run_tern("run -m " + quote(test::stories_gguf()) + " -p 'Once upon a time' -n 60 -t 2 " +
+                        (greedy ? "--temp 0" : "--temp 0.9 --seed 7"));
+    ASSERT_EQ(run.exit_code, 0) << run.err;
+    ASSERT_FALSE(run.out.empty());
+    std::string text_json;
+    for (char c : run.out) {
+      if (c == '\n') text_json += "\\n";
+      else if (c == '"') text_json += "\\\"";
+      else text_json += c;
+    }
+    EXPECT_NE(line.find("\"text\":\"" + text_json + "\""), std::string::npos) << line << "\nrun: " << run.out;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace tern
