@@ -3,17 +3,19 @@
 // Contract: add requests (text or token ids, sampling parameters, priority,
 // tenant, limits, stop strings) from any thread; each request's outputs
 // (token, text piece, logprob, finish reason) are delivered in order through
-// its callback, on the engine's step thread. cancel() frees a request's KV
+// its callback, on the engine's output thread. cancel() frees a request's KV
 // blocks at the next step. stats() is a consistent snapshot.
 //
 // Inside, one thread runs the step loop: schedule (continuous batching with
-// chunked prefill under a token budget, policies, preemption) -> one forward
-// pass over a ragged batch on the paged KV cache (prefix caching, F16 by
-// default) -> sample -> deliver. Greedy results do not depend on what else
-// is running (batch invariance).
+// chunked prefill under a token budget, policies, preemption) -> execute (one
+// forward pass over a ragged batch on the paged KV cache — prefix caching,
+// F16 by default — then sampling) -> update (progress, stop conditions); a
+// second thread turns token ids into text and calls the callbacks. Greedy
+// results do not depend on what else is running (batch invariance).
 //
 // Threading: every public method is thread-safe. Callbacks must not block
-// for long (they stall the step loop); an OutputQueue decouples them.
+// for long (they delay every other request's outputs); an OutputQueue
+// decouples them. This header and those it includes need nothing from src/.
 #pragma once
 
 #include <condition_variable>
@@ -27,16 +29,17 @@
 #include <utility>
 #include <vector>
 
-#include "core/ids.h"
-#include "core/status.h"
-#include "sampling/sampler.h"
+#include "tern/config.h"
+#include "tern/ids.h"
+#include "tern/request.h"
+#include "tern/status.h"
 
 namespace tern {
 
 struct EngineConfig {
   std::string model_path;
   int n_threads = 0;                 // 0 = hardware concurrency
-  std::string backend = "cpu";       // cpu | ref (the scalar reference)
+  BackendKind backend = BackendKind::Cpu;
   // KV pool: kv_memory_bytes if > 0, else kv_memory_fraction of available RAM.
   int64_t kv_memory_bytes = 0;
   double kv_memory_fraction = 0.25;  // capped at max_num_seqs full contexts
@@ -44,12 +47,12 @@ struct EngineConfig {
   // one sequence); refused, naming the context, when memory cannot hold it.
   bool kv_exact_contexts = false;
   int block_size = 16;
-  bool kv_f16 = true;                // F16 keys/values (false = F32)
+  KvType kv_type = KvType::F16;
   bool prefix_caching = true;
   int32_t n_ctx = 0;                 // per-sequence context limit; 0 = the model's training context
-  std::string policy = "fcfs";       // fcfs | priority | sjf | fair
-  std::string preemption = "recompute";  // recompute | swap
-  std::string swap_compression = "none"; // none | lz4 | zstd
+  SchedulePolicy policy = SchedulePolicy::Fcfs;
+  PreemptionMode preemption = PreemptionMode::Recompute;
+  SwapCompression swap_compression = SwapCompression::None;
   int max_num_seqs = 64;
   int32_t max_batched_tokens = 512;
   double watermark = 0.01;
@@ -57,60 +60,11 @@ struct EngineConfig {
   std::vector<std::pair<std::string, double>> tenant_weights;
 };
 
-enum class FinishReason { Length, Stop, Eos, Context, Cancelled, Error };
-const char* finish_reason_name(FinishReason r);
 
-struct GenerationRequest {
-  std::string prompt;                // used when prompt_tokens is empty
-  std::vector<int32_t> prompt_tokens;
-  bool add_special = true;           // BOS etc. when tokenising `prompt`
-  SamplingParams sampling;
-  int32_t max_tokens = 128;
-  std::vector<std::string> stop;
-  bool ignore_eos = false;
-  int n_logprobs = -1;               // -1 none; 0 the sampled token's; k > 0 also the top k
-  int priority = 0;                  // lower = more urgent
-  std::string tenant;
-};
 
-// Whether a prompt and its max_tokens fit one sequence (Engine::check_context),
-// with the figures to say why not.
-struct ContextCheck {
-  bool ok = true;
-  bool prompt_too_long = false;  // the prompt alone leaves no position to generate
-  int64_t n_over = 0;            // tokens over the limit (prompt + max_tokens, or prompt + 1)
-  int64_t limit = 0;             // positions one sequence may hold
-  bool limit_is_kv_pool = false; // the KV pool, not the context, sets the limit
-  int64_t n_ctx_model = 0;       // the context asked for (or the model's)
-  int64_t n_prompt = 0, max_tokens = 0;
-};
 
-struct TokenLogprob {
-  int32_t token = 0;
-  float logprob = 0;
-};
 
-// One streamed output. The last one of a request has finish set.
-struct RequestOutput {
-  RequestId id;
-  bool has_token = false;
-  int32_t token = 0;
-  std::string text;                  // complete UTF-8; may be empty (held back for a stop string)
-  float logprob = 0;
-  std::vector<TokenLogprob> top_logprobs;
-  std::optional<FinishReason> finish;
-  std::string error;                 // when finish == Error
-  // Final-output figures.
-  int32_t n_tokens_prompt = 0;
-  int32_t n_tokens_generated = 0;
-  int32_t n_tokens_cached = 0;       // prompt tokens served from the prefix cache (first admission)
-  int n_preemptions = 0;
-  double ttft_ms = 0;
-  double itl_ms_mean = 0;
-  double e2e_ms = 0;
-};
 
-using OutputCallback = std::function<void(const RequestOutput&)>;
 
 struct EngineStats {
   int n_waiting = 0, n_running = 0, n_swapped = 0;

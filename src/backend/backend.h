@@ -32,6 +32,7 @@
 #include <string_view>
 
 #include "core/ids.h"
+#include "tern/config.h"
 #include "core/status.h"
 #include "kernels/attention.h"
 #include "kernels/ref/ops.h"
@@ -39,7 +40,7 @@
 
 namespace tern::backend {
 
-enum class BackendKind { Cpu, Ref };
+using BackendKind = tern::BackendKind;  // tern/config.h
 // "cpu", "ref"; InvalidArgument names the valid values.
 Result<BackendKind> parse_backend_kind(std::string_view name);
 const char* backend_kind_name(BackendKind kind);

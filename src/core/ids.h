@@ -1,28 +1,14 @@
 // core/ids.h — strong integer ids so that a token, a sequence and a block
-// can never be swapped by accident.
+// can never be swapped by accident (TokenId and RequestId are public:
+// tern/ids.h). Containers keyed by an id use the id itself (std::hash is
+// defined for StrongId), never its raw value.
 #pragma once
 
-#include <cstdint>
-#include <functional>
+#include "tern/ids.h"
 
 namespace tern {
 
-template <typename Tag, typename Rep = int32_t>
-struct StrongId {
-  Rep value = 0;
-  constexpr StrongId() = default;
-  constexpr explicit StrongId(Rep v) : value(v) {}
-  constexpr auto operator<=>(const StrongId&) const = default;
-};
-
-using TokenId = int32_t;  // tokens stay plain ints: they are data in hot loops and files
 using SeqId = StrongId<struct SeqIdTag>;
-using RequestId = StrongId<struct RequestIdTag, uint64_t>;
 using BlockId = StrongId<struct BlockIdTag>;
 
 }  // namespace tern
-
-template <typename Tag, typename Rep>
-struct std::hash<tern::StrongId<Tag, Rep>> {
-  size_t operator()(const tern::StrongId<Tag, Rep>& id) const noexcept { return std::hash<Rep>{}(id.value); }
-};

@@ -87,20 +87,12 @@ EngineCore::~EngineCore() = default;
 Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& config) {
   std::unique_ptr<EngineCore> core(new EngineCore());
   core->config_ = config;
-  auto policy = parse_schedule_policy(config.policy);
-  TERN_RETURN_IF_ERROR(policy.status());
-  auto preemption = parse_preemption_mode(config.preemption);
-  TERN_RETURN_IF_ERROR(preemption.status());
-  auto compression = parse_swap_compression(config.swap_compression);
-  TERN_RETURN_IF_ERROR(compression.status());
   if (config.block_size < 1 || config.block_size > 1024)
     return error(ErrorKind::InvalidArgument, "block size must be in [1, 1024]");
   if (config.max_num_seqs < 1) return error(ErrorKind::InvalidArgument, "max_num_seqs must be >= 1");
   if (config.max_batched_tokens < 1) return error(ErrorKind::InvalidArgument, "max_batched_tokens must be >= 1");
 
-  auto backend_kind = backend::parse_backend_kind(config.backend);
-  TERN_RETURN_IF_ERROR(backend_kind.status());
-  auto model = Model::load(config.model_path, backend::make_backend(backend_kind.value(), config.n_threads));
+  auto model = Model::load(config.model_path, backend::make_backend(config.backend, config.n_threads));
   TERN_RETURN_IF_ERROR(model.status());
   core->model_ = std::move(model).value();
   auto tokenizer = Tokenizer::from_gguf(core->model_->file());
@@ -110,7 +102,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   core->n_ctx_ = config.n_ctx > 0 ? config.n_ctx : hp.n_ctx_train;
   warn_past_training_context(hp, core->n_ctx_);
 
-  std::vector<KvCacheSpec> specs = core->model_->kv_specs(config.kv_f16 ? KvType::F16 : KvType::F32);
+  std::vector<KvCacheSpec> specs = core->model_->kv_specs(config.kv_type);
   const uint64_t block_bytes = block_bytes_of(specs, config.block_size);
   auto n_blocks = pool_blocks(config, block_bytes, core->n_ctx_);
   TERN_RETURN_IF_ERROR(n_blocks.status());
@@ -119,7 +111,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   kc.n_blocks = *n_blocks;
   kc.block_size = config.block_size;
   kc.prefix_caching = config.prefix_caching;
-  kc.swap_compression = compression.value();
+  kc.swap_compression = config.swap_compression;
   kc.n_state_slots = config.max_num_seqs;
   auto kv = KvManager::create(std::move(specs), kc);
   TERN_RETURN_IF_ERROR(kv.status());
@@ -127,8 +119,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   core->max_seq_positions_ = std::min<int64_t>(core->n_ctx_, static_cast<int64_t>(*n_blocks) * config.block_size);
 
   SchedulerConfig sc;
-  sc.policy = policy.value();
-  sc.preemption = preemption.value();
+  sc.policy = config.policy;
+  sc.preemption = config.preemption;
   sc.max_num_seqs = config.max_num_seqs;
   sc.max_batched_tokens = config.max_batched_tokens;
   sc.watermark = config.watermark;

@@ -13,7 +13,7 @@ EngineConfig single_sequence_config(const std::string& model_path, int32_t n_ctx
   c.n_threads = n_threads;
   c.max_num_seqs = 1;
   c.kv_exact_contexts = true;
-  c.kv_f16 = false;
+  c.kv_type = KvType::F32;
   c.prefix_caching = false;
   return c;
 }

@@ -59,7 +59,7 @@ int BlockManager::n_blocks_used() const { return n_used_; }
 const BlockManagerStats& BlockManager::stats() const { return stats_; }
 
 std::span<const BlockId> BlockManager::block_table(SeqId seq) const {
-  auto it = tables_.find(seq.value);
+  auto it = tables_.find(seq);
   if (it == tables_.end()) return {};
   return it->second;
 }
@@ -145,7 +145,7 @@ void BlockManager::unregister_block(int32_t b) {
 
 void BlockManager::cache_blocks(SeqId seq, std::span<const TokenId> tokens, int32_t n_tokens, uint64_t salt) {
   if (!prefix_caching_) return;
-  auto it = tables_.find(seq.value);
+  auto it = tables_.find(seq);
   if (it == tables_.end()) return;
   TERN_ASSERT(n_tokens >= 0 && static_cast<size_t>(n_tokens) <= tokens.size());
   const std::vector<BlockId>& table = it->second;
@@ -286,7 +286,7 @@ bool BlockManager::allocate(SeqId seq, int32_t n_tokens, std::span<const TokenId
   }
   const int n_target = n_blocks_for(n_tokens);
   if (n_target == 0 && attached.empty()) return true;
-  std::vector<BlockId>& table = tables_[seq.value];
+  std::vector<BlockId>& table = tables_[seq];
   for (int32_t b : attached) {
     // Attach first: a block taken out of the LRU can no longer be evicted by the takes below.
     Block& blk = blocks_[b];
@@ -312,12 +312,12 @@ void BlockManager::fork(SeqId src, SeqId dst, int32_t n_tokens) {
     TERN_ASSERT_MSG(b != kNoBlock, "fork of a sequence with released blocks");
     ++blocks_[b.value].refcount;  // shared blocks are in use: never in the LRU
   }
-  tables_[dst.value] = std::move(table);
+  tables_[dst] = std::move(table);
 }
 
 std::optional<BlockCopy> BlockManager::prepare_write(SeqId seq, int32_t pos, bool* out_of_blocks) {
   if (out_of_blocks) *out_of_blocks = false;
-  auto it = tables_.find(seq.value);
+  auto it = tables_.find(seq);
   TERN_ASSERT(it != tables_.end() && pos >= 0 && pos / block_size_ < static_cast<int32_t>(it->second.size()));
   BlockId& entry = it->second[pos / block_size_];
   TERN_ASSERT_MSG(entry != kNoBlock, "write into a released block");
@@ -340,7 +340,7 @@ std::optional<BlockCopy> BlockManager::prepare_write(SeqId seq, int32_t pos, boo
 }
 
 void BlockManager::truncate(SeqId seq, int32_t n_tokens) {
-  auto it = tables_.find(seq.value);
+  auto it = tables_.find(seq);
   if (it == tables_.end()) return;
   std::vector<BlockId>& table = it->second;
   const size_t keep = static_cast<size_t>(n_blocks_for(std::max(n_tokens, 0)));
@@ -354,7 +354,7 @@ void BlockManager::truncate(SeqId seq, int32_t n_tokens) {
 }
 
 void BlockManager::release_front(SeqId seq, int n_blocks) {
-  auto it = tables_.find(seq.value);
+  auto it = tables_.find(seq);
   if (it == tables_.end()) return;
   std::vector<BlockId>& table = it->second;
   const int n = std::min(n_blocks, static_cast<int>(table.size()));
@@ -376,12 +376,12 @@ std::string BlockManager::dump() const {
                     " cached=" + std::to_string(index_.size()) +
                     " evictions=" + std::to_string(stats_.n_evictions) +
                     " cow=" + std::to_string(stats_.n_cow_copies) + "\n";
-  std::vector<int32_t> seqs;
+  std::vector<SeqId> seqs;
   for (const auto& [s, t] : tables_) seqs.push_back(s);
   std::sort(seqs.begin(), seqs.end());
   out += "  block tables (* = cached, xN = refcount N > 1):\n";
-  for (int32_t s : seqs) {
-    out += "    seq " + std::to_string(s) + ": [";
+  for (SeqId s : seqs) {
+    out += "    seq " + std::to_string(s.value) + ": [";
     const auto& table = tables_.at(s);
     for (size_t i = 0; i < table.size(); ++i) {
       if (table[i] == kNoBlock) {
@@ -409,11 +409,11 @@ std::string BlockManager::check_invariants() const {
   const int n = n_blocks_total();
   std::vector<int> n_refs(n, 0);
   for (const auto& [s, table] : tables_) {
-    if (table.empty()) return "seq " + std::to_string(s) + " has an empty table entry";
+    if (table.empty()) return "seq " + std::to_string(s.value) + " has an empty table entry";
     for (BlockId b : table) {
       if (b == kNoBlock) continue;
       if (b.value < 0 || b.value >= n)
-        return "seq " + std::to_string(s) + " names block " + std::to_string(b.value);
+        return "seq " + std::to_string(s.value) + " names block " + std::to_string(b.value);
       ++n_refs[b.value];
     }
   }

@@ -174,7 +174,7 @@ class BlockManager {
   int n_used_ = 0;  // blocks with refcount > 0
   uint64_t next_gen_ = 1;
   std::unordered_map<uint64_t, int32_t> index_;               // hash -> registered block
-  std::unordered_map<int32_t, std::vector<BlockId>> tables_;  // seq id -> block table (never empty)
+  std::unordered_map<SeqId, std::vector<BlockId>> tables_;  // block tables (never empty)
   BlockManagerStats stats_;
 };
 

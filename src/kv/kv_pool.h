@@ -13,10 +13,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tern/config.h"
+
 namespace tern {
 
-// Element type of stored keys and values.
-enum class KvType : uint8_t { F32, F16 };
+// KvType (F32, F16): tern/config.h.
 const char* kv_type_name(KvType t);
 size_t kv_type_size(KvType t);
 

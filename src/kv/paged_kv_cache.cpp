@@ -107,7 +107,7 @@ struct PagedKvCache::Impl {
   size_t block_bytes;
   size_t pool_bytes;
   std::byte* pool = nullptr;  // [n_blocks][n_layer][K|V][block_size][n_kv_head][head_dim], mmap'ed
-  std::unordered_map<int32_t, int32_t> n_valid;  // seq id -> positions written (absent = 0)
+  std::unordered_map<SeqId, int32_t> n_valid;  // positions written (absent = 0)
 };
 
 PagedKvCache::PagedKvCache(KvShape shape, int n_blocks, int block_size, bool prefix_caching, std::byte* pool)
@@ -180,7 +180,7 @@ Status PagedKvCache::reserve(SeqId seq, int32_t n_positions) {
 }
 
 int32_t PagedKvCache::n_positions(SeqId seq) const {
-  auto it = impl_->n_valid.find(seq.value);
+  auto it = impl_->n_valid.find(seq);
   return it == impl_->n_valid.end() ? 0 : it->second;
 }
 
@@ -188,18 +188,18 @@ void PagedKvCache::set_n_positions(SeqId seq, int32_t n) {
   Impl& m = *impl_;
   TERN_ASSERT(n >= 0 && n <= static_cast<int32_t>(m.bm.block_table(seq).size()) * m.block_size);
   if (n == 0)
-    m.n_valid.erase(seq.value);
+    m.n_valid.erase(seq);
   else
-    m.n_valid[seq.value] = n;
+    m.n_valid[seq] = n;
 }
 
 void PagedKvCache::truncate(SeqId seq, int32_t n) {
   impl_->bm.truncate(seq, n);
   const int32_t kept = std::min(n_positions(seq), std::max(n, 0));
   if (kept == 0)
-    impl_->n_valid.erase(seq.value);
+    impl_->n_valid.erase(seq);
   else
-    impl_->n_valid[seq.value] = kept;
+    impl_->n_valid[seq] = kept;
 }
 
 void* PagedKvCache::key_row(int layer, SeqId seq, int32_t pos) { return impl_->seq_row(layer, seq, pos, 0); }
@@ -370,9 +370,9 @@ std::string PagedKvCache::dump() const {
                     " n_layer=" + std::to_string(m.n_layer) +
                     " block_bytes=" + std::to_string(m.block_bytes) +
                     " pool_bytes=" + std::to_string(m.pool_bytes) + "\n  positions:";
-  std::vector<std::pair<int32_t, int32_t>> seqs(m.n_valid.begin(), m.n_valid.end());
+  std::vector<std::pair<SeqId, int32_t>> seqs(m.n_valid.begin(), m.n_valid.end());
   std::sort(seqs.begin(), seqs.end());
-  for (const auto& [s, n] : seqs) out += " seq" + std::to_string(s) + "=" + std::to_string(n);
+  for (const auto& [s, n] : seqs) out += " seq" + std::to_string(s.value) + "=" + std::to_string(n);
   return out + "\n" + m.bm.dump();
 }
 

@@ -28,10 +28,11 @@
 #include "core/status.h"
 #include "kv/block_manager.h"
 #include "kv/kv_cache.h"
+#include "tern/config.h"
 
 namespace tern {
 
-enum class SwapCompression { None, Lz4, Zstd };
+// SwapCompression: tern/config.h.
 Result<SwapCompression> parse_swap_compression(std::string_view name);  // "none", "lz4", "zstd"
 
 // Bytes of pool memory per block.

@@ -41,28 +41,14 @@
 
 #include "core/ids.h"
 #include "core/status.h"
+#include "tern/request.h"
 #include "sampling/select.h"
 #include "sampling/token_counts.h"
 
 namespace tern {
 
-struct SamplingParams {
-  static constexpr uint64_t kRandomSeed = 0xFFFFFFFFFFFFFFFFull;
+// SamplingParams: tern/request.h (public API).
 
-  float temperature = 0.8f;         // <= 0 means greedy (argmax; ties -> lowest id)
-  int top_k = 40;                   // <= 0 (or >= n_vocab) disables
-  float top_p = 0.95f;              // >= 1 disables
-  float min_p = 0.05f;              // <= 0 disables; keep tokens with p >= min_p * p_max
-  float repetition_penalty = 1.0f;  // CTRL-style: logit>0 ? logit/rp : logit*rp (1 disables)
-  float frequency_penalty = 0.0f;   // OpenAI: logit -= count * frequency_penalty
-  float presence_penalty = 0.0f;    // OpenAI: logit -= (count > 0) * presence_penalty
-  int penalty_last_n = 64;          // window of recent accepted tokens for all three penalties;
-                                    // -1 = whole history, 0 disables the penalties
-  uint64_t seed = kRandomSeed;      // kRandomSeed draws one from std::random_device
-
-  // InvalidArgument naming the first bad field and the allowed range.
-  Status validate() const;
-};
 
 class Sampler {
  public:

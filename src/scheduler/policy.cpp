@@ -81,7 +81,7 @@ Scheduler::RankKey Scheduler::rank_key(const SchedRequest& r, double now_s, cons
 std::vector<RequestId> Scheduler::ranked(std::vector<RequestId> ids, double now_s, const TenantTimes& vt) const {
   std::vector<std::pair<RankKey, RequestId>> keyed;
   keyed.reserve(ids.size());
-  for (RequestId id : ids) keyed.emplace_back(rank_key(requests_.at(id.value), now_s, vt), id);
+  for (RequestId id : ids) keyed.emplace_back(rank_key(requests_.at(id), now_s, vt), id);
   std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 0; i < keyed.size(); ++i) ids[i] = keyed[i].second;
   return ids;
@@ -133,7 +133,7 @@ std::string Scheduler::dump() const {
     std::snprintf(line, sizeof line, "  %s (%zu):\n", title, ids.size());
     s += line;
     for (RequestId id : ids) {
-      const SchedRequest& r = requests_.at(id.value);
+      const SchedRequest& r = requests_.at(id);
       std::snprintf(line, sizeof line,
                     "    r%llu %-8s computed=%d/%d prompt=%d prio=%d tenant='%s' arrival=%.3f preempted=%d\n",
                     static_cast<unsigned long long>(id.value), status_name(r.status), r.n_computed, r.n_tokens,

@@ -23,8 +23,8 @@ struct Scheduler::Step {
   int32_t budget = 0;                      // tokens still free this step
   TenantTimes vt;                          // tenant_served_ plus this step's chunks (FairShare)
   std::vector<RequestId> order;            // running at call start, best first; victims from the end
-  std::unordered_set<uint64_t> preempted;  // in this call: not re-admitted by it (no self-preemption loop)
-  std::unordered_set<uint64_t> admitted;   // in this call: not victims of admission preemption
+  std::unordered_set<RequestId> preempted;  // in this call: not re-admitted by it (no self-preemption loop)
+  std::unordered_set<RequestId> admitted;   // in this call: not victims of admission preemption
 };
 
 namespace {
@@ -48,12 +48,12 @@ Scheduler::Scheduler(SchedulerConfig cfg) : config_(std::move(cfg)) {
 }
 
 void Scheduler::add(SchedRequest r) {
-  TERN_ASSERT_MSG(!requests_.contains(r.id.value), "request id added twice");
+  TERN_ASSERT_MSG(!requests_.contains(r.id), "request id added twice");
   TERN_ASSERT(r.n_tokens >= 1 && r.n_computed >= 0 && r.n_computed <= r.n_tokens);
   r.status = SeqStatus::Waiting;
   activate_tenant(r.tenant);
   waiting_.push_back(r.id);
-  requests_.emplace(r.id.value, std::move(r));
+  requests_.emplace(r.id, std::move(r));
 }
 
 void Scheduler::remove(RequestId id, KvAllocator& kv) {
@@ -66,22 +66,22 @@ void Scheduler::remove(RequestId id, KvAllocator& kv) {
     erase_id(waiting_, id);
   }
   --tenant_live_[r.tenant];
-  warned_never_fits_.erase(id.value);
-  requests_.erase(id.value);
+  warned_never_fits_.erase(id);
+  requests_.erase(id);
 }
 
 SchedRequest* Scheduler::find(RequestId id) {
-  auto it = requests_.find(id.value);
+  auto it = requests_.find(id);
   return it == requests_.end() ? nullptr : &it->second;
 }
 
 const SchedRequest* Scheduler::find(RequestId id) const {
-  auto it = requests_.find(id.value);
+  auto it = requests_.find(id);
   return it == requests_.end() ? nullptr : &it->second;
 }
 
 SchedRequest& Scheduler::at(RequestId id) {
-  auto it = requests_.find(id.value);
+  auto it = requests_.find(id);
   TERN_ASSERT_MSG(it != requests_.end(), "unknown request id");
   return it->second;
 }
@@ -135,7 +135,7 @@ void Scheduler::schedule_prefills(Step& st) {
 bool Scheduler::restore_swapped(Step& st) {
   std::vector<RequestId> swapped;
   for (RequestId id : waiting_)
-    if (at(id).status == SeqStatus::Swapped && !st.preempted.contains(id.value)) swapped.push_back(id);
+    if (at(id).status == SeqStatus::Swapped && !st.preempted.contains(id)) swapped.push_back(id);
   for (RequestId id : ranked(std::move(swapped), st.now_s, st.vt)) {
     if (static_cast<int>(running_.size()) >= config_.max_num_seqs || st.budget == 0) return true;
     SchedRequest& r = at(id);
@@ -149,7 +149,7 @@ bool Scheduler::restore_swapped(Step& st) {
     erase_id(waiting_, id);
     running_.push_back(id);
     r.status = SeqStatus::Running;
-    st.admitted.insert(id.value);
+    st.admitted.insert(id);
     try_chunk(st, r, n);  // it holds its blocks now; without a chunk it runs next step
   }
   return false;
@@ -160,7 +160,7 @@ bool Scheduler::restore_swapped(Step& st) {
 void Scheduler::admit_waiting(Step& st) {
   std::vector<RequestId> todo;
   for (RequestId id : waiting_)
-    if (at(id).status == SeqStatus::Waiting && !st.preempted.contains(id.value)) todo.push_back(id);
+    if (at(id).status == SeqStatus::Waiting && !st.preempted.contains(id)) todo.push_back(id);
   while (!todo.empty()) {
     if (static_cast<int>(running_.size()) >= config_.max_num_seqs || st.budget == 0) return;
     auto best = std::min_element(todo.begin(), todo.end(), [&](RequestId a, RequestId b) {
@@ -195,7 +195,7 @@ bool Scheduler::admit(Step& st, SchedRequest& r) {
   running_.push_back(r.id);
   r.status = SeqStatus::Running;
   if (r.n_cached < 0) r.n_cached = r.n_computed;  // the prefix hit of its first admission (a figure)
-  st.admitted.insert(r.id.value);
+  st.admitted.insert(r.id);
   add_chunk(st, r, n);
   return true;
 }
@@ -218,7 +218,7 @@ bool Scheduler::grow_running(Step& st, SchedRequest& r, int32_t n) {
     // hold it at all: swapping would just bring it back to fail again, so its
     // blocks are freed and never_fits() keeps it waiting.
     const bool alone = running_.size() == 1;
-    if (alone && warned_never_fits_.insert(r.id.value).second)
+    if (alone && warned_never_fits_.insert(r.id).second)
       TERN_LOG_WARN("scheduler: grow_running: request %llu needs more KV blocks than the pool holds (%d tokens); "
                     "it stays queued",
                     static_cast<unsigned long long>(r.id.value), r.n_computed + n);
@@ -261,9 +261,9 @@ bool Scheduler::fits_with_watermark(const KvAllocator& kv, int n_blocks) const {
 // instead of blocking the queue or being recomputed only to fail again. The
 // engine is expected to keep requests within the pool; this is the backstop.
 bool Scheduler::never_fits(const KvAllocator& kv, const SchedRequest& r) {
-  if (warned_never_fits_.contains(r.id.value)) return true;
+  if (warned_never_fits_.contains(r.id)) return true;
   if (kv.n_blocks_needed(r, r.n_tokens) <= kv.n_blocks_total()) return false;
-  if (warned_never_fits_.insert(r.id.value).second)
+  if (warned_never_fits_.insert(r.id).second)
     TERN_LOG_WARN("scheduler: never_fits: request %llu needs more KV blocks than the pool holds (%d tokens); "
                   "it stays queued",
                   static_cast<unsigned long long>(r.id.value), r.n_tokens);
@@ -296,7 +296,7 @@ void Scheduler::preempt(Step& st, SchedRequest& v, bool force_recompute) {
   waiting_.push_back(v.id);
   ++v.n_preemptions;
   ++n_preemptions_;
-  st.preempted.insert(v.id.value);
+  st.preempted.insert(v.id);
   st.out.preempted.push_back(v.id);
   if (!force_recompute && config_.preemption == PreemptionMode::Swap && st.kv.swap_out(v)) {
     v.status = SeqStatus::Swapped;  // keeps n_computed: its K/V come back with swap_in
@@ -359,7 +359,7 @@ SchedulerStats Scheduler::stats() const {
   SchedulerStats s;
   s.n_running = static_cast<int>(running_.size());
   for (RequestId id : waiting_) {
-    if (requests_.at(id.value).status == SeqStatus::Swapped) ++s.n_swapped;
+    if (requests_.at(id).status == SeqStatus::Swapped) ++s.n_swapped;
     else ++s.n_waiting;
   }
   s.n_preemptions = n_preemptions_;

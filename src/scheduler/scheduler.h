@@ -54,11 +54,11 @@
 
 #include "core/ids.h"
 #include "core/status.h"
+#include "tern/config.h"
 
 namespace tern {
 
-enum class SchedulePolicy { Fcfs, Priority, ShortestJobFirst, FairShare };
-enum class PreemptionMode { Recompute, Swap };
+// SchedulePolicy and PreemptionMode: tern/config.h.
 
 // "fcfs", "priority", "sjf", "fair"; InvalidArgument names the valid values.
 Result<SchedulePolicy> parse_schedule_policy(std::string_view name);
@@ -226,12 +226,12 @@ class Scheduler {
   void add_chunk(Step& st, SchedRequest& r, int32_t n);
 
   SchedulerConfig config_;
-  std::unordered_map<uint64_t, SchedRequest> requests_;  // every live request, by id
+  std::unordered_map<RequestId, SchedRequest> requests_;  // every live request
   std::vector<RequestId> waiting_;   // waiting and swapped, unordered; the policy orders them
   std::vector<RequestId> running_;   // admission order
   TenantTimes tenant_served_;        // virtual time; only grows, lifted when a tenant turns active
   std::unordered_map<std::string, int> tenant_live_;  // live requests per tenant
-  std::unordered_set<uint64_t> warned_never_fits_;    // requests the pool cannot hold (logged once)
+  std::unordered_set<RequestId> warned_never_fits_;    // requests the pool cannot hold (logged once)
   double mean_output_ = 0;  // SJF predictor: mean generated length of finished requests
   int64_t n_outputs_ = 0;
   int64_t n_preemptions_ = 0;

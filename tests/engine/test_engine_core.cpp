@@ -93,7 +93,7 @@ std::vector<GenerationRequest> mixed_requests(const Tokenizer& tok) {
 TEST(EngineCore, GreedyMatchesGoldenWithF32Kv) {
   TERN_REQUIRE_STORIES();
   EngineConfig c = base_config();
-  c.kv_f16 = false;
+  c.kv_type = KvType::F32;
   auto core = make_core(c);
   ASSERT_TRUE(core);
   GenerationRequest r;
@@ -136,8 +136,8 @@ TEST_P(EngineInvariance, TokensMatchRunningAlone) {
   c.max_num_seqs = ic.max_num_seqs;
   c.max_batched_tokens = ic.max_batched_tokens;
   c.prefix_caching = ic.prefix_caching;
-  c.preemption = ic.preemption;
-  c.swap_compression = ic.compression;
+  c.preemption = *parse_preemption_mode(ic.preemption);
+  c.swap_compression = *parse_swap_compression(ic.compression);
   if (ic.n_blocks > 0) c.kv_memory_bytes = alone->stats().kv_block_bytes * ic.n_blocks;
   auto core = make_core(c);
   ASSERT_TRUE(core);

@@ -107,7 +107,7 @@ TEST(EngineSlidingWindow, ReleasesOutOfWindowBlocksAndGeneratesWhatDirectDecodin
   EngineConfig c;
   c.model_path = path;
   c.n_threads = 2;
-  c.kv_f16 = false;
+  c.kv_type = KvType::F32;
   c.block_size = 2;
   c.kv_memory_bytes = 8 << 20;
   auto engine = InlineEngine::create(c);

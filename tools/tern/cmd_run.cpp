@@ -9,6 +9,7 @@
 #include "backend_flag.h"
 #include "commands.h"
 #include "core/input_file.h"
+#include "backend/backend.h"
 #include "engine/generate.h"
 #include "output.h"
 
@@ -63,7 +64,9 @@ int cmd_run(int argc, char** argv) {
   // scheduler, runner and output processor as `tern batch` and `tern serve`.
   const auto t0 = std::chrono::steady_clock::now();
   EngineConfig cfg = single_sequence_config(model_path, n_ctx, n_threads);
-  cfg.backend = backend_name;
+  auto be = backend::parse_backend_kind(backend_name);
+  if (!be) return report(error(ErrorKind::InvalidArgument, "--backend: " + be.status().message()));
+  cfg.backend = *be;
   auto engine = Engine::create(cfg);
   if (!engine) return report(engine.status());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

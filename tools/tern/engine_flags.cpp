@@ -1,5 +1,9 @@
 #include "engine_flags.h"
 
+#include "backend/backend.h"
+#include "kv/paged_kv_cache.h"
+#include "scheduler/scheduler.h"
+
 #include <cctype>
 #include <cstdlib>
 
@@ -57,17 +61,25 @@ Status EngineFlags::apply(EngineConfig& c) const {
   if (kv_type != "f16" && kv_type != "f32")
     return error(ErrorKind::InvalidArgument, "--kv-type '" + kv_type + "': expected f16 or f32");
   if (n_threads < 0) return error(ErrorKind::InvalidArgument, "-t must be >= 1");
-  c.kv_f16 = kv_type == "f16";
+  c.kv_type = kv_type == "f16" ? KvType::F16 : KvType::F32;
   c.prefix_caching = !no_prefix_cache;
   c.block_size = block_size;
   c.max_num_seqs = max_num_seqs;
   c.max_batched_tokens = max_batched_tokens;
   c.n_ctx = n_ctx;
   c.n_threads = n_threads;
-  c.backend = backend;
-  c.policy = policy;
-  c.preemption = preemption;
-  c.swap_compression = swap_compression;
+  auto be = backend::parse_backend_kind(backend);
+  if (!be) return error(ErrorKind::InvalidArgument, "--backend: " + be.status().message());
+  c.backend = *be;
+  auto pol = parse_schedule_policy(policy);
+  TERN_RETURN_IF_ERROR(pol.status());
+  c.policy = *pol;
+  auto pre = parse_preemption_mode(preemption);
+  TERN_RETURN_IF_ERROR(pre.status());
+  c.preemption = *pre;
+  auto swap = parse_swap_compression(swap_compression);
+  TERN_RETURN_IF_ERROR(swap.status());
+  c.swap_compression = *swap;
   c.tenant_weights.clear();
   size_t pos = 0;
   while (pos < tenant_weights.size()) {

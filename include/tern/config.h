@@ -1,0 +1,25 @@
+// tern/config.h — the typed choices an engine is configured with (public
+// API). The library's modules use these same enums; the CLI parses their
+// names (cpu, f16, fcfs, recompute, lz4 ...) into them.
+#pragma once
+
+#include <cstdint>
+
+namespace tern {
+
+// Which implementation computes the forward pass.
+enum class BackendKind { Cpu, Ref };  // SIMD kernels on a thread pool | the scalar reference
+
+// Element type of stored keys and values.
+enum class KvType : uint8_t { F32, F16 };
+
+// Order between requests (docs/scheduler.md).
+enum class SchedulePolicy { Fcfs, Priority, ShortestJobFirst, FairShare };
+
+// What happens to a running request when KV blocks run out.
+enum class PreemptionMode { Recompute, Swap };
+
+// How swapped-out KV blocks are kept in host memory.
+enum class SwapCompression { None, Lz4, Zstd };
+
+}  // namespace tern

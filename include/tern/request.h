@@ -1,0 +1,90 @@
+// tern/request.h — what a request asks for and what comes back (public API):
+// sampling parameters, the request, its streamed outputs and finish reasons.
+// Plain data; no src/ header is needed to use them.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tern/ids.h"
+#include "tern/status.h"
+
+namespace tern {
+
+struct SamplingParams {
+  static constexpr uint64_t kRandomSeed = 0xFFFFFFFFFFFFFFFFull;
+
+  float temperature = 0.8f;         // <= 0 means greedy (argmax; ties -> lowest id)
+  int top_k = 40;                   // <= 0 (or >= n_vocab) disables
+  float top_p = 0.95f;              // >= 1 disables
+  float min_p = 0.05f;              // <= 0 disables; keep tokens with p >= min_p * p_max
+  float repetition_penalty = 1.0f;  // CTRL-style: logit>0 ? logit/rp : logit*rp (1 disables)
+  float frequency_penalty = 0.0f;   // OpenAI: logit -= count * frequency_penalty
+  float presence_penalty = 0.0f;    // OpenAI: logit -= (count > 0) * presence_penalty
+  int penalty_last_n = 64;          // window of recent accepted tokens for all three penalties;
+                                    // -1 = whole history, 0 disables the penalties
+  uint64_t seed = kRandomSeed;      // kRandomSeed draws one from std::random_device
+
+  // InvalidArgument naming the first bad field and the allowed range.
+  Status validate() const;
+};
+
+enum class FinishReason { Length, Stop, Eos, Context, Cancelled, Error };
+const char* finish_reason_name(FinishReason r);
+
+struct GenerationRequest {
+  std::string prompt;                // used when prompt_tokens is empty
+  std::vector<int32_t> prompt_tokens;
+  bool add_special = true;           // BOS etc. when tokenising `prompt`
+  SamplingParams sampling;
+  int32_t max_tokens = 128;
+  std::vector<std::string> stop;
+  bool ignore_eos = false;
+  int n_logprobs = -1;               // -1 none; 0 the sampled token's; k > 0 also the top k
+  int priority = 0;                  // lower = more urgent
+  std::string tenant;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+// One streamed output. The last one of a request has finish set.
+struct RequestOutput {
+  RequestId id;
+  bool has_token = false;
+  int32_t token = 0;
+  std::string text;                  // complete UTF-8; may be empty (held back for a stop string)
+  float logprob = 0;
+  std::vector<TokenLogprob> top_logprobs;
+  std::optional<FinishReason> finish;
+  std::string error;                 // when finish == Error
+  // Final-output figures.
+  int32_t n_tokens_prompt = 0;
+  int32_t n_tokens_generated = 0;
+  int32_t n_tokens_cached = 0;       // prompt tokens served from the prefix cache (first admission)
+  int n_preemptions = 0;
+  double ttft_ms = 0;
+  double itl_ms_mean = 0;
+  double e2e_ms = 0;
+};
+
+using OutputCallback = std::function<void(const RequestOutput&)>;
+
+// Whether a prompt and its max_tokens fit one sequence (Engine::check_context),
+// with the figures to say why not.
+struct ContextCheck {
+  bool ok = true;
+  bool prompt_too_long = false;  // the prompt alone leaves no position to generate
+  int64_t n_over = 0;            // tokens over the limit (prompt + max_tokens, or prompt + 1)
+  int64_t limit = 0;             // positions one sequence may hold
+  bool limit_is_kv_pool = false; // the KV pool, not the context, sets the limit
+  int64_t n_ctx_model = 0;       // the context asked for (or the model's)
+  int64_t n_prompt = 0, max_tokens = 0;
+};
+
+}  // namespace tern
