@@ -116,6 +116,8 @@ class Engine {
   // fit) fits one sequence, with the figures to say why not (add_request
   // refuses the same cases).
   ContextCheck check_context(int64_t n_prompt, int64_t max_tokens) const;
+  // What add_request would say of `request`, without queueing it.
+  Status validate(const GenerationRequest& request) const;
   // Token ids <-> text with the model's tokenizer (thread-safe, no step needed).
   // quoted: special-token text marked by quote_special() stays plain text
   // (chat content inside a template; see Tokenizer::quote_special).

@@ -184,6 +184,10 @@ ContextCheck Engine::check_context(int64_t n_prompt, int64_t max_tokens) const {
   return impl_->core->input().check_context(n_prompt, max_tokens);
 }
 
+Status Engine::validate(const GenerationRequest& request) const {
+  return impl_->core->prepare(request).status();
+}
+
 ModelInfo Engine::model_info() const {
   const EngineCore& core = *impl_->core;
   const HParams& hp = core.model().hparams();

@@ -295,6 +295,21 @@ ApiError context_error(const ContextCheck& c) {
   return e;
 }
 
+// Choice i's engine request (choice i of prompt i / n; with a seed, seed + i % n).
+GenerationRequest engine_request(const GenerationParams& p, const std::vector<int32_t>& prompt, int i, int n_ctx) {
+  GenerationRequest g;
+  g.prompt_tokens = prompt;
+  g.sampling = p.sampling;
+  if (p.seeded) g.sampling.seed = p.sampling.seed + static_cast<uint64_t>(i % p.n);
+  g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : n_ctx - static_cast<int>(g.prompt_tokens.size());
+  g.stop = p.stop;
+  g.ignore_eos = p.ignore_eos;
+  g.n_logprobs = p.n_logprobs;
+  g.priority = p.priority;
+  g.tenant = p.user;
+  return g;
+}
+
 // Tokenized prompts in, engine requests out; answers the error itself and
 // returns false when the job cannot start.
 bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> prompts) {
@@ -307,6 +322,15 @@ bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> p
       ApiError e = context_error(check);
       if (!job->chat) e.param = e.param == "messages" ? "prompt" : e.param;
       send_error(st, job->responder, job->endpoint, e);
+      return false;
+    }
+  }
+  // Everything else the engine would refuse (token ids, parameters), refused
+  // now by the engine's own input processor, while an answer can still be a 400.
+  for (size_t k = 0; k < prompts.size(); ++k) {
+    const Status valid = st.engine->validate(engine_request(p, prompts[k], static_cast<int>(k) * p.n, n_ctx));
+    if (!valid.is_ok()) {
+      send_error(st, job->responder, job->endpoint, api_error_from_status(valid, job->chat ? "messages" : "prompt"));
       return false;
     }
   }
@@ -334,16 +358,7 @@ bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> p
     if (auto j = weak.lock()) j->cancel_all();
   });
   for (int i = 0; i < n_choices; ++i) {
-    GenerationRequest g;
-    g.prompt_tokens = prompts[static_cast<size_t>(i / p.n)];
-    g.sampling = p.sampling;
-    if (p.seeded) g.sampling.seed = p.sampling.seed + static_cast<uint64_t>(i % p.n);
-    g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : n_ctx - static_cast<int>(g.prompt_tokens.size());
-    g.stop = p.stop;
-    g.ignore_eos = p.ignore_eos;
-    g.n_logprobs = p.n_logprobs;
-    g.priority = p.priority;
-    g.tenant = p.user;
+    GenerationRequest g = engine_request(p, prompts[static_cast<size_t>(i / p.n)], i, n_ctx);
     // Outputs may arrive on the step thread before add_request returns: the
     // callback only touches its own choice, under the job's mutex.
     std::unique_lock lock(job->mu);
@@ -443,16 +458,7 @@ void handle_completion(const std::shared_ptr<Server::State>& st, HttpRequest req
   job->echo = cr.echo;
   std::vector<std::vector<int32_t>> prompts;
   for (Prompt& p : cr.prompts) {
-    if (p.is_tokens) {
-      for (int32_t t : p.tokens) {
-        if (t >= st->info.n_vocab) {
-          ApiError e;
-          e.param = "prompt";
-          e.message = "prompt token id " + std::to_string(t) + " is outside the vocabulary (size " +
-                      std::to_string(st->info.n_vocab) + ")";
-          return send_error(*st, job->responder, endpoint, e);
-        }
-      }
+    if (p.is_tokens) {  // ids outside the vocabulary are refused in launch(), by the engine's rule
       if (job->echo) job->prompt_texts.push_back(st->engine->detokenize(p.tokens));
       prompts.push_back(std::move(p.tokens));
     } else {
