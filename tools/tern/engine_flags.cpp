@@ -3,11 +3,13 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "backend_flag.h"
+
 namespace tern::cli {
 
 void EngineFlags::add_to(ArgParser& args) {
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
-  args.add("--backend", &backend, "compute backend: cpu (default) or ref (the scalar reference, slow)");
+  args.add("--backend", &backend, kBackendHelp);
   args.add("-c,--ctx-size", &n_ctx, "context limit per sequence (default: the model's)");
   args.add("--kv-memory", &kv_memory, "KV pool: bytes (4G, 512M) or a fraction of free RAM (0.25, the default)");
   args.add("--kv-type", &kv_type, "KV element type: f16 (default) or f32");
@@ -57,6 +59,7 @@ Status EngineFlags::apply(EngineConfig& c) const {
   if (kv_type != "f16" && kv_type != "f32")
     return error(ErrorKind::InvalidArgument, "--kv-type '" + kv_type + "': expected f16 or f32");
   if (n_threads < 0) return error(ErrorKind::InvalidArgument, "-t must be >= 1");
+  TERN_RETURN_IF_ERROR(parse_backend_flag(backend));
   c.kv_f16 = kv_type == "f16";
   c.prefix_caching = !no_prefix_cache;
   c.block_size = block_size;
