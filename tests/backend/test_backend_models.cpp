@@ -126,7 +126,7 @@ std::unique_ptr<Model> load_stories(std::shared_ptr<backend::Backend> be) {
 }
 
 // 200 greedy tokens from BOS, one forward per token, on each backend: both
-// equal the golden ids (which llama2.c's own run.c produced).
+// equal the golden ids (shared/models/stories260K).
 TEST(BackendModels, Stories260KGreedyGoldenOnBothBackends) {
   TERN_REQUIRE_STORIES();
   const auto golden = test::golden_ids();
