@@ -12,7 +12,11 @@ namespace tern::cli {
 
 inline constexpr const char* kBackendHelp = "compute backend: cpu (default) or ref (the scalar reference, slow)";
 
-// A backend of `name` on n_threads (<= 0: every core); InvalidArgument names the valid names.
+// The backend `name` names; InvalidArgument (a usage error) naming the valid
+// names. Commands that hand the name to the engine (batch, serve) check it
+// with this first, so a bad name is refused before a model loads or a port opens.
+Result<backend::BackendKind> parse_backend_flag(const std::string& name);
+// A backend of `name` on n_threads (<= 0: every core); errors as parse_backend_flag.
 Result<std::shared_ptr<backend::Backend>> make_backend_from_flag(const std::string& name, int n_threads);
 
 }  // namespace tern::cli

@@ -64,8 +64,8 @@ int cmd_run(int argc, char** argv) {
   // scheduler, runner and output processor as `tern batch` and `tern serve`.
   const auto t0 = std::chrono::steady_clock::now();
   EngineConfig cfg = single_sequence_config(model_path, n_ctx, n_threads);
-  auto be = backend::parse_backend_kind(backend_name);
-  if (!be) return report(error(ErrorKind::InvalidArgument, "--backend: " + be.status().message()));
+  auto be = parse_backend_flag(backend_name);
+  if (!be) return report(be.status());
   cfg.backend = *be;
   auto engine = Engine::create(cfg);
   if (!engine) return report(engine.status());

@@ -7,11 +7,13 @@
 #include <cctype>
 #include <cstdlib>
 
+#include "backend_flag.h"
+
 namespace tern::cli {
 
 void EngineFlags::add_to(ArgParser& args) {
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
-  args.add("--backend", &backend, "compute backend: cpu (default) or ref (the scalar reference, slow)");
+  args.add("--backend", &backend, kBackendHelp);
   args.add("-c,--ctx-size", &n_ctx, "context limit per sequence (default: the model's)");
   args.add("--kv-memory", &kv_memory, "KV pool: bytes (4G, 512M) or a fraction of free RAM (0.25, the default)");
   args.add("--kv-type", &kv_type, "KV element type: f16 (default) or f32");
@@ -68,8 +70,8 @@ Status EngineFlags::apply(EngineConfig& c) const {
   c.max_batched_tokens = max_batched_tokens;
   c.n_ctx = n_ctx;
   c.n_threads = n_threads;
-  auto be = backend::parse_backend_kind(backend);
-  if (!be) return error(ErrorKind::InvalidArgument, "--backend: " + be.status().message());
+  auto be = parse_backend_flag(backend);
+  TERN_RETURN_IF_ERROR(be.status());
   c.backend = *be;
   auto pol = parse_schedule_policy(policy);
   TERN_RETURN_IF_ERROR(pol.status());

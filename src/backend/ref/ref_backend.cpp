@@ -1,8 +1,10 @@
 #include "backend/ref/ref_backend.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <numbers>
 #include <vector>
 
 #include "backend/attention_blocks.h"
@@ -10,6 +12,35 @@
 
 namespace tern::backend {
 namespace {
+
+struct RopeAngle {
+  double theta;   // rotation angle
+  double mscale;  // magnitude both rotated values are scaled by (YaRN's attention factor)
+};
+
+// Angle of rotation pair `pair` at `pos`, as llama.cpp defines it:
+//   extrapolated  theta_e = pos * base^(-2 pair / n_rot)
+//   interpolated  theta_i = freq_scale * theta_e              (linear scaling)
+// YaRN blends the two per pair: a pair that turns more than beta_fast times
+// over the original context keeps theta_e, one that turns fewer than
+// beta_slow times takes theta_i, with a linear ramp between the pair indices
+//   d(turns) = n_rot * ln(orig_ctx / (2 pi turns)) / (2 ln base)
+// (floor for beta_fast, ceil for beta_slow), and scales magnitudes by
+// attn_factor * (1 + 0.1 ln(1 / freq_scale)).
+RopeAngle rope_angle(const kernels::RopeParams& p, int pair, int32_t pos) {
+  const double base = p.freq_base;
+  const double theta_e = pos * std::pow(base, -2.0 * pair / p.n_rot);
+  const double theta_i = p.freq_scale * theta_e;
+  if (p.yarn_orig_ctx <= 0 || p.yarn_ext_factor == 0.0f) return {theta_i, p.yarn_attn_factor};
+  const auto pair_turning = [&](double turns) {
+    return p.n_rot * std::log(p.yarn_orig_ctx / (2.0 * std::numbers::pi * turns)) / (2.0 * std::log(base));
+  };
+  const double lo = std::max(0.0, std::floor(pair_turning(p.yarn_beta_fast)));
+  const double hi = std::min(p.n_rot - 1.0, std::ceil(pair_turning(p.yarn_beta_slow)));
+  const double keep_extrap = (1.0 - std::clamp((pair - lo) / std::max(0.001, hi - lo), 0.0, 1.0)) * p.yarn_ext_factor;
+  return {theta_i + (theta_e - theta_i) * keep_extrap,
+          p.yarn_attn_factor * (1.0 + 0.1 * std::log(1.0 / p.freq_scale))};
+}
 
 class RefBackend final : public HostBackend {
  public:
@@ -52,10 +83,26 @@ class RefBackend final : public HostBackend {
   void add(float* x, const float* y, int64_t n_rows, int64_t n) override {
     for (int64_t i = 0; i < n_rows * n; ++i) x[i] += y[i];
   }
+  // Its own double-precision angles rather than kernels::rope, so that the
+  // CPU backend's f32 rotation is checked against something it does not share.
   void rope(float* x, int64_t n_rows, int n_heads, int head_dim, std::span<const int32_t> positions,
             const kernels::RopeParams& p) override {
     const int64_t n = static_cast<int64_t>(n_heads) * head_dim;
-    for (int64_t t = 0; t < n_rows; ++t) kernels::rope(x + t * n, n_heads, head_dim, positions[t], p);
+    const int half = p.n_rot / 2;
+    for (int64_t t = 0; t < n_rows; ++t) {
+      for (int pair = 0; pair < half; ++pair) {
+        const RopeAngle a = rope_angle(p, pair, positions[t]);
+        // Normal rotates neighbours (2i, 2i+1); NeoX pairs the two halves (i, i + n_rot/2).
+        const int i0 = p.layout == kernels::RopeLayout::NeoX ? pair : 2 * pair;
+        const int i1 = p.layout == kernels::RopeLayout::NeoX ? pair + half : 2 * pair + 1;
+        for (int h = 0; h < n_heads; ++h) {
+          float* head = x + t * n + static_cast<int64_t>(h) * head_dim;
+          const double u = head[i0], w = head[i1];
+          head[i0] = static_cast<float>(a.mscale * (u * std::cos(a.theta) - w * std::sin(a.theta)));
+          head[i1] = static_cast<float>(a.mscale * (u * std::sin(a.theta) + w * std::cos(a.theta)));
+        }
+      }
+    }
   }
   void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n) override {
     kernels::swiglu_reference(gate, up, n_rows * n);
