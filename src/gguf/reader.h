@@ -48,6 +48,9 @@ class GgufFile {
   uint32_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return bytes_.size(); }
+  // True when the tensor data is a mapping of a file: its pages can be dropped
+  // and are read back from the file (not so for an in-memory image).
+  bool file_backed() const { return mapping_ != nullptr; }
 
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
   const Value* find(const std::string& key) const;

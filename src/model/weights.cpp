@@ -29,6 +29,7 @@ Result<kernels::WeightView> bind_matrix(const gguf::GgufFile& f, const std::stri
   w.n_rows = n_rows;
   w.n_cols = n_cols;
   w.row_stride_bytes = quant::row_bytes(*tr, n_cols);
+  w.file_backed = f.file_backed();
   return w;
 }
 

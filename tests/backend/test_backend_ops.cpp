@@ -214,6 +214,19 @@ TEST_F(BackendOps, MatmulEveryWeightType) {
   EXPECT_EQ(ref_->prepared_bytes(), 0u);
 }
 
+// Packing drops the source pages only when they map a file (re-read on
+// touch); ordinary memory would read back as zeros, so it stays untouched.
+TEST_F(BackendOps, PackingLeavesWeightsInOrdinaryMemoryIntact) {
+  Matrix m = random_matrix(GgmlType::Q4_0, 64, 256, 5);
+  const size_t n_bytes = static_cast<size_t>(m.view.n_rows) * m.view.row_stride_bytes;
+  const std::vector<uint8_t> before(static_cast<const uint8_t*>(m.view.data),
+                                    static_cast<const uint8_t*>(m.view.data) + n_bytes);
+  ASSERT_FALSE(m.view.file_backed);
+  kernels::WeightView w = m.view;
+  cpu_->prepare_matrix(w);
+  EXPECT_EQ(0, std::memcmp(before.data(), m.view.data, n_bytes)) << "packing zeroed weights it did not own";
+}
+
 // Q/K/V and gate/up run as one group: each output as matmul gives it, also
 // when the group mixes types (a Q4_K_M file has Q4_K and Q6_K side by side).
 TEST_F(BackendOps, MatmulGroupMixedTypes) {

@@ -75,7 +75,7 @@ class CpuBackend final : public HostBackend {
     packed_.emplace_back(static_cast<uint8_t*>(buf));
     w.packed = buf;
     packed_bytes_ += bytes;
-    release_pages(w.data, file_bytes);
+    if (w.file_backed) release_pages(w.data, file_bytes);
   }
   const float* upload(std::span<const float> v) override { return v.data(); }
   uint64_t prepared_bytes() const override { return packed_bytes_; }

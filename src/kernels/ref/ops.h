@@ -24,6 +24,10 @@ struct WeightView {
   // The same matrix in its kernel's packed form (kernels/pack.h), or null.
   // Only an optimisation: results are identical either way.
   const void* packed = nullptr;
+  // data maps a file: once packed, its pages may be dropped (they are read
+  // back from the file if touched). False for weights in ordinary memory,
+  // which dropping would zero.
+  bool file_backed = false;
   const void* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_stride_bytes; }
 };
 
