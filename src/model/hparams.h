@@ -1,5 +1,6 @@
 // model/hparams.h — the hyper-parameters of a decoder-only Transformer,
-// read from GGUF `<arch>.*` metadata with defaults where the format has them.
+// read from GGUF `<arch>.*` metadata (keys: model/gguf_names.h) with defaults
+// where the format has them.
 #pragma once
 
 #include <string>

@@ -2,11 +2,15 @@
 // then the backend's load step.
 #include <string>
 
+#include "model/gguf_names.h"
 #include "model/model.h"
 #include "quant/quant.h"
 
 namespace tern {
 namespace {
+
+using gguf_names::Tensor;
+using gguf_names::tensor_name;
 
 std::string dims_text(int64_t cols, int64_t rows) {
   return "[" + std::to_string(cols) + ", " + std::to_string(rows) + "]";
@@ -61,29 +65,28 @@ Status assign(T& dst, Result<T> r) {
 Status Model::bind_weights() {
   const auto& f = file_;
   const int64_t n_embd = hp_.n_embd, n_vocab = hp_.n_vocab;
-  TERN_RETURN_IF_ERROR(assign(tok_embd_, bind_matrix(f, "token_embd.weight", n_embd, n_vocab)));
-  TERN_RETURN_IF_ERROR(assign(output_norm_, bind_vector(f, "output_norm.weight", n_embd, true)));
-  if (f.find_tensor("output.weight")) {
-    TERN_RETURN_IF_ERROR(assign(output_, bind_matrix(f, "output.weight", n_embd, n_vocab)));
+  TERN_RETURN_IF_ERROR(assign(tok_embd_, bind_matrix(f, tensor_name(Tensor::TokenEmbd), n_embd, n_vocab)));
+  TERN_RETURN_IF_ERROR(assign(output_norm_, bind_vector(f, tensor_name(Tensor::OutputNorm), n_embd, true)));
+  if (f.find_tensor(tensor_name(Tensor::Output))) {
+    TERN_RETURN_IF_ERROR(assign(output_, bind_matrix(f, tensor_name(Tensor::Output), n_embd, n_vocab)));
   } else {
     output_ = tok_embd_;  // tied embeddings
   }
   layers_.resize(hp_.n_layer);
   for (int il = 0; il < hp_.n_layer; ++il) {
     LayerWeights& l = layers_[il];
-    const std::string p = "blk." + std::to_string(il) + ".";
-    TERN_RETURN_IF_ERROR(assign(l.attn_norm, bind_vector(f, p + "attn_norm.weight", n_embd, true)));
-    TERN_RETURN_IF_ERROR(assign(l.wq, bind_matrix(f, p + "attn_q.weight", n_embd, hp_.q_dim())));
-    TERN_RETURN_IF_ERROR(assign(l.wk, bind_matrix(f, p + "attn_k.weight", n_embd, hp_.kv_dim())));
-    TERN_RETURN_IF_ERROR(assign(l.wv, bind_matrix(f, p + "attn_v.weight", n_embd, hp_.kv_dim())));
-    TERN_RETURN_IF_ERROR(assign(l.wo, bind_matrix(f, p + "attn_output.weight", hp_.q_dim(), n_embd)));
-    TERN_RETURN_IF_ERROR(assign(l.bq, bind_vector(f, p + "attn_q.bias", hp_.q_dim(), false)));
-    TERN_RETURN_IF_ERROR(assign(l.bk, bind_vector(f, p + "attn_k.bias", hp_.kv_dim(), false)));
-    TERN_RETURN_IF_ERROR(assign(l.bv, bind_vector(f, p + "attn_v.bias", hp_.kv_dim(), false)));
-    TERN_RETURN_IF_ERROR(assign(l.ffn_norm, bind_vector(f, p + "ffn_norm.weight", n_embd, true)));
-    TERN_RETURN_IF_ERROR(assign(l.w_gate, bind_matrix(f, p + "ffn_gate.weight", n_embd, hp_.n_ff)));
-    TERN_RETURN_IF_ERROR(assign(l.w_up, bind_matrix(f, p + "ffn_up.weight", n_embd, hp_.n_ff)));
-    TERN_RETURN_IF_ERROR(assign(l.w_down, bind_matrix(f, p + "ffn_down.weight", hp_.n_ff, n_embd)));
+    TERN_RETURN_IF_ERROR(assign(l.attn_norm, bind_vector(f, tensor_name(Tensor::AttnNorm, il), n_embd, true)));
+    TERN_RETURN_IF_ERROR(assign(l.wq, bind_matrix(f, tensor_name(Tensor::AttnQ, il), n_embd, hp_.q_dim())));
+    TERN_RETURN_IF_ERROR(assign(l.wk, bind_matrix(f, tensor_name(Tensor::AttnK, il), n_embd, hp_.kv_dim())));
+    TERN_RETURN_IF_ERROR(assign(l.wv, bind_matrix(f, tensor_name(Tensor::AttnV, il), n_embd, hp_.kv_dim())));
+    TERN_RETURN_IF_ERROR(assign(l.wo, bind_matrix(f, tensor_name(Tensor::AttnOutput, il), hp_.q_dim(), n_embd)));
+    TERN_RETURN_IF_ERROR(assign(l.bq, bind_vector(f, tensor_name(Tensor::AttnQBias, il), hp_.q_dim(), false)));
+    TERN_RETURN_IF_ERROR(assign(l.bk, bind_vector(f, tensor_name(Tensor::AttnKBias, il), hp_.kv_dim(), false)));
+    TERN_RETURN_IF_ERROR(assign(l.bv, bind_vector(f, tensor_name(Tensor::AttnVBias, il), hp_.kv_dim(), false)));
+    TERN_RETURN_IF_ERROR(assign(l.ffn_norm, bind_vector(f, tensor_name(Tensor::FfnNorm, il), n_embd, true)));
+    TERN_RETURN_IF_ERROR(assign(l.w_gate, bind_matrix(f, tensor_name(Tensor::FfnGate, il), n_embd, hp_.n_ff)));
+    TERN_RETURN_IF_ERROR(assign(l.w_up, bind_matrix(f, tensor_name(Tensor::FfnUp, il), n_embd, hp_.n_ff)));
+    TERN_RETURN_IF_ERROR(assign(l.w_down, bind_matrix(f, tensor_name(Tensor::FfnDown, il), hp_.n_ff, n_embd)));
   }
   auto bytes = [](const kernels::WeightView& w) { return static_cast<uint64_t>(w.row_stride_bytes) * w.n_rows; };
   weight_bytes_ = bytes(output_);
@@ -126,8 +129,9 @@ Result<std::unique_ptr<Model>> Model::from_gguf(gguf::GgufFile file, std::shared
   model->backend_ = backend ? std::move(backend) : std::shared_ptr<backend::Backend>(
                                                        backend::make_backend(backend::BackendKind::Cpu, 0));
   model->file_ = std::move(file);
-  const gguf::TensorInfo* embd = model->file_.find_tensor("token_embd.weight");
-  if (!embd) return error(ErrorKind::InvalidFile, "tensor 'token_embd.weight' is missing (is this a model file?)");
+  const std::string embd_name = tensor_name(Tensor::TokenEmbd);
+  const gguf::TensorInfo* embd = model->file_.find_tensor(embd_name);
+  if (!embd) return error(ErrorKind::InvalidFile, "tensor '" + embd_name + "' is missing (is this a model file?)");
   auto hp = read_hparams(model->file_, static_cast<int>(embd->dims[1]));
   if (!hp) return hp.status();
   model->hp_ = std::move(hp).value();
