@@ -73,6 +73,7 @@ Status read_attention(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp
                                              " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
   if (arch.reads_sliding_window)
     TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::SlidingWindow), hp.sliding_window, false));
+  hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerHParams{hp.n_head_kv, hp.sliding_window});
 
   const std::string key_length = key(arch.name, Key::KeyLength);
   if (hp.n_embd % hp.n_head != 0 && !f.find(key_length))
