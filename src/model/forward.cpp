@@ -13,14 +13,32 @@ namespace tern {
 using backend::Slot;
 
 std::vector<KvCacheSpec> Model::kv_specs(KvType type) const {
-  KvCacheSpec s;
-  s.kind = hp_.sliding_window > 0 ? CacheKind::SlidingWindow : CacheKind::FullAttention;
-  s.window = hp_.sliding_window;
-  s.n_layer = hp_.n_layer;
-  s.n_kv_head = hp_.n_head_kv;
-  s.head_dim = hp_.head_dim;
-  s.type = type;
-  return {s};
+  std::vector<KvCacheSpec> specs = kv_groups_;
+  for (KvCacheSpec& s : specs) s.type = type;
+  return specs;
+}
+
+// Layers whose keys/values have the same shape and lifetime (K/V heads,
+// window) share a KV group, so a pool holds one kind of row and the KV manager
+// frees one kind of block per group; a uniform model has one group.
+void Model::assign_kv_groups() {
+  kv_groups_.clear();
+  for (int il = 0; il < hp_.n_layer; ++il) {
+    const LayerHParams& lh = hp_.layers[static_cast<size_t>(il)];
+    KvCacheSpec s;
+    s.kind = lh.sliding_window > 0 ? CacheKind::SlidingWindow : CacheKind::FullAttention;
+    s.window = lh.sliding_window;
+    s.n_kv_head = lh.n_head_kv;
+    s.head_dim = hp_.head_dim;
+    auto same = [&](const KvCacheSpec& g) {
+      return g.kind == s.kind && g.window == s.window && g.n_kv_head == s.n_kv_head && g.head_dim == s.head_dim;
+    };
+    auto it = std::find_if(kv_groups_.begin(), kv_groups_.end(), same);
+    if (it == kv_groups_.end()) it = kv_groups_.insert(kv_groups_.end(), s);
+    LayerWeights& l = layers_[static_cast<size_t>(il)];
+    l.kv_group = static_cast<int>(it - kv_groups_.begin());
+    l.kv_index = it->n_layer++;
+  }
 }
 
 // Everything forward() trusts about its input, checked once per pass: ids in
@@ -30,7 +48,7 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
   const size_t n = in.n_tokens();
   if (in.positions.size() != n || in.seq.size() != n)
     return error(ErrorKind::InvalidArgument, "forward input: token, position and sequence arrays differ in length");
-  const std::vector<KvCacheSpec> specs = kv_specs();
+  const std::vector<KvCacheSpec>& specs = kv_groups_;
   if (in.kv.size() != specs.size() || pools.size() != specs.size())
     return error(ErrorKind::InvalidArgument, "forward input: " + std::to_string(in.kv.size()) + " KV groups and " +
                                                  std::to_string(pools.size()) + " pools for a model with " +
@@ -99,7 +117,8 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
   const int64_t n = static_cast<int64_t>(in.n_tokens());
   const int64_t n_embd = hp_.n_embd, q_dim = hp_.q_dim(), kv_dim = hp_.kv_dim(), n_ff = hp_.n_ff;
   // Activations in the backend's scratch, reused by the next pass. Every
-  // element used is written before it is read. Shapes: layers.h (Activations).
+  // element used is written before it is read. Shapes: layers.h (Activations);
+  // kv_dim is the largest layer's.
   Activations act;
   act.x = be.scratch(Slot::X, n * n_embd);
   act.xn = be.scratch(Slot::Xn, n * n_embd);

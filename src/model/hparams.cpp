@@ -1,5 +1,6 @@
 #include "model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -25,6 +26,34 @@ Status read_int(const gguf::GgufFile& f, const std::string& key, int& out, bool 
   if (!v) return v.status();
   if (*v > kMaxInt) return error(ErrorKind::InvalidFile, "metadata key '" + key + "' = " + std::to_string(*v) + " is implausibly large");
   out = static_cast<int>(*v);
+  return Status::ok();
+}
+
+// Reads a key that may hold one integer for every layer or, as llama.cpp's
+// GGUF allows, an array with one integer per layer; absent: `fallback` for
+// every layer. out: [n_layer].
+Status read_per_layer(const gguf::GgufFile& f, const std::string& key, int n_layer, int fallback, std::vector<int>& out) {
+  out.assign(static_cast<size_t>(n_layer), fallback);
+  const gguf::Value* v = f.find(key);
+  const gguf::Array* arr = v ? v->as_array() : nullptr;
+  if (!arr) {
+    int x = fallback;
+    TERN_RETURN_IF_ERROR(read_int(f, key, x, false));
+    out.assign(static_cast<size_t>(n_layer), x);
+    return Status::ok();
+  }
+  if (arr->items.size() != static_cast<size_t>(n_layer))
+    return error(ErrorKind::InvalidFile, "metadata key '" + key + "' has " + std::to_string(arr->items.size()) +
+                                             (arr->items.size() == 1 ? " value" : " values") + " but the model has " + std::to_string(n_layer) +
+                                             " layers (block_count): give one value per layer, or a single value for all");
+  for (size_t il = 0; il < arr->items.size(); ++il) {
+    const auto x = arr->items[il].as_u64();
+    if (!x || *x > kMaxInt)
+      return error(ErrorKind::InvalidFile, "metadata key '" + key + "' value " + std::to_string(il) +
+                                               " (layer " + std::to_string(il) + ") is " + arr->items[il].to_display() +
+                                               ", not an integer in [0, 2^24]");
+    out[il] = static_cast<int>(*x);
+  }
   return Status::ok();
 }
 
@@ -63,17 +92,29 @@ Status read_sizes(const gguf::GgufFile& f, const std::string& arch, int n_vocab_
   return Status::ok();
 }
 
-// K/V heads, window and head size.
+// Per-layer K/V head counts and windows (scalars or arrays), then the head size.
 Status read_attention(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
-  hp.n_head_kv = hp.n_head;
-  TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::HeadCountKv), hp.n_head_kv, false));
-  if (hp.n_head_kv <= 0) return error(ErrorKind::InvalidFile, "model sizes must be positive: " + hp.summary());
-  if (hp.n_head % hp.n_head_kv != 0)
-    return error(ErrorKind::InvalidFile, "head_count " + std::to_string(hp.n_head) +
-                                             " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
+  const std::string kv_key = key(arch.name, Key::HeadCountKv);
+  std::vector<int> n_head_kv, window(static_cast<size_t>(hp.n_layer), 0);
+  TERN_RETURN_IF_ERROR(read_per_layer(f, kv_key, hp.n_layer, hp.n_head, n_head_kv));
   if (arch.reads_sliding_window)
-    TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::SlidingWindow), hp.sliding_window, false));
-  hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerHParams{hp.n_head_kv, hp.sliding_window});
+    TERN_RETURN_IF_ERROR(read_per_layer(f, key(arch.name, Key::SlidingWindow), hp.n_layer, 0, window));
+  const gguf::Value* kv_value = f.find(kv_key);
+  const bool kv_per_layer = kv_value && kv_value->as_array();
+  hp.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerHParams& l = hp.layers[static_cast<size_t>(il)];
+    l.n_head_kv = n_head_kv[static_cast<size_t>(il)];
+    l.sliding_window = window[static_cast<size_t>(il)];
+    const std::string where = kv_per_layer ? " (layer " + std::to_string(il) + ")" : "";
+    if (l.n_head_kv <= 0)
+      return error(ErrorKind::InvalidFile, "metadata key '" + kv_key + "' = 0" + where + " must be positive");
+    if (hp.n_head % l.n_head_kv != 0)
+      return error(ErrorKind::InvalidFile, "head_count " + std::to_string(hp.n_head) +
+                                               " is not a multiple of head_count_kv " + std::to_string(l.n_head_kv) + where);
+  }
+  hp.n_head_kv = *std::max_element(n_head_kv.begin(), n_head_kv.end());
+  hp.sliding_window = std::all_of(window.begin(), window.end(), [&](int w) { return w == window[0]; }) ? window[0] : -1;
 
   const std::string key_length = key(arch.name, Key::KeyLength);
   if (hp.n_embd % hp.n_head != 0 && !f.find(key_length))
@@ -157,13 +198,22 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
 }
 
 std::string HParams::summary() const {
+  // A per-layer value reads as [a,b,...] when the layers differ.
+  auto per_layer = [&](int summary_value, int LayerHParams::*field) {
+    const bool varies = std::any_of(layers.begin(), layers.end(), [&](const LayerHParams& l) { return l.*field != layers[0].*field; });
+    if (!varies) return std::to_string(summary_value);
+    std::string s = "[";
+    for (const LayerHParams& l : layers) s += (s.size() > 1 ? "," : "") + std::to_string(l.*field);
+    return s + "]";
+  };
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "arch=%s n_vocab=%d n_ctx_train=%d n_embd=%d n_layer=%d n_ff=%d n_head=%d n_head_kv=%d "
-                "head_dim=%d n_rot=%d rope_base=%g rms_eps=%g sliding_window=%d",
-                arch.c_str(), n_vocab, n_ctx_train, n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, rope.n_rot,
-                rope.freq_base, rms_eps, sliding_window);
-  return buf;
+                "arch=%s n_vocab=%d n_ctx_train=%d n_embd=%d n_layer=%d n_ff=%d n_head=%d head_dim=%d n_rot=%d "
+                "rope_base=%g rms_eps=%g",
+                arch.c_str(), n_vocab, n_ctx_train, n_embd, n_layer, n_ff, n_head, head_dim, rope.n_rot,
+                rope.freq_base, rms_eps);
+  return std::string(buf) + " n_head_kv=" + per_layer(n_head_kv, &LayerHParams::n_head_kv) +
+         " sliding_window=" + per_layer(sliding_window, &LayerHParams::sliding_window);
 }
 
 }  // namespace tern

@@ -2,9 +2,11 @@
 // read from GGUF `<arch>.*` metadata (keys: model/gguf_names.h) with defaults
 // where the format has them.
 //
-// Per-layer values: layers[il] holds what layer il uses (K/V heads, window);
-// the scalar fields n_head_kv and sliding_window summarise them for callers
-// that think of the model as uniform (see their comments).
+// Per-layer values: attention.head_count_kv and attention.sliding_window may
+// be a scalar (every layer) or an array with one entry per layer, as
+// llama.cpp's GGUF allows; layers[il] holds what layer il uses. The scalar
+// fields n_head_kv and sliding_window summarise them for callers that think
+// of the model as uniform (see their comments).
 #pragma once
 
 #include <string>
@@ -43,7 +45,8 @@ struct HParams {
 };
 
 // Reads and validates hyper-parameters (positive sizes, heads dividing evenly
-// in every layer, n_rot even and <= head_dim). n_vocab is taken from the token embedding when the vocab_size key
+// in every layer, n_rot even and <= head_dim, per-layer arrays of block_count
+// entries). n_vocab is taken from the token embedding when the vocab_size key
 // is absent, so callers pass it in.
 Result<HParams> read_hparams(const gguf::GgufFile& file, int n_vocab_from_tensors);
 

@@ -64,7 +64,8 @@ class Model {
   const gguf::GgufFile& file() const { return file_; }
   backend::Backend& backend() const { return *backend_; }
   // What each KV group keeps (one pool per group; LayerWeights::kv_group says
-  // which group a layer's keys/values live in).
+  // which group a layer's keys/values live in). Layers with the same K/V
+  // heads and window share a group; groups are in order of their first layer.
   std::vector<KvCacheSpec> kv_specs(KvType type = KvType::F32) const;
   // Bytes of weights read per generated token (all matrices once): for roofline figures.
   uint64_t weight_bytes() const { return weight_bytes_; }
@@ -77,6 +78,7 @@ class Model {
 
  private:
   Status bind_weights();
+  void assign_kv_groups();
   void prepare_weights();
   Status validate(const ForwardInput& in, std::span<const KvPoolView> pools) const;
 
@@ -88,6 +90,7 @@ class Model {
   kernels::WeightView output_;     // [n_vocab][n_embd] (tok_embd_ when tied)
   VectorWeight output_norm_;       // [n_embd]
   std::vector<LayerWeights> layers_;  // [n_layer]
+  std::vector<KvCacheSpec> kv_groups_;  // [n_groups], type unset (kv_specs() sets it)
   uint64_t weight_bytes_ = 0;
 };
 

@@ -87,7 +87,7 @@ Status Model::bind_weights() {
   for (int il = 0; il < hp_.n_layer; ++il) {
     LayerWeights& l = layers_[static_cast<size_t>(il)];
     AttentionWeights& a = l.attn;
-    const int64_t kv_dim = hp_.kv_dim();
+    const int64_t kv_dim = hp_.kv_dim(il);
     TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnNorm, il, n_embd, true, l.attn_norm));
     TERN_RETURN_IF_ERROR(bind.matrix(Tensor::AttnQ, il, n_embd, q_dim, a.wq));
     TERN_RETURN_IF_ERROR(bind.matrix(Tensor::AttnK, il, n_embd, kv_dim, a.wk));
@@ -117,10 +117,7 @@ Status Model::bind_weights() {
 void Model::prepare_weights() {
   backend::Backend& be = *backend_;
   auto up = [&](VectorWeight& v) { v.dev = v.host.empty() ? nullptr : be.upload(v.host); };
-  for (int il = 0; il < hp_.n_layer; ++il) {
-    LayerWeights& l = layers_[static_cast<size_t>(il)];
-    l.kv_group = 0;  // one group: every layer keeps the same kind of KV
-    l.kv_index = il;
+  for (LayerWeights& l : layers_) {
     for (kernels::WeightView* w : {&l.attn.wq, &l.attn.wk, &l.attn.wv, &l.attn.wo, &l.ffn.w_gate, &l.ffn.w_up, &l.ffn.w_down})
       be.prepare_matrix(*w);
     for (VectorWeight* v : {&l.attn_norm, &l.ffn_norm, &l.attn.bq, &l.attn.bk, &l.attn.bv}) up(*v);
@@ -151,6 +148,7 @@ Result<std::unique_ptr<Model>> Model::from_gguf(gguf::GgufFile file, std::shared
   model->arch_ = find_arch(model->hp_.arch);  // read_hparams refused unknown ones
   TERN_ASSERT(model->arch_);
   TERN_RETURN_IF_ERROR(model->bind_weights());
+  model->assign_kv_groups();
   model->prepare_weights();
   return model;
 }

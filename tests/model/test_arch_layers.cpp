@@ -1,8 +1,9 @@
-// Architectures as data (model/arch.h registry, model/gguf_names.h table), on
-// synthetic models checked against the independent ReferenceGguf
-// (tolerances: arch_checks.h).
+// Architectures as data (model/arch.h registry, model/gguf_names.h table) and
+// per-layer hyper-parameters (GGUF array-valued keys), on synthetic models
+// checked against the independent ReferenceGguf (tolerances: arch_checks.h).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <set>
 
 #include "arch_checks.h"
@@ -15,6 +16,13 @@ namespace {
 
 using gguf::Value;
 using namespace test;  // arch_checks.h: load, run, expect_matches, ...
+
+// Logits compared bit for bit.
+void expect_identical(const Rows& a, const Rows& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t t = 0; t < a.size(); ++t)
+    ASSERT_EQ(0, std::memcmp(a[t].data(), b[t].data(), a[t].size() * sizeof(float))) << "token " << t;
+}
 
 // ---- The registry: every row loads, and the names derive from it.
 
@@ -58,6 +66,119 @@ TEST(GgufNames, OneTableSpellsKeysAndTensors) {
   EXPECT_NE(describe_tensor("blk.12.attn_output.bias"), "");
   EXPECT_EQ(describe_tensor("blk.0.ffn_gate_inp.weight"), "");
   EXPECT_EQ(describe_tensor("attn_q.weight"), "") << "a per-layer suffix without blk.N. is not that tensor";
+}
+
+// ---- Per-layer hyper-parameters (array-valued keys).
+
+// A scalar and an array repeating it are the same model: identical bits, one KV group.
+TEST(PerLayerHParams, ScalarAndArrayGiveIdenticalLogits) {
+  SynthSpec scalar;
+  scalar.arch = "mistral";
+  scalar.n_head_kv = 2;
+  scalar.sliding_window = 4;
+  scalar.seed = 22;
+  SynthSpec array = scalar;
+  array.layer_n_head_kv = {2, 2};
+  array.layer_sliding_window = {4, 4};
+  Loaded a = load(make_synthetic(scalar)), b = load(make_synthetic(array));
+  ASSERT_TRUE(a.model && b.model);
+  ASSERT_NE(b.model->file().find("mistral.attention.head_count_kv")->as_array(), nullptr) << "not written as an array";
+  EXPECT_EQ(b.model->hparams().n_head_kv, 2);
+  EXPECT_EQ(b.model->hparams().sliding_window, 4);
+  ASSERT_EQ(b.model->kv_specs().size(), 1u);
+  EXPECT_EQ(b.model->kv_specs()[0].window, 4);
+  const auto tokens = random_tokens(20, scalar.n_vocab, 22);
+  expect_identical(run(*a.model, tokens, {5, 1}, 3), run(*b.model, tokens, {5, 1}, 3));
+}
+
+TEST(PerLayerHParams, ArrayOfWrongLengthOrBadValueNamesTheKey) {
+  auto sm = make_synthetic(SynthSpec{});  // 2 layers
+  sm.set("llama.attention.head_count_kv", Value::of_i32s({2, 2, 2}));
+  expect_error(sm, ErrorKind::InvalidFile, {"'llama.attention.head_count_kv'", "3 values", "2 layers"});
+
+  sm = make_synthetic(SynthSpec{});
+  sm.set("llama.attention.sliding_window", Value::of_i32s({4}));
+  expect_error(sm, ErrorKind::InvalidFile, {"'llama.attention.sliding_window'", "has 1 value but", "2 layers"});
+
+  sm = make_synthetic(SynthSpec{});
+  sm.set("llama.attention.sliding_window", Value::of_i32s({4, -1}));
+  expect_error(sm, ErrorKind::InvalidFile, {"'llama.attention.sliding_window'", "layer 1"});
+
+  sm = make_synthetic(SynthSpec{});
+  sm.set("llama.attention.head_count_kv", Value::of_strings({"2", "2"}));
+  expect_error(sm, ErrorKind::InvalidFile, {"'llama.attention.head_count_kv'", "layer 0"});
+
+  sm = make_synthetic(SynthSpec{});  // 8 heads
+  sm.set("llama.attention.head_count_kv", Value::of_i32s({2, 3}));
+  expect_error(sm, ErrorKind::InvalidFile, {"head_count_kv 3", "layer 1"});
+
+  sm = make_synthetic(SynthSpec{});
+  sm.set("llama.attention.head_count_kv", Value::of_i32s({2, 0}));
+  expect_error(sm, ErrorKind::InvalidFile, {"'llama.attention.head_count_kv'", "layer 1", "positive"});
+}
+
+// Windows differ between layers: layer 0 and 2 attend over 3 positions,
+// layer 1 over everything. Two KV groups (layers 0, 2 share one), matched
+// against a reference that honours per-layer windows, contiguous and paged.
+TEST(PerLayerHParams, WindowPerLayerMatchesTheReference) {
+  SynthSpec s;
+  s.arch = "mistral";
+  s.n_layer = 3;
+  s.layer_sliding_window = {3, 0, 3};
+  s.seed = 23;
+  Loaded l = load(make_synthetic(s));
+  ASSERT_TRUE(l.model);
+  EXPECT_EQ(l.model->hparams().sliding_window, -1) << "layers differ";
+  const std::vector<KvCacheSpec> specs = l.model->kv_specs();
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_EQ(specs[0].kind, CacheKind::SlidingWindow);
+  EXPECT_EQ(specs[0].window, 3);
+  EXPECT_EQ(specs[0].n_layer, 2);
+  EXPECT_EQ(specs[1].kind, CacheKind::FullAttention);
+  EXPECT_EQ(specs[1].n_layer, 1);
+
+  const auto tokens = random_tokens(24, s.n_vocab, 23);
+  const Rows got = expect_matches(*l.model, l.ref, tokens);
+  EXPECT_LT(max_diff(run(*l.model, tokens, {7, 1}, 4, /*block_size=*/4), l.ref.forward_all(tokens)), kTol)
+      << "paged KV, 4 positions a block";
+  // Switched off: the same window for every layer, or none at all, is another model.
+  for (int w : {3, 0}) {
+    ReferenceGguf uniform = l.ref;
+    uniform.config.layer_window.clear();
+    uniform.config.sliding_window = w;
+    expect_sensitive(got, uniform, tokens, w ? "per-layer windows (vs 3 everywhere)" : "per-layer windows (vs none)");
+  }
+  ReferenceGguf swapped = l.ref;
+  swapped.config.layer_window = {0, 3, 0};
+  expect_sensitive(got, swapped, tokens, "which layer has the window");
+}
+
+// K/V heads differ between layers: each layer's projections, RoPE, KV pool
+// and GQA map use its own count.
+TEST(PerLayerHParams, KvHeadsPerLayerMatchTheReference) {
+  SynthSpec s;  // 8 heads
+  s.n_layer = 3;
+  s.layer_n_head_kv = {2, 4, 2};
+  s.seed = 24;
+  Loaded l = load(make_synthetic(s));
+  ASSERT_TRUE(l.model);
+  EXPECT_EQ(l.model->hparams().n_head_kv, 4) << "the largest: it sizes K/V rows";
+  EXPECT_EQ(l.model->hparams().kv_dim(0), 16);
+  EXPECT_EQ(l.model->hparams().kv_dim(1), 32);
+  const std::vector<KvCacheSpec> specs = l.model->kv_specs();
+  ASSERT_EQ(specs.size(), 2u);
+  EXPECT_EQ(specs[0].n_kv_head, 2);
+  EXPECT_EQ(specs[0].n_layer, 2);
+  EXPECT_EQ(specs[1].n_kv_head, 4);
+  EXPECT_EQ(specs[1].n_layer, 1);
+  const auto tokens = random_tokens(20, s.n_vocab, 24);
+  expect_matches(*l.model, l.ref, tokens);
+  EXPECT_LT(max_diff(run(*l.model, tokens, {3}, 5, /*block_size=*/4), l.ref.forward_all(tokens)), kTol) << "paged";
+  // Switched off: a file whose tensors have the per-layer shapes but whose key
+  // says 2 everywhere does not load (layer 1's attn_k would be [64, 16]).
+  auto sm = make_synthetic(s);
+  sm.set("llama.attention.head_count_kv", Value::of_u32(2));
+  expect_error(sm, ErrorKind::InvalidFile, {"blk.1.attn_k.weight", "[64, 32]", "[64, 16]"});
 }
 
 }  // namespace
