@@ -10,7 +10,8 @@
 // keys/values into the pools and returns logits for the rows asked for. It
 // never allocates, reserves or copies KV.
 // Which architecture runs comes from the registry (model/arch.h): its row
-// says what the loader reads and which block each layer runs.
+// says what the loader reads and which block each layer runs. Loading fails
+// on a tensor the architecture would not use, rather than computing without it.
 // A Model is immutable after load; forward() runs one pass at a time (its
 // backend parallelises inside).
 #pragma once

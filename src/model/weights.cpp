@@ -1,6 +1,9 @@
-// Weight binding: GGUF tensor names → views, with shape and type checks,
-// then the backend's load step.
+// Weight binding: GGUF tensor names → views, with shape and type checks and
+// a report of the tensors nothing bound, then the backend's load step.
+#include <algorithm>
+#include <array>
 #include <string>
+#include <unordered_set>
 
 #include "core/assert.h"
 #include "model/arch.h"
@@ -14,11 +17,20 @@ namespace {
 using gguf_names::Tensor;
 using gguf_names::tensor_name;
 
+// Tensors a file may carry that change nothing tern computes, so loading
+// accepts them unused; an entry needs its reason here and a test. Empty: every
+// tensor llama.cpp's converters write for llama, mistral and qwen2 files
+// changes the model when present — rope_freqs.weight (Llama 3.1's
+// per-dimension RoPE factors: without them long-range RoPE is wrong),
+// attention-output and FFN biases, MoE router and expert weights.
+constexpr std::array<std::string_view, 0> kHarmlessUnused{};
+
 std::string dims_text(int64_t cols, int64_t rows) {
   return "[" + std::to_string(cols) + ", " + std::to_string(rows) + "]";
 }
 
-// Binds tensors by their table names (model/gguf_names.h) with shape and type checks.
+// Binds tensors by their table names (model/gguf_names.h) with shape and type
+// checks, and remembers every name it bound so that the rest can be reported.
 class Binder {
  public:
   explicit Binder(const gguf::GgufFile& f) : f_(f) {}
@@ -43,6 +55,7 @@ class Binder {
     out.n_rows = n_rows;
     out.n_cols = n_cols;
     out.row_stride_bytes = quant::row_bytes(*tr, n_cols);
+    used_.insert(name);
     return Status::ok();
   }
 
@@ -64,11 +77,35 @@ class Binder {
                                                std::string(gguf::type_name(info->type)));
     out.host.resize(static_cast<size_t>(n));
     tr->to_float(info->data, out.host.data(), n);
+    used_.insert(name);
     return Status::ok();
+  }
+
+  // Unsupported, listing the file's tensors that nothing bound: computing
+  // without them would silently give other results than the model's.
+  Status check_all_used(std::string_view arch) const {
+    std::vector<std::string_view> unused;
+    for (const gguf::TensorInfo& t : f_.tensors())
+      if (!used_.contains(t.name) && std::ranges::find(kHarmlessUnused, t.name) == kHarmlessUnused.end())
+        unused.push_back(t.name);
+    if (unused.empty()) return Status::ok();
+    constexpr size_t kMaxListed = 8;
+    std::string list;
+    for (size_t i = 0; i < std::min(unused.size(), kMaxListed); ++i) {
+      list += (i ? ", " : "") + std::string(unused[i]);
+      if (const std::string_view what = gguf_names::describe_tensor(unused[i]); !what.empty())
+        list += " (" + std::string(what) + ")";
+    }
+    if (unused.size() > kMaxListed) list += ", and " + std::to_string(unused.size() - kMaxListed) + " more";
+    return error(ErrorKind::Unsupported, "the file has " + std::to_string(unused.size()) + " tensor" +
+                                             (unused.size() == 1 ? "" : "s") + " that architecture '" +
+                                             std::string(arch) + "' does not use, so tern would compute a " +
+                                             "different model than the file describes: " + list);
   }
 
  private:
   const gguf::GgufFile& f_;
+  std::unordered_set<std::string> used_;
 };
 
 }  // namespace
@@ -103,6 +140,7 @@ Status Model::bind_weights() {
     TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnUp, il, n_embd, n_ff, l.ffn.w_up));
     TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnDown, il, n_ff, n_embd, l.ffn.w_down));
   }
+  TERN_RETURN_IF_ERROR(bind.check_all_used(hp_.arch));
   auto bytes = [](const kernels::WeightView& w) { return static_cast<uint64_t>(w.row_stride_bytes) * w.n_rows; };
   weight_bytes_ = bytes(output_);
   for (const auto& l : layers_)

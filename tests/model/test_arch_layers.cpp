@@ -1,6 +1,7 @@
-// Architectures as data (model/arch.h registry, model/gguf_names.h table) and
-// per-layer hyper-parameters (GGUF array-valued keys), on synthetic models
-// checked against the independent ReferenceGguf (tolerances: arch_checks.h).
+// Architectures as data (model/arch.h registry, model/gguf_names.h table),
+// per-layer hyper-parameters (GGUF array-valued keys) and the refusal of
+// tensors an architecture would not use — on synthetic models checked against
+// the independent ReferenceGguf (tolerances: arch_checks.h).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -179,6 +180,28 @@ TEST(PerLayerHParams, KvHeadsPerLayerMatchTheReference) {
   auto sm = make_synthetic(s);
   sm.set("llama.attention.head_count_kv", Value::of_u32(2));
   expect_error(sm, ErrorKind::InvalidFile, {"blk.1.attn_k.weight", "[64, 32]", "[64, 16]"});
+}
+
+// ---- Tensors the architecture does not use are refused by name.
+
+TEST(UnusedTensors, AreReportedNotIgnored) {
+  SynthSpec s;
+  auto sm = make_synthetic(s);
+  // Llama 3.1 files carry per-dimension RoPE factors; computing without them is wrong past short contexts.
+  sm.tensors.push_back({"rope_freqs.weight", {4}, {1.0f, 1.0f, 2.0f, 8.0f}, {}});
+  expect_error(sm, ErrorKind::Unsupported, {"rope_freqs.weight", "RoPE frequency factors", "'llama'", "1 tensor "});
+
+  sm = make_synthetic(s);
+  sm.tensors.push_back({"blk.1.attn_output.bias", {64}, std::vector<float>(64, 0.5f), {}});
+  sm.tensors.push_back({"blk.0.ffn_gate_inp.weight", {64, 4}, std::vector<float>(256, 0.1f), {}});
+  expect_error(sm, ErrorKind::Unsupported, {"2 tensors", "blk.1.attn_output.bias", "blk.0.ffn_gate_inp.weight"});
+
+  sm = make_synthetic(s);  // many: the first 8 named, the rest counted
+  for (int i = 0; i < 11; ++i) sm.tensors.push_back({"extra." + std::to_string(i), {4}, std::vector<float>(4), {}});
+  expect_error(sm, ErrorKind::Unsupported, {"11 tensors", "extra.0", "extra.7", "and 3 more"});
+
+  // Control: the same file without the extra tensors loads.
+  EXPECT_TRUE(load_status(make_synthetic(s)).is_ok());
 }
 
 }  // namespace
