@@ -1,26 +1,37 @@
 #include "model/arch.h"
 
+#include <string>
+
 namespace tern {
+namespace archs {
+// Rows defined in model/archs/<name>.cpp.
+extern const ArchInfo kLlama;
+extern const ArchInfo kMistral;
+extern const ArchInfo kQwen2;
+}  // namespace archs
+
 namespace {
 
-using kernels::RopeLayout;
-
-// GGUF converters permute llama/mistral Q and K rows so adjacent-pair (Normal)
-// RoPE applies; qwen2 files keep HF's half-split (NeoX) pairing.
-constexpr ArchInfo kArchs[] = {
-    {"llama", RopeLayout::Normal, true},
-    {"mistral", RopeLayout::Normal, true},
-    {"qwen2", RopeLayout::NeoX, true},
-};
+// The registry: the one list of supported architectures.
+constexpr const ArchInfo* kRegistry[] = {&archs::kLlama, &archs::kMistral, &archs::kQwen2};
 
 }  // namespace
 
+std::span<const ArchInfo* const> registered_archs() { return kRegistry; }
+
 const ArchInfo* find_arch(std::string_view name) {
-  for (const auto& a : kArchs)
-    if (a.name == name) return &a;
+  for (const ArchInfo* a : kRegistry)
+    if (a->name == name) return a;
   return nullptr;
 }
 
-std::string_view supported_arch_names() { return "llama, mistral, qwen2"; }
+std::string_view supported_arch_names() {
+  static const std::string names = [] {
+    std::string s;
+    for (const ArchInfo* a : kRegistry) s += (s.empty() ? "" : ", ") + std::string(a->name);
+    return s;
+  }();
+  return names;
+}
 
 }  // namespace tern

@@ -1,23 +1,40 @@
-// model/arch.h — the architecture table: what differs between members of the
-// Llama family that share one forward pass. Adding an architecture of this
-// family is one row here (plus a golden test), not a new code path.
+// model/arch.h — the architecture registry. Each supported architecture is
+// one row, defined in its own file under model/archs/: its name (the value of
+// general.architecture and the prefix of its metadata keys), the RoPE pairing
+// its GGUF files use, which optional keys and tensors it reads, and the block
+// its layers run (a composition of model/layers.h). The registry (arch.cpp)
+// lists the rows once; everything else — lookup, the list of supported names
+// in error messages, the tests that load every architecture — derives from it.
+//
+// Adding an architecture of the Llama family is a new file with one row (plus
+// a test against tests/model/reference_gguf); a new kind of block is a new
+// composition in that file, over the same layers.
 #pragma once
 
+#include <span>
 #include <string_view>
 
 #include "kernels/ref/ops.h"
+#include "model/layers.h"
 
 namespace tern {
 
+// Runs layer `il` of a pass on p.act.x (the residual stream) in place.
+using BlockFn = void (*)(const Pass& p, const LayerWeights& l, const LayerHParams& lh);
+
 struct ArchInfo {
-  std::string_view name;            // general.architecture value and key prefix
+  std::string_view name;
   kernels::RopeLayout rope_layout;  // pairing used by this arch's GGUF files
   bool reads_sliding_window;        // honours <arch>.attention.sliding_window
+  bool reads_qkv_bias;              // binds blk.N.attn_{q,k,v}.bias when the file has them
+  BlockFn block;
 };
 
+// Every registered architecture, in registry order.
+std::span<const ArchInfo* const> registered_archs();
 // nullptr when the architecture is not supported.
 const ArchInfo* find_arch(std::string_view name);
-// Comma-separated list for error messages.
+// Comma-separated registered names, for error messages.
 std::string_view supported_arch_names();
 
 }  // namespace tern

@@ -1,10 +1,11 @@
-// The forward pass, top to bottom as in llama2.c, over a ragged batch: every
-// operation goes through the backend; this file only decides what runs.
+// The forward pass, top to bottom as in llama2.c, over a ragged batch:
+// embedding, the architecture's block for every layer (model/arch.h, a
+// composition of model/layers.h), the output head. Every operation goes
+// through the backend; this file only decides what runs.
 #include <algorithm>
-#include <array>
-#include <cmath>
 #include <string>
 
+#include "model/arch.h"
 #include "model/model.h"
 
 namespace tern {
@@ -12,14 +13,32 @@ namespace tern {
 using backend::Slot;
 
 std::vector<KvCacheSpec> Model::kv_specs(KvType type) const {
-  KvCacheSpec s;
-  s.kind = hp_.sliding_window > 0 ? CacheKind::SlidingWindow : CacheKind::FullAttention;
-  s.window = hp_.sliding_window;
-  s.n_layer = hp_.n_layer;
-  s.n_kv_head = hp_.n_head_kv;
-  s.head_dim = hp_.head_dim;
-  s.type = type;
-  return {s};
+  std::vector<KvCacheSpec> specs = kv_groups_;
+  for (KvCacheSpec& s : specs) s.type = type;
+  return specs;
+}
+
+// Layers whose keys/values have the same shape and lifetime (K/V heads,
+// window) share a KV group, so a pool holds one kind of row and the KV manager
+// frees one kind of block per group; a uniform model has one group.
+void Model::assign_kv_groups() {
+  kv_groups_.clear();
+  for (int il = 0; il < hp_.n_layer; ++il) {
+    const LayerHParams& lh = hp_.layers[static_cast<size_t>(il)];
+    KvCacheSpec s;
+    s.kind = lh.sliding_window > 0 ? CacheKind::SlidingWindow : CacheKind::FullAttention;
+    s.window = lh.sliding_window;
+    s.n_kv_head = lh.n_head_kv;
+    s.head_dim = hp_.head_dim;
+    auto same = [&](const KvCacheSpec& g) {
+      return g.kind == s.kind && g.window == s.window && g.n_kv_head == s.n_kv_head && g.head_dim == s.head_dim;
+    };
+    auto it = std::find_if(kv_groups_.begin(), kv_groups_.end(), same);
+    if (it == kv_groups_.end()) it = kv_groups_.insert(kv_groups_.end(), s);
+    LayerWeights& l = layers_[static_cast<size_t>(il)];
+    l.kv_group = static_cast<int>(it - kv_groups_.begin());
+    l.kv_index = it->n_layer++;
+  }
 }
 
 // Everything forward() trusts about its input, checked once per pass: ids in
@@ -29,7 +48,7 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
   const size_t n = in.n_tokens();
   if (in.positions.size() != n || in.seq.size() != n)
     return error(ErrorKind::InvalidArgument, "forward input: token, position and sequence arrays differ in length");
-  const std::vector<KvCacheSpec> specs = kv_specs();
+  const std::vector<KvCacheSpec>& specs = kv_groups_;
   if (in.kv.size() != specs.size() || pools.size() != specs.size())
     return error(ErrorKind::InvalidArgument, "forward input: " + std::to_string(in.kv.size()) + " KV groups and " +
                                                  std::to_string(pools.size()) + " pools for a model with " +
@@ -98,16 +117,18 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
   const int64_t n = static_cast<int64_t>(in.n_tokens());
   const int64_t n_embd = hp_.n_embd, q_dim = hp_.q_dim(), kv_dim = hp_.kv_dim(), n_ff = hp_.n_ff;
   // Activations in the backend's scratch, reused by the next pass. Every
-  // element used is written before it is read.
-  float* x = be.scratch(Slot::X, n * n_embd);       // [n][n_embd] residual stream
-  float* xn = be.scratch(Slot::Xn, n * n_embd);     // [n][n_embd] normed input of a sub-layer
-  float* q = be.scratch(Slot::Q, n * q_dim);        // [n][n_head][head_dim]
-  float* k = be.scratch(Slot::K, n * kv_dim);       // [n][n_head_kv][head_dim]
-  float* v = be.scratch(Slot::V, n * kv_dim);       // [n][n_head_kv][head_dim]
-  float* att = be.scratch(Slot::Att, n * q_dim);    // [n][n_head][head_dim]
-  float* proj = be.scratch(Slot::Proj, n * n_embd); // [n][n_embd] sub-layer output
-  float* gate = be.scratch(Slot::Gate, n * n_ff);   // [n][n_ff]
-  float* up = be.scratch(Slot::Up, n * n_ff);       // [n][n_ff]
+  // element used is written before it is read. Shapes: layers.h (Activations);
+  // kv_dim is the largest layer's.
+  Activations act;
+  act.x = be.scratch(Slot::X, n * n_embd);
+  act.xn = be.scratch(Slot::Xn, n * n_embd);
+  act.q = be.scratch(Slot::Q, n * q_dim);
+  act.k = be.scratch(Slot::K, n * kv_dim);
+  act.v = be.scratch(Slot::V, n * kv_dim);
+  act.att = be.scratch(Slot::Att, n * q_dim);
+  act.proj = be.scratch(Slot::Proj, n * n_embd);
+  act.gate = be.scratch(Slot::Gate, n * n_ff);
+  act.up = be.scratch(Slot::Up, n * n_ff);
 
   std::vector<backend::QuerySpan> spans;
   query_spans(in, spans);
@@ -115,39 +136,11 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
   std::vector<std::vector<std::span<const int32_t>>> tables(in.kv.size());
   for (size_t g = 0; g < in.kv.size(); ++g)
     for (int32_t s = 0; s < in.n_seqs; ++s) tables[g].push_back(in.kv[g].table(s));
-  const std::vector<KvCacheSpec> specs = kv_specs();
+  const Pass pass{be, hp_, in, n, pools, tables, spans, act};
 
-  be.embed(tok_embd_, in.tokens, x);
-  for (int il = 0; il < hp_.n_layer; ++il) {
-    const LayerWeights& l = layers_[il];
-    const KvCacheSpec& spec = specs[static_cast<size_t>(l.kv_group)];
-    const kernels::AttentionShape shape{hp_.n_head, hp_.n_head_kv, hp_.head_dim,
-                                        1.0f / std::sqrt(static_cast<float>(hp_.head_dim)),
-                                        spec.kind == CacheKind::SlidingWindow ? spec.window : 0,
-                                        pools[static_cast<size_t>(l.kv_group)].type == KvType::F16};
-    // Attention block: x += Wo · attn(rope(Wq·norm(x)), rope(Wk·norm(x)), Wv·norm(x))
-    be.rms_norm(x, l.attn_norm_b, xn, n, n_embd, hp_.rms_eps);
-    const backend::MatmulJob qkv[] = {{&l.wq, q}, {&l.wk, k}, {&l.wv, v}};
-    be.matmul_group(qkv, xn, n);
-    if (l.bq_b) be.add_bias(q, l.bq_b, n, q_dim);
-    if (l.bk_b) be.add_bias(k, l.bk_b, n, kv_dim);
-    if (l.bv_b) be.add_bias(v, l.bv_b, n, kv_dim);
-    be.rope(q, n, hp_.n_head, hp_.head_dim, in.positions, hp_.rope);
-    be.rope(k, n, hp_.n_head_kv, hp_.head_dim, in.positions, hp_.rope);
-    const KvPoolView& pool = pools[static_cast<size_t>(l.kv_group)];
-    be.store_kv(pool, l.kv_index, in.kv[static_cast<size_t>(l.kv_group)].slots, k, v);
-    be.attention(shape, {pool, l.kv_index, spans, tables[static_cast<size_t>(l.kv_group)]}, q, att);
-    be.matmul(l.wo, att, proj, n);
-    be.add(x, proj, n, n_embd);
-
-    // Feed-forward block: x += W_down · (silu(W_gate·norm(x)) * W_up·norm(x))
-    be.rms_norm(x, l.ffn_norm_b, xn, n, n_embd, hp_.rms_eps);
-    const backend::MatmulJob gate_up[] = {{&l.w_gate, gate}, {&l.w_up, up}};
-    be.matmul_group(gate_up, xn, n);
-    be.swiglu(gate, up, n, n_ff);
-    be.matmul(l.w_down, gate, proj, n);
-    be.add(x, proj, n, n_embd);
-  }
+  be.embed(tok_embd_, in.tokens, act.x);
+  for (int il = 0; il < hp_.n_layer; ++il)
+    arch_->block(pass, layers_[static_cast<size_t>(il)], hp_.layers[static_cast<size_t>(il)]);
 
   // Output head only for the rows asked for.
   const int64_t n_out = static_cast<int64_t>(in.logits_rows.size());
@@ -155,8 +148,8 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
   if (n_out > 0) {
     float* rows = be.scratch(Slot::OutRows, n_out * n_embd);  // [n_out][n_embd]
     float* out = be.scratch(Slot::Logits, n_out * hp_.n_vocab);
-    be.gather_rows(x, in.logits_rows, rows, n_embd);
-    be.rms_norm(rows, output_norm_b_, rows, n_out, n_embd, hp_.rms_eps);
+    be.gather_rows(act.x, in.logits_rows, rows, n_embd);
+    layers::rms_norm(pass, rows, output_norm_, rows, n_out);
     be.matmul(output_, rows, out, n_out);
     be.to_host(out, logits.data(), n_out * hp_.n_vocab);
   }

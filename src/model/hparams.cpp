@@ -1,12 +1,19 @@
 #include "model/hparams.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "model/arch.h"
+#include "model/gguf_names.h"
 
 namespace tern {
 namespace {
+
+using gguf_names::Key;
+using gguf_names::key;
+
+constexpr uint64_t kMaxInt = uint64_t{1} << 24;  // bounds every integer key: derived sizes stay far from overflow
 
 // Reads an optional positive integer key into `out`, bounded to keep every
 // derived size far from overflow.
@@ -17,8 +24,36 @@ Status read_int(const gguf::GgufFile& f, const std::string& key, int& out, bool 
   }
   auto v = f.get_u64(key);
   if (!v) return v.status();
-  if (*v > (1u << 24)) return error(ErrorKind::InvalidFile, "metadata key '" + key + "' = " + std::to_string(*v) + " is implausibly large");
+  if (*v > kMaxInt) return error(ErrorKind::InvalidFile, "metadata key '" + key + "' = " + std::to_string(*v) + " is implausibly large");
   out = static_cast<int>(*v);
+  return Status::ok();
+}
+
+// Reads a key that may hold one integer for every layer or, as llama.cpp's
+// GGUF allows, an array with one integer per layer; absent: `fallback` for
+// every layer. out: [n_layer].
+Status read_per_layer(const gguf::GgufFile& f, const std::string& key, int n_layer, int fallback, std::vector<int>& out) {
+  out.assign(static_cast<size_t>(n_layer), fallback);
+  const gguf::Value* v = f.find(key);
+  const gguf::Array* arr = v ? v->as_array() : nullptr;
+  if (!arr) {
+    int x = fallback;
+    TERN_RETURN_IF_ERROR(read_int(f, key, x, false));
+    out.assign(static_cast<size_t>(n_layer), x);
+    return Status::ok();
+  }
+  if (arr->items.size() != static_cast<size_t>(n_layer))
+    return error(ErrorKind::InvalidFile, "metadata key '" + key + "' has " + std::to_string(arr->items.size()) +
+                                             (arr->items.size() == 1 ? " value" : " values") + " but the model has " + std::to_string(n_layer) +
+                                             " layers (block_count): give one value per layer, or a single value for all");
+  for (size_t il = 0; il < arr->items.size(); ++il) {
+    const auto x = arr->items[il].as_u64();
+    if (!x || *x > kMaxInt)
+      return error(ErrorKind::InvalidFile, "metadata key '" + key + "' value " + std::to_string(il) +
+                                               " (layer " + std::to_string(il) + ") is " + arr->items[il].to_display() +
+                                               ", not an integer in [0, 2^24]");
+    out[il] = static_cast<int>(*x);
+  }
   return Status::ok();
 }
 
@@ -39,41 +74,55 @@ Status read_float(const gguf::GgufFile& f, const std::string& key, double fallba
   return Status::ok();
 }
 
-}  // namespace
-
-Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) {
-  auto arch_name = f.get_string("general.architecture");
-  if (!arch_name) return arch_name.status();
-  const ArchInfo* arch = find_arch(*arch_name);
-  if (!arch)
-    return error(ErrorKind::Unsupported, "unknown architecture '" + *arch_name + "' (supported: " +
-                                             std::string(supported_arch_names()) + ")");
-  HParams hp;
-  hp.arch = *arch_name;
-  const std::string p = hp.arch + ".";
-  TERN_RETURN_IF_ERROR(read_int(f, p + "embedding_length", hp.n_embd, true));
-  TERN_RETURN_IF_ERROR(read_int(f, p + "block_count", hp.n_layer, true));
-  TERN_RETURN_IF_ERROR(read_int(f, p + "feed_forward_length", hp.n_ff, true));
-  TERN_RETURN_IF_ERROR(read_int(f, p + "attention.head_count", hp.n_head, true));
-  hp.n_head_kv = hp.n_head;
-  TERN_RETURN_IF_ERROR(read_int(f, p + "attention.head_count_kv", hp.n_head_kv, false));
+// Reads the sizes every layer shares.
+Status read_sizes(const gguf::GgufFile& f, const std::string& arch, int n_vocab_from_tensors, HParams& hp) {
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::EmbeddingLength), hp.n_embd, true));
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::BlockCount), hp.n_layer, true));
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::FeedForwardLength), hp.n_ff, true));
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::HeadCount), hp.n_head, true));
   hp.n_ctx_train = 2048;
-  TERN_RETURN_IF_ERROR(read_int(f, p + "context_length", hp.n_ctx_train, false));
+  const std::string ctx_key = key(arch, Key::ContextLength);
+  TERN_RETURN_IF_ERROR(read_int(f, ctx_key, hp.n_ctx_train, false));
   if (hp.n_ctx_train <= 0)  // else it surfaces later as a puzzling KV-size error
-    return error(ErrorKind::InvalidFile, "metadata key '" + p + "context_length' = 0 must be positive");
+    return error(ErrorKind::InvalidFile, "metadata key '" + ctx_key + "' = 0 must be positive");
   hp.n_vocab = n_vocab_from_tensors;
-  TERN_RETURN_IF_ERROR(read_int(f, p + "vocab_size", hp.n_vocab, false));
-  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_ff <= 0 || hp.n_head <= 0 || hp.n_head_kv <= 0 || hp.n_vocab <= 0)
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::VocabSize), hp.n_vocab, false));
+  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_ff <= 0 || hp.n_head <= 0 || hp.n_vocab <= 0)
     return error(ErrorKind::InvalidFile, "model sizes must be positive: " + hp.summary());
-  if (hp.n_head % hp.n_head_kv != 0)
-    return error(ErrorKind::InvalidFile, "head_count " + std::to_string(hp.n_head) +
-                                             " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
-  if (hp.n_embd % hp.n_head != 0 && !f.find(p + "attention.key_length"))
+  return Status::ok();
+}
+
+// Per-layer K/V head counts and windows (scalars or arrays), then the head size.
+Status read_attention(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
+  const std::string kv_key = key(arch.name, Key::HeadCountKv);
+  std::vector<int> n_head_kv, window(static_cast<size_t>(hp.n_layer), 0);
+  TERN_RETURN_IF_ERROR(read_per_layer(f, kv_key, hp.n_layer, hp.n_head, n_head_kv));
+  if (arch.reads_sliding_window)
+    TERN_RETURN_IF_ERROR(read_per_layer(f, key(arch.name, Key::SlidingWindow), hp.n_layer, 0, window));
+  const gguf::Value* kv_value = f.find(kv_key);
+  const bool kv_per_layer = kv_value && kv_value->as_array();
+  hp.layers.resize(static_cast<size_t>(hp.n_layer));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerHParams& l = hp.layers[static_cast<size_t>(il)];
+    l.n_head_kv = n_head_kv[static_cast<size_t>(il)];
+    l.sliding_window = window[static_cast<size_t>(il)];
+    const std::string where = kv_per_layer ? " (layer " + std::to_string(il) + ")" : "";
+    if (l.n_head_kv <= 0)
+      return error(ErrorKind::InvalidFile, "metadata key '" + kv_key + "' = 0" + where + " must be positive");
+    if (hp.n_head % l.n_head_kv != 0)
+      return error(ErrorKind::InvalidFile, "head_count " + std::to_string(hp.n_head) +
+                                               " is not a multiple of head_count_kv " + std::to_string(l.n_head_kv) + where);
+  }
+  hp.n_head_kv = *std::max_element(n_head_kv.begin(), n_head_kv.end());
+  hp.sliding_window = std::all_of(window.begin(), window.end(), [&](int w) { return w == window[0]; }) ? window[0] : -1;
+
+  const std::string key_length = key(arch.name, Key::KeyLength);
+  if (hp.n_embd % hp.n_head != 0 && !f.find(key_length))
     return error(ErrorKind::InvalidFile, "embedding_length is not a multiple of head_count and no key_length is given");
   hp.head_dim = hp.n_embd / hp.n_head;
-  TERN_RETURN_IF_ERROR(read_int(f, p + "attention.key_length", hp.head_dim, false));
+  TERN_RETURN_IF_ERROR(read_int(f, key_length, hp.head_dim, false));
   int value_dim = hp.head_dim;
-  TERN_RETURN_IF_ERROR(read_int(f, p + "attention.value_length", value_dim, false));
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::ValueLength), value_dim, false));
   if (value_dim != hp.head_dim || hp.head_dim <= 0)
     return error(ErrorKind::Unsupported, "key_length " + std::to_string(hp.head_dim) + " != value_length " +
                                              std::to_string(value_dim) + " is not supported");
@@ -84,33 +133,35 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
                                              std::to_string(hp.head_dim) + " is implausibly large");
   if (hp.head_dim > 512)
     return error(ErrorKind::Unsupported, "head size " + std::to_string(hp.head_dim) + " exceeds the 512 the attention kernels support");
+  return read_float(f, key(arch.name, Key::RmsEpsilon), 1e-5, hp.rms_eps);
+}
 
-  TERN_RETURN_IF_ERROR(read_float(f, p + "attention.layer_norm_rms_epsilon", 1e-5, hp.rms_eps));
-  if (arch->reads_sliding_window) TERN_RETURN_IF_ERROR(read_int(f, p + "attention.sliding_window", hp.sliding_window, false));
-
+Status read_rope(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
   auto& r = hp.rope;
-  r.layout = arch->rope_layout;
+  r.layout = arch.rope_layout;
   r.n_rot = hp.head_dim;
-  TERN_RETURN_IF_ERROR(read_int(f, p + "rope.dimension_count", r.n_rot, false));
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::RopeDimensionCount), r.n_rot, false));
   if (r.n_rot <= 0 || r.n_rot > hp.head_dim || r.n_rot % 2 != 0)
     return error(ErrorKind::InvalidFile, "rope.dimension_count " + std::to_string(r.n_rot) +
                                              " must be even and at most the head size " + std::to_string(hp.head_dim));
-  TERN_RETURN_IF_ERROR(read_float(f, p + "rope.freq_base", 10000.0, r.freq_base));
+  TERN_RETURN_IF_ERROR(read_float(f, key(arch.name, Key::RopeFreqBase), 10000.0, r.freq_base));
 
+  const std::string type_key = key(arch.name, Key::RopeScalingType);
   std::string scaling = "none";
-  if (f.find(p + "rope.scaling.type")) {
-    auto s = f.get_string(p + "rope.scaling.type");
+  if (f.find(type_key)) {
+    auto s = f.get_string(type_key);
     if (!s) return s.status();
     scaling = *s;
   }
   // Zero is what some converters write for "no scaling"; NaN and infinities are never meant.
   float factor = 1.0f;
-  const std::string factor_key = f.find(p + "rope.scaling.factor") ? p + "rope.scaling.factor" : p + "rope.scale_linear";
+  const std::string legacy_key = key(arch.name, Key::RopeScaleLinear);
+  const bool legacy = !f.find(key(arch.name, Key::RopeScalingFactor)) && f.find(legacy_key);
+  const std::string factor_key = legacy ? legacy_key : key(arch.name, Key::RopeScalingFactor);
   if (f.find(factor_key)) {
     TERN_RETURN_IF_ERROR(read_float(f, factor_key, 1.0, factor, /*allow_zero=*/true));
-    const bool legacy = factor_key == p + "rope.scale_linear";  // older files: always linear
-    // type absent: linear, as llama.cpp reads it
-    if (scaling == "none" && (legacy || (!f.find(p + "rope.scaling.type") && factor != 1.0f))) scaling = "linear";
+    // older files (legacy key): always linear; type absent: linear, as llama.cpp reads it
+    if (scaling == "none" && (legacy || (!f.find(type_key) && factor != 1.0f))) scaling = "linear";
   }
   if (scaling != "none" && !(factor > 0.0f))
     return error(ErrorKind::InvalidFile, "metadata key '" + factor_key + "' must be positive for rope scaling '" +
@@ -120,23 +171,49 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
   } else if (scaling == "yarn") {
     r.freq_scale = static_cast<float>(1.0 / factor);
     r.yarn_orig_ctx = hp.n_ctx_train;
-    TERN_RETURN_IF_ERROR(read_int(f, p + "rope.scaling.original_context_length", r.yarn_orig_ctx, false));
+    TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::RopeScalingOrigCtx), r.yarn_orig_ctx, false));
     r.yarn_ext_factor = 1.0f;
-    TERN_RETURN_IF_ERROR(read_float(f, p + "rope.scaling.attn_factor", 1.0, r.yarn_attn_factor));
+    TERN_RETURN_IF_ERROR(read_float(f, key(arch.name, Key::RopeScalingAttnFactor), 1.0, r.yarn_attn_factor));
   } else if (scaling != "none") {
     return error(ErrorKind::Unsupported, "rope.scaling.type '" + scaling + "' is not supported (none, linear, yarn)");
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) {
+  auto arch_name = f.get_string(std::string(gguf_names::kArchitecture));
+  if (!arch_name) return arch_name.status();
+  const ArchInfo* arch = find_arch(*arch_name);
+  if (!arch)
+    return error(ErrorKind::Unsupported, "unknown architecture '" + *arch_name + "' (supported: " +
+                                             std::string(supported_arch_names()) + ")");
+  HParams hp;
+  hp.arch = *arch_name;
+  TERN_RETURN_IF_ERROR(read_sizes(f, hp.arch, n_vocab_from_tensors, hp));
+  TERN_RETURN_IF_ERROR(read_attention(f, *arch, hp));
+  TERN_RETURN_IF_ERROR(read_rope(f, *arch, hp));
   return hp;
 }
 
 std::string HParams::summary() const {
+  // A per-layer value reads as [a,b,...] when the layers differ.
+  auto per_layer = [&](int summary_value, int LayerHParams::*field) {
+    const bool varies = std::any_of(layers.begin(), layers.end(), [&](const LayerHParams& l) { return l.*field != layers[0].*field; });
+    if (!varies) return std::to_string(summary_value);
+    std::string s = "[";
+    for (const LayerHParams& l : layers) s += (s.size() > 1 ? "," : "") + std::to_string(l.*field);
+    return s + "]";
+  };
   char buf[320];
   std::snprintf(buf, sizeof buf,
-                "arch=%s n_vocab=%d n_ctx_train=%d n_embd=%d n_layer=%d n_ff=%d n_head=%d n_head_kv=%d "
-                "head_dim=%d n_rot=%d rope_base=%g rms_eps=%g sliding_window=%d",
-                arch.c_str(), n_vocab, n_ctx_train, n_embd, n_layer, n_ff, n_head, n_head_kv, head_dim, rope.n_rot,
-                rope.freq_base, rms_eps, sliding_window);
-  return buf;
+                "arch=%s n_vocab=%d n_ctx_train=%d n_embd=%d n_layer=%d n_ff=%d n_head=%d head_dim=%d n_rot=%d "
+                "rope_base=%g rms_eps=%g",
+                arch.c_str(), n_vocab, n_ctx_train, n_embd, n_layer, n_ff, n_head, head_dim, rope.n_rot,
+                rope.freq_base, rms_eps);
+  return std::string(buf) + " n_head_kv=" + per_layer(n_head_kv, &LayerHParams::n_head_kv) +
+         " sliding_window=" + per_layer(sliding_window, &LayerHParams::sliding_window);
 }
 
 }  // namespace tern

@@ -1,14 +1,27 @@
 // model/hparams.h — the hyper-parameters of a decoder-only Transformer,
-// read from GGUF `<arch>.*` metadata with defaults where the format has them.
+// read from GGUF `<arch>.*` metadata (keys: model/gguf_names.h) with defaults
+// where the format has them.
+//
+// Per-layer values: attention.head_count_kv and attention.sliding_window may
+// be a scalar (every layer) or an array with one entry per layer, as
+// llama.cpp's GGUF allows; layers[il] holds what layer il uses. The scalar
+// fields n_head_kv and sliding_window summarise them for callers that think
+// of the model as uniform (see their comments).
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "gguf/reader.h"
 #include "kernels/ref/ops.h"
 
 namespace tern {
+
+struct LayerHParams {
+  int n_head_kv = 0;
+  int sliding_window = 0;  // 0 = full attention; else a token attends to the last `sliding_window` positions
+};
 
 struct HParams {
   std::string arch;
@@ -18,20 +31,23 @@ struct HParams {
   int n_layer = 0;
   int n_ff = 0;
   int n_head = 0;
-  int n_head_kv = 0;
+  int n_head_kv = 0;         // the largest of layers[].n_head_kv: kv_dim() bounds every layer's K/V row
   int head_dim = 0;          // attention.key_length (== value_length), default n_embd / n_head
   float rms_eps = 1e-5f;
-  int sliding_window = 0;    // 0 = full attention; else a token attends to the last `sliding_window` positions
+  int sliding_window = 0;    // the window every layer has; -1 when layers differ (read layers[])
   kernels::RopeParams rope;  // layout from the arch table, n_rot, base, scaling
+  std::vector<LayerHParams> layers;  // [n_layer]
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }
+  int kv_dim(int il) const { return layers[static_cast<size_t>(il)].n_head_kv * head_dim; }
   std::string summary() const;
 };
 
-// Reads and validates hyper-parameters (positive sizes, heads dividing evenly,
-// n_rot even and <= head_dim). n_vocab is taken from the token embedding when
-// the vocab_size key is absent, so callers pass it in.
+// Reads and validates hyper-parameters (positive sizes, heads dividing evenly
+// in every layer, n_rot even and <= head_dim, per-layer arrays of block_count
+// entries). n_vocab is taken from the token embedding when the vocab_size key
+// is absent, so callers pass it in.
 Result<HParams> read_hparams(const gguf::GgufFile& file, int n_vocab_from_tensors);
 
 }  // namespace tern

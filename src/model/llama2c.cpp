@@ -8,9 +8,17 @@
 #include "core/input_file.h"
 #include "core/mmap.h"
 #include "gguf/writer.h"
+#include "model/gguf_names.h"
 
 namespace tern {
 namespace {
+
+using gguf_names::Key;
+using gguf_names::key;
+using gguf_names::Tensor;
+using gguf_names::tensor_name;
+
+constexpr std::string_view kArch = "llama";  // llama2.c checkpoints are Llama models
 
 struct Llama2cHeader {
   int32_t dim, hidden_dim, n_layers, n_heads, n_kv_heads, vocab_size, seq_len;
@@ -109,19 +117,19 @@ Status convert_llama2c(const Llama2cConvertOptions& o) {
   gguf::GgufWriter w;
   using gguf::Value;
   std::string name = o.name.empty() ? std::filesystem::path(o.model_path).stem().string() : o.name;
-  w.set("general.architecture", Value::of_string("llama"));
+  w.set(std::string(gguf_names::kArchitecture), Value::of_string(std::string(kArch)));
   w.set("general.name", Value::of_string(name));
   w.set("general.file_type", Value::of_u32(0));  // all F32
-  w.set("llama.context_length", Value::of_u32(h.seq_len));
-  w.set("llama.embedding_length", Value::of_u32(h.dim));
-  w.set("llama.block_count", Value::of_u32(h.n_layers));
-  w.set("llama.feed_forward_length", Value::of_u32(h.hidden_dim));
-  w.set("llama.attention.head_count", Value::of_u32(h.n_heads));
-  w.set("llama.attention.head_count_kv", Value::of_u32(h.n_kv_heads));
-  w.set("llama.attention.layer_norm_rms_epsilon", Value::of_f32(1e-5f));
-  w.set("llama.rope.dimension_count", Value::of_u32(static_cast<uint32_t>(head)));
-  w.set("llama.rope.freq_base", Value::of_f32(10000.0f));
-  w.set("llama.vocab_size", Value::of_u32(vocab));
+  w.set(key(kArch, Key::ContextLength), Value::of_u32(h.seq_len));
+  w.set(key(kArch, Key::EmbeddingLength), Value::of_u32(h.dim));
+  w.set(key(kArch, Key::BlockCount), Value::of_u32(h.n_layers));
+  w.set(key(kArch, Key::FeedForwardLength), Value::of_u32(h.hidden_dim));
+  w.set(key(kArch, Key::HeadCount), Value::of_u32(h.n_heads));
+  w.set(key(kArch, Key::HeadCountKv), Value::of_u32(h.n_kv_heads));
+  w.set(key(kArch, Key::RmsEpsilon), Value::of_f32(1e-5f));
+  w.set(key(kArch, Key::RopeDimensionCount), Value::of_u32(static_cast<uint32_t>(head)));
+  w.set(key(kArch, Key::RopeFreqBase), Value::of_f32(10000.0f));
+  w.set(key(kArch, Key::VocabSize), Value::of_u32(vocab));
   w.set("tokenizer.ggml.model", Value::of_string("llama"));
   w.set("tokenizer.ggml.pre", Value::of_string("default"));
   w.set("tokenizer.ggml.tokens", Value::of_strings(v->tokens));
@@ -140,37 +148,37 @@ Status convert_llama2c(const Llama2cConvertOptions& o) {
     return w.add_tensor(tname, GgmlType::F32, std::move(dims), data);
   };
   // Per-layer arrays are stored layer-major: [L][rows][cols]; slice one layer out.
-  auto per_layer = [&](const char* what, size_t rows, size_t cols, const char* gguf_name) -> Status {
+  auto per_layer = [&](const char* what, size_t rows, size_t cols, Tensor tensor) -> Status {
     auto all = c.take(L * rows * cols, what);
     if (!all) return all.status();
     const size_t layer_bytes = rows * cols * sizeof(float);
     for (size_t il = 0; il < L; ++il) {
       std::vector<uint64_t> dims = rows == 1 ? std::vector<uint64_t>{cols} : std::vector<uint64_t>{cols, rows};
-      TERN_RETURN_IF_ERROR(put("blk." + std::to_string(il) + "." + gguf_name, all->subspan(il * layer_bytes, layer_bytes), dims));
+      TERN_RETURN_IF_ERROR(put(tensor_name(tensor, static_cast<int>(il)), all->subspan(il * layer_bytes, layer_bytes), dims));
     }
     return Status::ok();
   };
   auto embd = c.take(vocab * dim, "token embeddings");
   if (!embd) return embd.status();
-  TERN_RETURN_IF_ERROR(put("token_embd.weight", *embd, {dim, static_cast<uint64_t>(vocab)}));
-  TERN_RETURN_IF_ERROR(per_layer("rms_att", 1, dim, "attn_norm.weight"));
-  TERN_RETURN_IF_ERROR(per_layer("wq", dim, dim, "attn_q.weight"));
-  TERN_RETURN_IF_ERROR(per_layer("wk", kv_dim, dim, "attn_k.weight"));
-  TERN_RETURN_IF_ERROR(per_layer("wv", kv_dim, dim, "attn_v.weight"));
-  TERN_RETURN_IF_ERROR(per_layer("wo", dim, dim, "attn_output.weight"));
-  TERN_RETURN_IF_ERROR(per_layer("rms_ffn", 1, dim, "ffn_norm.weight"));
-  TERN_RETURN_IF_ERROR(per_layer("w1", hidden, dim, "ffn_gate.weight"));
-  TERN_RETURN_IF_ERROR(per_layer("w2", dim, hidden, "ffn_down.weight"));
-  TERN_RETURN_IF_ERROR(per_layer("w3", hidden, dim, "ffn_up.weight"));
+  TERN_RETURN_IF_ERROR(put(tensor_name(Tensor::TokenEmbd), *embd, {dim, static_cast<uint64_t>(vocab)}));
+  TERN_RETURN_IF_ERROR(per_layer("rms_att", 1, dim, Tensor::AttnNorm));
+  TERN_RETURN_IF_ERROR(per_layer("wq", dim, dim, Tensor::AttnQ));
+  TERN_RETURN_IF_ERROR(per_layer("wk", kv_dim, dim, Tensor::AttnK));
+  TERN_RETURN_IF_ERROR(per_layer("wv", kv_dim, dim, Tensor::AttnV));
+  TERN_RETURN_IF_ERROR(per_layer("wo", dim, dim, Tensor::AttnOutput));
+  TERN_RETURN_IF_ERROR(per_layer("rms_ffn", 1, dim, Tensor::FfnNorm));
+  TERN_RETURN_IF_ERROR(per_layer("w1", hidden, dim, Tensor::FfnGate));
+  TERN_RETURN_IF_ERROR(per_layer("w2", dim, hidden, Tensor::FfnDown));
+  TERN_RETURN_IF_ERROR(per_layer("w3", hidden, dim, Tensor::FfnUp));
   auto norm = c.take(dim, "rms_final");
   if (!norm) return norm.status();
-  TERN_RETURN_IF_ERROR(put("output_norm.weight", *norm, {dim}));
+  TERN_RETURN_IF_ERROR(put(tensor_name(Tensor::OutputNorm), *norm, {dim}));
   auto rope_tables = c.take(h.seq_len * head, "RoPE tables");  // two [seq_len][head/2] tables, unused
   if (!rope_tables) return rope_tables.status();
   if (!shared_cls) {
     auto cls = c.take(vocab * dim, "classifier");
     if (!cls) return cls.status();
-    TERN_RETURN_IF_ERROR(put("output.weight", *cls, {dim, static_cast<uint64_t>(vocab)}));
+    TERN_RETURN_IF_ERROR(put(tensor_name(Tensor::Output), *cls, {dim, static_cast<uint64_t>(vocab)}));
   }
   if (c.remaining() != 0)
     return error(ErrorKind::InvalidFile, "'" + o.model_path + "' has " + std::to_string(c.remaining()) +

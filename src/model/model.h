@@ -9,6 +9,9 @@
 // any mix of sequences, each token with its position and KV slot; it writes
 // keys/values into the pools and returns logits for the rows asked for. It
 // never allocates, reserves or copies KV.
+// Which architecture runs comes from the registry (model/arch.h): its row
+// says what the loader reads and which block each layer runs. Loading fails
+// on a tensor the architecture would not use, rather than computing without it.
 // A Model is immutable after load; forward() runs one pass at a time (its
 // backend parallelises inside).
 #pragma once
@@ -27,8 +30,11 @@
 #include "kv/kv_pool.h"
 #include "model/forward_input.h"
 #include "model/hparams.h"
+#include "model/layers.h"
 
 namespace tern {
+
+struct ArchInfo;
 
 // Tokens fed to a model driven directly (model/batch_runner.h): all vectors
 // have the same length n_tokens. Tokens of one sequence must appear in
@@ -49,23 +55,6 @@ struct Batch {
   void clear() { tokens.clear(); positions.clear(); seq_ids.clear(); logits.clear(); }
 };
 
-struct LayerWeights {
-  int kv_group = 0;                    // the KV group (pool) holding this layer's keys/values
-  int kv_index = 0;                    // this layer's index inside that group's pool
-  std::vector<float> attn_norm;        // [n_embd]
-  kernels::WeightView wq, wk, wv, wo;  // [q_dim][n_embd], [kv_dim][n_embd] x2, [n_embd][q_dim]
-  std::vector<float> bq, bk, bv;       // [q_dim], [kv_dim], [kv_dim] or empty
-  std::vector<float> ffn_norm;         // [n_embd]
-  // The vectors above as the backend holds them (Backend::upload); null when empty.
-  const float* attn_norm_b = nullptr;
-  const float* ffn_norm_b = nullptr;
-  const float* bq_b = nullptr;
-  const float* bk_b = nullptr;
-  const float* bv_b = nullptr;
-  kernels::WeightView w_gate, w_up;    // [n_ff][n_embd]
-  kernels::WeightView w_down;          // [n_embd][n_ff]
-};
-
 class Model {
  public:
   // backend: prepares the weights and runs forward(); null = a CPU backend on every core.
@@ -76,7 +65,8 @@ class Model {
   const gguf::GgufFile& file() const { return file_; }
   backend::Backend& backend() const { return *backend_; }
   // What each KV group keeps (one pool per group; LayerWeights::kv_group says
-  // which group a layer's keys/values live in).
+  // which group a layer's keys/values live in). Layers with the same K/V
+  // heads and window share a group; groups are in order of their first layer.
   std::vector<KvCacheSpec> kv_specs(KvType type = KvType::F32) const;
   // Bytes of weights read per generated token (all matrices once): for roofline figures.
   uint64_t weight_bytes() const { return weight_bytes_; }
@@ -89,17 +79,19 @@ class Model {
 
  private:
   Status bind_weights();
+  void assign_kv_groups();
   void prepare_weights();
   Status validate(const ForwardInput& in, std::span<const KvPoolView> pools) const;
 
   gguf::GgufFile file_;
   HParams hp_;
+  const ArchInfo* arch_ = nullptr;
   std::shared_ptr<backend::Backend> backend_;
   kernels::WeightView tok_embd_;   // [n_vocab][n_embd]
   kernels::WeightView output_;     // [n_vocab][n_embd] (tok_embd_ when tied)
-  std::vector<float> output_norm_; // [n_embd]
-  const float* output_norm_b_ = nullptr;
-  std::vector<LayerWeights> layers_;
+  VectorWeight output_norm_;       // [n_embd]
+  std::vector<LayerWeights> layers_;  // [n_layer]
+  std::vector<KvCacheSpec> kv_groups_;  // [n_groups], type unset (kv_specs() sets it)
   uint64_t weight_bytes_ = 0;
 };
 

@@ -4,12 +4,17 @@
 #include <cmath>
 
 #include "gguf/reader.h"
+#include "model/gguf_names.h"
 
 namespace tern {
 namespace {
 
 using gguf::GgmlType;
 using gguf::Value;
+using gguf_names::Key;
+using gguf_names::key;
+using gguf_names::Tensor;
+using gguf_names::tensor_name;
 
 uint64_t splitmix64(uint64_t& state) {
   uint64_t z = (state += 0x9E3779B97F4A7C15ull);
@@ -98,25 +103,24 @@ namespace {
 
 void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, int n_head_kv, uint64_t n_vocab,
                   const gguf::GgufFile& vocab_file) {
-  const std::string p = o.arch + ".";
   const std::string name = o.name.empty() ? "synth-" + o.arch + "-" + std::to_string(o.n_embd) + "x" + std::to_string(o.n_layer)
                                           : o.name;
-  w.set("general.architecture", Value::of_string(o.arch));
+  w.set(std::string(gguf_names::kArchitecture), Value::of_string(o.arch));
   w.set("general.name", Value::of_string(name));
   w.set("general.file_type", Value::of_u32(o.scheme.file_type));
   w.set("general.quantization_version", Value::of_u32(2));
-  w.set(p + "context_length", Value::of_u32(o.n_ctx));
-  w.set(p + "embedding_length", Value::of_u32(o.n_embd));
-  w.set(p + "block_count", Value::of_u32(o.n_layer));
-  w.set(p + "feed_forward_length", Value::of_u32(o.n_ff));
-  w.set(p + "attention.head_count", Value::of_u32(o.n_head));
-  w.set(p + "attention.head_count_kv", Value::of_u32(n_head_kv));
-  w.set(p + "attention.layer_norm_rms_epsilon", Value::of_f32(1e-5f));
-  w.set(p + "rope.dimension_count", Value::of_u32(o.n_embd / o.n_head));
-  w.set(p + "rope.freq_base", Value::of_f32(10000.0f));
-  w.set(p + "vocab_size", Value::of_u32(static_cast<uint32_t>(n_vocab)));
-  for (const auto& [key, value] : vocab_file.metadata())
-    if (key.rfind("tokenizer.", 0) == 0) w.set(key, value);
+  w.set(key(o.arch, Key::ContextLength), Value::of_u32(o.n_ctx));
+  w.set(key(o.arch, Key::EmbeddingLength), Value::of_u32(o.n_embd));
+  w.set(key(o.arch, Key::BlockCount), Value::of_u32(o.n_layer));
+  w.set(key(o.arch, Key::FeedForwardLength), Value::of_u32(o.n_ff));
+  w.set(key(o.arch, Key::HeadCount), Value::of_u32(o.n_head));
+  w.set(key(o.arch, Key::HeadCountKv), Value::of_u32(n_head_kv));
+  w.set(key(o.arch, Key::RmsEpsilon), Value::of_f32(1e-5f));
+  w.set(key(o.arch, Key::RopeDimensionCount), Value::of_u32(o.n_embd / o.n_head));
+  w.set(key(o.arch, Key::RopeFreqBase), Value::of_f32(10000.0f));
+  w.set(key(o.arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
+  for (const auto& [k, value] : vocab_file.metadata())
+    if (k.rfind("tokenizer.", 0) == 0) w.set(k, value);
 }
 
 // A generated tensor: dims = {row length, n_rows}; 1-D tensors are norms (all ones).
@@ -168,24 +172,23 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
   // Shapes as {row length, n_rows}: weights are [n_out][n_in], rows of n_in.
   const uint64_t n_embd = o.n_embd, n_ff = o.n_ff, kv_dim = static_cast<uint64_t>(o.n_embd / o.n_head) * n_head_kv;
   std::vector<TensorJob> jobs;
-  auto add = [&](const std::string& name, std::vector<uint64_t> dims) {
-    jobs.push_back(make_job(o, model, name, std::move(dims)));
+  auto add = [&](Tensor t, int il, std::vector<uint64_t> dims) {
+    jobs.push_back(make_job(o, model, tensor_name(t, il), std::move(dims)));
   };
-  add("token_embd.weight", {n_embd, n_vocab});
+  add(Tensor::TokenEmbd, -1, {n_embd, n_vocab});
   for (int il = 0; il < o.n_layer; ++il) {
-    const std::string b = "blk." + std::to_string(il) + ".";
-    add(b + "attn_norm.weight", {n_embd});
-    add(b + "attn_q.weight", {n_embd, n_embd});
-    add(b + "attn_k.weight", {n_embd, kv_dim});
-    add(b + "attn_v.weight", {n_embd, kv_dim});
-    add(b + "attn_output.weight", {n_embd, n_embd});
-    add(b + "ffn_norm.weight", {n_embd});
-    add(b + "ffn_gate.weight", {n_embd, n_ff});
-    add(b + "ffn_up.weight", {n_embd, n_ff});
-    add(b + "ffn_down.weight", {n_ff, n_embd});
+    add(Tensor::AttnNorm, il, {n_embd});
+    add(Tensor::AttnQ, il, {n_embd, n_embd});
+    add(Tensor::AttnK, il, {n_embd, kv_dim});
+    add(Tensor::AttnV, il, {n_embd, kv_dim});
+    add(Tensor::AttnOutput, il, {n_embd, n_embd});
+    add(Tensor::FfnNorm, il, {n_embd});
+    add(Tensor::FfnGate, il, {n_embd, n_ff});
+    add(Tensor::FfnUp, il, {n_embd, n_ff});
+    add(Tensor::FfnDown, il, {n_ff, n_embd});
   }
-  add("output_norm.weight", {n_embd});
-  add("output.weight", {n_embd, n_vocab});
+  add(Tensor::OutputNorm, -1, {n_embd});
+  add(Tensor::Output, -1, {n_embd, n_vocab});
 
   auto report = write_tensor_jobs(w, o.out_path, jobs, pool, progress);
   if (!report) return report.status().with_context(o.out_path);

@@ -65,6 +65,13 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
     auto v = f.get_u64(p + key);
     return v ? static_cast<int>(*v) : fallback;
   };
+  // A key that is a scalar gives it; an array gives one value per entry.
+  auto get_ints = [&](const std::string& key, std::vector<int>& out) {
+    out.clear();
+    const gguf::Value* v = f.find(p + key);
+    if (!v || !v->as_array()) return;
+    for (const gguf::Value& e : v->as_array()->items) out.push_back(static_cast<int>(e.as_i64().value_or(-1)));
+  };
   auto get_real = [&](const std::string& key, double fallback) {
     auto v = f.get_f64(p + key);
     return v ? *v : fallback;
@@ -77,6 +84,7 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
   c.n_ff = get_int("feed_forward_length", 0);
   c.n_head = get_int("attention.head_count", 0);
   c.n_head_kv = get_int("attention.head_count_kv", c.n_head);
+  get_ints("attention.head_count_kv", c.layer_n_head_kv);
   if (c.n_embd <= 0 || c.n_layer <= 0 || c.n_ff <= 0 || c.n_head <= 0 || c.n_head_kv <= 0)
     return *why = "reference: missing or zero size keys", false;
   c.head_dim = get_int("attention.key_length", c.n_embd / c.n_head);
@@ -89,10 +97,14 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
   c.yarn_orig_ctx = get_int("rope.scaling.original_context_length", get_int("context_length", 0));
   c.yarn_attn_factor = get_real("rope.scaling.attn_factor", 1.0);
   c.sliding_window = get_int("attention.sliding_window", 0);
+  get_ints("attention.sliding_window", c.layer_window);
+  for (const auto* per_layer : {&c.layer_n_head_kv, &c.layer_window})
+    if (!per_layer->empty() && per_layer->size() != size_t(c.n_layer))
+      return *why = "reference: a per-layer array's length is not block_count", false;
   config = c;
 
   const uint64_t E = c.n_embd, F = c.n_ff, V = c.n_vocab;
-  const uint64_t Q = uint64_t(c.n_head) * c.head_dim, K = uint64_t(c.n_head_kv) * c.head_dim;
+  const uint64_t Q = uint64_t(c.n_head) * c.head_dim;
   if (!read_tensor(f, "token_embd.weight", V * E, true, embd_, why)) return false;
   if (!read_tensor(f, "output_norm.weight", E, true, out_norm_, why)) return false;
   if (!read_tensor(f, "output.weight", V * E, false, out_, why)) return false;
@@ -101,6 +113,8 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
   for (int il = 0; il < c.n_layer; ++il) {
     Layer& l = layers_[il];
     const std::string b = "blk." + std::to_string(il) + ".";
+    const uint64_t K = uint64_t(c.n_head_kv_of(il)) * c.head_dim;
+    if (c.n_head_kv_of(il) <= 0) return *why = "reference: zero kv heads", false;
     if (!read_tensor(f, b + "attn_norm.weight", E, true, l.attn_norm, why) ||
         !read_tensor(f, b + "attn_q.weight", Q * E, true, l.wq, why) ||
         !read_tensor(f, b + "attn_k.weight", K * E, true, l.wk, why) ||
@@ -163,21 +177,21 @@ void ReferenceGguf::rope(Vec& x, int n_heads, int pos) const {
 
 std::vector<std::vector<double>> ReferenceGguf::forward_all(const std::vector<int>& tokens) const {
   const RefConfig& c = config;
-  const int E = c.n_embd, hd = c.head_dim, Q = c.n_head * hd, K = c.n_head_kv * hd;
-  const int group = c.n_head / c.n_head_kv;
+  const int E = c.n_embd, hd = c.head_dim, Q = c.n_head * hd;
   std::vector<Vec> kcache(c.n_layer), vcache(c.n_layer);  // [layer][pos * K + kvh * hd + i]
   std::vector<Vec> logits;
   for (int pos = 0; pos < static_cast<int>(tokens.size()); ++pos) {
     Vec x(embd_.begin() + size_t(tokens[pos]) * E, embd_.begin() + size_t(tokens[pos] + 1) * E);
     for (int il = 0; il < c.n_layer; ++il) {
       const Layer& l = layers_[il];
+      const int K = c.n_head_kv_of(il) * hd, group = c.n_head / c.n_head_kv_of(il), window = c.window_of(il);
       Vec h = rmsnorm(x, l.attn_norm, c.rms_eps);
       Vec q = matvec(l.wq, h, Q, l.bq), k = matvec(l.wk, h, K, l.bk), v = matvec(l.wv, h, K, l.bv);
       rope(q, c.n_head, pos);
-      rope(k, c.n_head_kv, pos);
+      rope(k, c.n_head_kv_of(il), pos);
       kcache[il].insert(kcache[il].end(), k.begin(), k.end());
       vcache[il].insert(vcache[il].end(), v.begin(), v.end());
-      const int first = c.sliding_window > 0 ? std::max(0, pos - c.sliding_window + 1) : 0;
+      const int first = window > 0 ? std::max(0, pos - window + 1) : 0;
       Vec att(Q, 0.0);
       for (int hq = 0; hq < c.n_head; ++hq) {
         const int kvh = hq / group;

@@ -11,6 +11,8 @@
 //               q, k = rope(q, pos), rope(k, pos)         (see RefConfig)
 //               head j of q attends kv head j / (n_head / n_head_kv) over
 //               positions [max(0, pos - window + 1), pos], scale 1/sqrt(head_dim)
+//               (n_head_kv and window of this layer: the keys may be arrays
+//               with one value per layer)
 //               x += Wo att
 //               x += Wdown (silu(Wgate g) * Wup g),  g = rmsnorm(x) * ffn_norm
 //   logits = Wout (rmsnorm(x) * output_norm)     (Wout = embd when output.weight is absent)
@@ -39,6 +41,11 @@ struct RefConfig {
   double yarn_beta_fast = 32.0, yarn_beta_slow = 1.0;
   double yarn_attn_factor = 1.0;
   int sliding_window = 0;  // 0 = full causal attention
+  // One value per layer when the file gives an array; empty: the scalar above for every layer.
+  std::vector<int> layer_n_head_kv, layer_window;
+
+  int n_head_kv_of(int il) const { return layer_n_head_kv.empty() ? n_head_kv : layer_n_head_kv[il]; }
+  int window_of(int il) const { return layer_window.empty() ? sliding_window : layer_window[il]; }
 };
 
 class ReferenceGguf {

@@ -35,7 +35,10 @@ void add_metadata(SyntheticModel& m, const SynthSpec& s) {
   m.set(p + "block_count", Value::of_u32(s.n_layer));
   m.set(p + "feed_forward_length", Value::of_u32(s.n_ff));
   m.set(p + "attention.head_count", Value::of_u32(s.n_head));
-  m.set(p + "attention.head_count_kv", Value::of_u32(s.n_head_kv));
+  if (s.layer_n_head_kv.empty())
+    m.set(p + "attention.head_count_kv", Value::of_u32(s.n_head_kv));
+  else
+    m.set(p + "attention.head_count_kv", Value::of_i32s(s.layer_n_head_kv));
   m.set(p + "attention.layer_norm_rms_epsilon", Value::of_f32(s.rms_eps));
   if (s.key_length > 0) {
     m.set(p + "attention.key_length", Value::of_u32(s.key_length));
@@ -48,7 +51,10 @@ void add_metadata(SyntheticModel& m, const SynthSpec& s) {
     m.set(p + "rope.scaling.factor", Value::of_f32(static_cast<float>(s.scaling_factor)));
   }
   if (s.yarn_orig_ctx > 0) m.set(p + "rope.scaling.original_context_length", Value::of_u32(s.yarn_orig_ctx));
-  if (s.sliding_window > 0) m.set(p + "attention.sliding_window", Value::of_u32(s.sliding_window));
+  if (!s.layer_sliding_window.empty())
+    m.set(p + "attention.sliding_window", Value::of_i32s(s.layer_sliding_window));
+  else if (s.sliding_window > 0)
+    m.set(p + "attention.sliding_window", Value::of_u32(s.sliding_window));
 }
 
 }  // namespace
@@ -77,7 +83,7 @@ SyntheticModel make_synthetic(const SynthSpec& s) {
   add_metadata(m, s);
   Filler fill(s.seed);
   const uint64_t n_embd = s.n_embd, n_ff = s.n_ff, n_vocab = s.n_vocab;
-  const uint64_t q_dim = uint64_t(s.n_head) * s.head_dim(), kv_dim = uint64_t(s.n_head_kv) * s.head_dim();
+  const uint64_t q_dim = uint64_t(s.n_head) * s.head_dim();
   auto matrix = [&](std::string name, uint64_t n_cols, uint64_t n_rows) {
     m.tensors.push_back({std::move(name), {n_cols, n_rows}, fill.normal(n_cols * n_rows, 0.0f, s.weight_std), {}});
   };
@@ -87,6 +93,7 @@ SyntheticModel make_synthetic(const SynthSpec& s) {
   matrix("token_embd.weight", n_embd, n_vocab);
   for (int il = 0; il < s.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
+    const uint64_t kv_dim = uint64_t(s.n_head_kv_of(il)) * s.head_dim();
     vector(p + "attn_norm.weight", n_embd, 1.0f, 0.1f);
     matrix(p + "attn_q.weight", n_embd, q_dim);
     matrix(p + "attn_k.weight", n_embd, kv_dim);

@@ -37,6 +37,10 @@ struct SynthSpec {
   double scaling_factor = 0.0;
   int yarn_orig_ctx = 0;          // 0: rope.scaling.original_context_length omitted
   int sliding_window = 0;         // 0: attention.sliding_window omitted
+  // Per-layer values, written as arrays of n_layer I32 (as gguf-py writes a
+  // list) in place of the scalar above when not empty.
+  std::vector<int> layer_n_head_kv;
+  std::vector<int> layer_sliding_window;
   float rms_eps = 1e-5f;
   bool qkv_bias = false;          // attn_{q,k,v}.bias present
   bool tied_output = false;       // no output.weight: the classifier reuses token_embd
@@ -47,6 +51,7 @@ struct SynthSpec {
   float bias_std = 0.3f;
 
   int head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
+  int n_head_kv_of(int il) const { return layer_n_head_kv.empty() ? n_head_kv : layer_n_head_kv[static_cast<size_t>(il)]; }
 };
 
 struct SynthTensor {

@@ -2,16 +2,8 @@
 // an untied head, qwen2 NeoX RoPE with biases, sliding windows, partial
 // rotary, linear and YaRN RoPE scaling, key_length != n_embd / n_head, quantized
 // weight types) and malformed files, on synthetic random-weight models
-// checked against the independent double-precision ReferenceGguf.
-//
-// Tolerances. Logits of these models are O(1) (|logit| < ~5). The engine
-// accumulates in f32 (dot products of <= 128 terms of O(1) values, 2 layers,
-// softmax over <= 80 positions), so its logits sit 3e-6..1e-5 from the
-// double reference (measured); kTol = 2e-4 leaves >20x margin. Every variant
-// also shows that the reference *without* the feature (full attention, base
-// 1e4, Normal pairing, no scaling …) is > kSensitive = 0.5 away from the
-// engine (measured 2..6), 2500x the tolerance, so a feature the engine
-// silently ignored, or got subtly wrong, fails.
+// checked against the independent double-precision ReferenceGguf (tolerances:
+// arch_checks.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,112 +14,15 @@
 
 #include "kernels/cpu_features.h"
 #include "backend/cpu/cpu_backend.h"
-#include "model/batch_runner.h"
+#include "arch_checks.h"
 #include "model/model.h"
-#include "reference_gguf.h"
-#include "synthetic_model.h"
 
 namespace tern {
 namespace {
 
 using gguf::GgmlType;
 using gguf::Value;
-using test::ReferenceGguf;
-using test::SynthSpec;
-using test::SyntheticModel;
-
-constexpr double kTol = 2e-4;
-constexpr double kSensitive = 0.5;
-
-using Rows = std::vector<std::vector<float>>;      // [n_tokens][n_vocab]
-using RefRows = std::vector<std::vector<double>>;  // [n_tokens][n_vocab]
-
-struct Loaded {
-  std::unique_ptr<Model> model;
-  ReferenceGguf ref;
-};
-
-// Loads `sm` (matrices as `type`) into the engine and into the reference.
-Loaded load(const SyntheticModel& sm, GgmlType type = GgmlType::F32) {
-  Loaded out;
-  auto file = test::to_gguf(sm, type);
-  EXPECT_TRUE(file.is_ok()) << file.status().message();
-  if (!file) return out;
-  std::string why;
-  EXPECT_TRUE(out.ref.load(*file, &why)) << why;
-  auto m = Model::from_gguf(std::move(file).value());
-  EXPECT_TRUE(m.is_ok()) << m.status().message();
-  if (m) out.model = std::move(m).value();
-  return out;
-}
-
-// The reference over `sm` encoded as f32 (a variant of a loaded model's file).
-ReferenceGguf reference_of(const SyntheticModel& sm) {
-  ReferenceGguf ref;
-  auto file = test::to_gguf(sm);
-  std::string why = file ? "" : file.status().message();
-  EXPECT_TRUE(file && ref.load(*file, &why)) << why;
-  return ref;
-}
-
-std::vector<int> random_tokens(size_t n, int n_vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int> d(0, n_vocab - 1);
-  std::vector<int> t(n);
-  for (int& x : t) x = d(rng);
-  return t;
-}
-
-// Logits of every position of `tokens` as sequence 0, fed as chunks of the
-// sizes in `first`, then chunks of `then` tokens until the end.
-Rows run(const Model& m, const std::vector<int>& tokens, std::vector<size_t> first, size_t then) {
-  auto runner = BatchRunner::create(m, 1, static_cast<int32_t>(tokens.size()));
-  EXPECT_TRUE(runner.is_ok());
-  BatchRunner& kv = *runner.value();
-  const int nv = m.hparams().n_vocab;
-  Rows rows;
-  std::vector<float> logits;
-  size_t i = 0;
-  for (size_t c = 0; i < tokens.size(); ++c) {
-    const size_t len = std::min(tokens.size() - i, c < first.size() ? first[c] : then);
-    Batch b;
-    for (size_t j = i; j < i + len; ++j) b.add(tokens[j], static_cast<int32_t>(j), SeqId(0), true);
-    auto s = kv.forward(b, logits);
-    EXPECT_TRUE(s.is_ok()) << s.message();
-    if (!s) return rows;
-    for (size_t r = 0; r < len; ++r) rows.emplace_back(logits.begin() + r * nv, logits.begin() + (r + 1) * nv);
-    i += len;
-  }
-  return rows;
-}
-
-// Largest |got - want| over positions [from, end) and the whole vocabulary.
-template <typename A, typename B>
-double max_diff(const A& got, const B& want, size_t from = 0) {
-  EXPECT_EQ(got.size(), want.size());
-  double d = 0.0;
-  for (size_t t = from; t < std::min(got.size(), want.size()); ++t)
-    for (size_t v = 0; v < got[t].size(); ++v) d = std::max(d, std::fabs(double(got[t][v]) - double(want[t][v])));
-  return d;
-}
-
-// The engine's logits for `tokens` — fed at once, as 5 + 1 + rest and one at
-// a time — match `ref` within `tol`. Returns the all-at-once logits.
-Rows expect_matches(const Model& m, const ReferenceGguf& ref, const std::vector<int>& tokens, double tol = kTol) {
-  const RefRows want = ref.forward_all(tokens);
-  const Rows all = run(m, tokens, {}, tokens.size());
-  EXPECT_LT(max_diff(all, want), tol) << "one batch";
-  EXPECT_LT(max_diff(run(m, tokens, {5, 1}, tokens.size()), want), tol) << "5 + 1 + rest";
-  EXPECT_LT(max_diff(run(m, tokens, {}, 1), want), tol) << "one token per step";
-  return all;
-}
-
-// The engine differs from a reference that lacks the feature under test.
-void expect_sensitive(const Rows& got, const ReferenceGguf& without, const std::vector<int>& tokens,
-                      const char* what) {
-  EXPECT_GT(max_diff(got, without.forward_all(tokens)), kSensitive)
-      << what << " does not change the logits: the test could not catch it being ignored";
-}
+using namespace test;  // arch_checks.h: load, run, expect_matches, ...
 
 TEST(Archs, LlamaGqaUntiedOutput) {
   SynthSpec s;  // n_embd 64, 8 heads of 8 over 2 kv heads, output.weight present
@@ -375,20 +270,6 @@ TEST(Archs, PackedWeightsGiveIdenticalLogits) {
 }
 
 // ---- Malformed files: a Status with a kind and a message naming the culprit.
-
-Status load_status(const SyntheticModel& sm) {
-  auto file = test::to_gguf(sm);
-  if (!file) return file.status();
-  auto m = Model::from_gguf(std::move(file).value());
-  return m ? Status::ok() : m.status();
-}
-
-void expect_error(const SyntheticModel& sm, ErrorKind kind, const std::vector<std::string>& mentions) {
-  const Status s = load_status(sm);
-  ASSERT_FALSE(s.is_ok()) << "loaded a bad file";
-  EXPECT_EQ(s.kind(), kind) << s.message();
-  for (const auto& m : mentions) EXPECT_NE(s.message().find(m), std::string::npos) << s.message() << " lacks " << m;
-}
 
 TEST(ArchsBadFiles, ControlLoads) { EXPECT_TRUE(load_status(test::make_synthetic(SynthSpec{})).is_ok()); }
 

@@ -1,0 +1,24 @@
+// llama: the reference member of the family (Llama 1-3, TinyLlama, the
+// stories models, and Mistral files converted as "llama").
+#include "model/archs/llama.h"
+
+namespace tern::archs {
+
+void llama_block(const Pass& p, const LayerWeights& l, const LayerHParams& lh) {
+  const Activations& a = p.act;
+  layers::rms_norm(p, a.x, l.attn_norm, a.xn, p.n);
+  layers::attention(p, l, lh, a.xn, a.proj);
+  layers::residual_add(p, a.x, a.proj);
+  layers::rms_norm(p, a.x, l.ffn_norm, a.xn, p.n);
+  layers::gated_ffn(p, l.ffn, a.xn, a.proj);
+  layers::residual_add(p, a.x, a.proj);
+}
+
+extern const ArchInfo kLlama;
+// GGUF converters permute Q and K rows so that adjacent-pair (Normal) RoPE
+// applies. llama.cpp reads optional q/k/v biases for llama (some fine-tunes
+// carry them); the sliding window is honoured when a file states one.
+constinit const ArchInfo kLlama{"llama", kernels::RopeLayout::Normal, /*reads_sliding_window=*/true,
+                                /*reads_qkv_bias=*/true, llama_block};
+
+}  // namespace tern::archs

@@ -1,0 +1,104 @@
+#include "model/gguf_names.h"
+
+#include <iterator>
+
+#include "core/assert.h"
+
+namespace tern::gguf_names {
+namespace {
+
+struct KeyRow {
+  Key key;
+  std::string_view suffix;
+};
+
+// Names as llama.cpp's gguf-py constants spell them (the files we read come from its converters).
+constexpr KeyRow kKeys[] = {
+    {Key::ContextLength, "context_length"},
+    {Key::EmbeddingLength, "embedding_length"},
+    {Key::BlockCount, "block_count"},
+    {Key::FeedForwardLength, "feed_forward_length"},
+    {Key::VocabSize, "vocab_size"},
+    {Key::HeadCount, "attention.head_count"},
+    {Key::HeadCountKv, "attention.head_count_kv"},
+    {Key::KeyLength, "attention.key_length"},
+    {Key::ValueLength, "attention.value_length"},
+    {Key::RmsEpsilon, "attention.layer_norm_rms_epsilon"},
+    {Key::SlidingWindow, "attention.sliding_window"},
+    {Key::RopeDimensionCount, "rope.dimension_count"},
+    {Key::RopeFreqBase, "rope.freq_base"},
+    {Key::RopeScalingType, "rope.scaling.type"},
+    {Key::RopeScalingFactor, "rope.scaling.factor"},
+    {Key::RopeScaleLinear, "rope.scale_linear"},
+    {Key::RopeScalingOrigCtx, "rope.scaling.original_context_length"},
+    {Key::RopeScalingAttnFactor, "rope.scaling.attn_factor"},
+};
+
+struct TensorRow {
+  Tensor tensor;
+  bool per_layer;          // "blk.<il>." + suffix
+  std::string_view suffix;
+  std::string_view what;   // for messages about tensors a file has and tern does not use
+};
+
+constexpr TensorRow kTensors[] = {
+    {Tensor::TokenEmbd, false, "token_embd.weight", "token embedding"},
+    {Tensor::OutputNorm, false, "output_norm.weight", "final norm"},
+    {Tensor::Output, false, "output.weight", "output projection"},
+    {Tensor::RopeFreqs, false, "rope_freqs.weight",
+     "per-dimension RoPE frequency factors (Llama 3.1 rope scaling), not implemented"},
+    {Tensor::AttnNorm, true, "attn_norm.weight", "attention norm"},
+    {Tensor::AttnQ, true, "attn_q.weight", "query projection"},
+    {Tensor::AttnK, true, "attn_k.weight", "key projection"},
+    {Tensor::AttnV, true, "attn_v.weight", "value projection"},
+    {Tensor::AttnOutput, true, "attn_output.weight", "attention output projection"},
+    {Tensor::AttnQBias, true, "attn_q.bias", "query bias"},
+    {Tensor::AttnKBias, true, "attn_k.bias", "key bias"},
+    {Tensor::AttnVBias, true, "attn_v.bias", "value bias"},
+    {Tensor::AttnOutputBias, true, "attn_output.bias", "attention output bias, not implemented"},
+    {Tensor::FfnNorm, true, "ffn_norm.weight", "feed-forward norm"},
+    {Tensor::FfnGate, true, "ffn_gate.weight", "feed-forward gate projection"},
+    {Tensor::FfnUp, true, "ffn_up.weight", "feed-forward up projection"},
+    {Tensor::FfnDown, true, "ffn_down.weight", "feed-forward down projection"},
+};
+
+const TensorRow& row_of(Tensor t) {
+  for (const TensorRow& r : kTensors)
+    if (r.tensor == t) return r;
+  TERN_ASSERT_MSG(false, "tensor missing from the name table");
+  return kTensors[0];
+}
+
+constexpr std::string_view kLayerPrefix = "blk.";
+
+}  // namespace
+
+std::string key(std::string_view arch, Key k) {
+  for (const KeyRow& r : kKeys)
+    if (r.key == k) return std::string(arch) + "." + std::string(r.suffix);
+  TERN_ASSERT_MSG(false, "key missing from the name table");
+  return {};
+}
+
+std::string tensor_name(Tensor t, int layer) {
+  const TensorRow& r = row_of(t);
+  if (!r.per_layer) return std::string(r.suffix);
+  TERN_ASSERT(layer >= 0);
+  return std::string(kLayerPrefix) + std::to_string(layer) + "." + std::string(r.suffix);
+}
+
+bool is_per_layer(Tensor t) { return row_of(t).per_layer; }
+
+std::string_view describe_tensor(std::string_view name) {
+  std::string_view suffix = name;
+  if (name.starts_with(kLayerPrefix)) {
+    const size_t dot = name.find('.', kLayerPrefix.size());
+    if (dot == std::string_view::npos) return {};
+    suffix = name.substr(dot + 1);
+  }
+  for (const TensorRow& r : kTensors)
+    if (r.suffix == suffix && r.per_layer == name.starts_with(kLayerPrefix)) return r.what;
+  return {};
+}
+
+}  // namespace tern::gguf_names

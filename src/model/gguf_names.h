@@ -1,0 +1,77 @@
+// model/gguf_names.h — every GGUF metadata key and tensor name the model
+// code reads or writes, in one table (gguf_names.cpp), so a name is spelled
+// once and the loader, the converters and the error messages agree.
+//
+//   keys     "general.architecture", then "<arch>.<suffix>" for the rest:
+//            key("llama", Key::EmbeddingLength) == "llama.embedding_length"
+//   tensors  global ones by name ("token_embd.weight"), per-layer ones as
+//            "blk.<il>.<suffix>": tensor_name(Tensor::AttnQ, 3) == "blk.3.attn_q.weight"
+//
+// Names of tensors that tern knows of but does not compute with (rope_freqs,
+// attention output and FFN biases) are in the table too, with a note on what
+// they are, so "this file has tensors the architecture does not use" can say
+// what the user would lose.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace tern::gguf_names {
+
+inline constexpr std::string_view kArchitecture = "general.architecture";
+
+// Keys under "<arch>.".
+enum class Key {
+  ContextLength,
+  EmbeddingLength,
+  BlockCount,
+  FeedForwardLength,
+  VocabSize,
+  HeadCount,
+  HeadCountKv,        // scalar or one value per layer
+  KeyLength,
+  ValueLength,
+  RmsEpsilon,
+  SlidingWindow,      // scalar or one value per layer (0: full attention)
+  RopeDimensionCount,
+  RopeFreqBase,
+  RopeScalingType,
+  RopeScalingFactor,
+  RopeScaleLinear,    // older files: a linear factor without a type
+  RopeScalingOrigCtx,
+  RopeScalingAttnFactor,
+};
+
+// "<arch>.<suffix of k>".
+std::string key(std::string_view arch, Key k);
+
+enum class Tensor {
+  // global
+  TokenEmbd,
+  OutputNorm,
+  Output,
+  RopeFreqs,     // known, not computed with
+  // per layer
+  AttnNorm,
+  AttnQ,
+  AttnK,
+  AttnV,
+  AttnOutput,
+  AttnQBias,
+  AttnKBias,
+  AttnVBias,
+  AttnOutputBias,  // known, not computed with
+  FfnNorm,
+  FfnGate,
+  FfnUp,
+  FfnDown,
+};
+
+// The tensor's name; `layer` is used (and must be >= 0) for per-layer tensors only.
+std::string tensor_name(Tensor t, int layer = -1);
+bool is_per_layer(Tensor t);
+
+// What a tensor in a file is, for messages: "" when the name is not in the table.
+std::string_view describe_tensor(std::string_view name);
+
+}  // namespace tern::gguf_names

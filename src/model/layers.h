@@ -1,0 +1,93 @@
+// model/layers.h — the building blocks a forward pass is made of, each a few
+// backend ops (backend/backend.h): RMS norm, the attention block (q/k/v
+// projections with optional biases, RoPE, K/V into the layer's pool,
+// attention over block tables, output projection), the gated FFN (SwiGLU)
+// and the residual add. An architecture's block (model/arch.h) is a short
+// composition of these; the model's forward() runs it once per layer.
+//
+// Every function reads and writes backend memory only (the activations of
+// one pass, Pass::act) and runs its ops in a fixed order: the composition
+// decides the arithmetic, so moving code between blocks and layers does not
+// change results.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/backend.h"
+#include "kernels/ref/ops.h"
+#include "kv/kv_pool.h"
+#include "model/forward_input.h"
+#include "model/hparams.h"
+
+namespace tern {
+
+// A 1-D weight (norm scale, bias): decoded to f32 at load, then handed to the backend.
+struct VectorWeight {
+  std::vector<float> host;     // [n], empty when the file has none (optional biases)
+  const float* dev = nullptr;  // Backend::upload(host); null when host is empty
+};
+
+struct AttentionWeights {
+  kernels::WeightView wq, wk, wv, wo;  // [q_dim][n_embd], [kv_dim(il)][n_embd] x2, [n_embd][q_dim]
+  VectorWeight bq, bk, bv;             // [q_dim], [kv_dim(il)], [kv_dim(il)]; optional
+};
+
+struct FfnWeights {
+  kernels::WeightView w_gate, w_up;  // [n_ff][n_embd]
+  kernels::WeightView w_down;        // [n_embd][n_ff]
+};
+
+struct LayerWeights {
+  int kv_group = 0;        // the KV group (pool) holding this layer's keys/values
+  int kv_index = 0;        // this layer's index inside that group's pool
+  VectorWeight attn_norm;  // [n_embd]
+  AttentionWeights attn;
+  VectorWeight ffn_norm;   // [n_embd]
+  FfnWeights ffn;
+};
+
+// One pass's activations in backend scratch; n = the pass's token count.
+struct Activations {
+  float* x = nullptr;     // [n][n_embd] residual stream
+  float* xn = nullptr;    // [n][n_embd] normed input of a sub-layer
+  float* q = nullptr;     // [n][n_head][head_dim]
+  float* k = nullptr;     // [n][n_head_kv(il)][head_dim] (sized for the largest layer)
+  float* v = nullptr;     // [n][n_head_kv(il)][head_dim]
+  float* att = nullptr;   // [n][n_head][head_dim]
+  float* proj = nullptr;  // [n][n_embd] sub-layer output
+  float* gate = nullptr;  // [n][n_ff]
+  float* up = nullptr;    // [n][n_ff]
+};
+
+// What every layer of one forward pass shares.
+struct Pass {
+  backend::Backend& be;
+  const HParams& hp;
+  const ForwardInput& in;
+  int64_t n = 0;                                                  // tokens
+  std::span<const KvPoolView> pools;                              // [n_groups]
+  std::span<const std::vector<std::span<const int32_t>>> tables;  // [n_groups][n_seqs] block tables
+  std::span<const backend::QuerySpan> spans;                      // attention query blocks
+  Activations act;
+};
+
+namespace layers {
+
+// y = rmsnorm(x) * w over n_rows rows of n_embd (y may be x).
+void rms_norm(const Pass& p, const float* x, const VectorWeight& w, float* y, int64_t n_rows);
+
+// out = Wo · attn(rope(Wq·xn + bq), rope(Wk·xn + bk), Wv·xn + bv), with this
+// layer's K/V heads and window; stores the layer's keys/values in its pool.
+// Uses act.q/k/v/att.
+void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, const float* xn, float* out);
+
+// out = W_down · (silu(W_gate·xn) * W_up·xn). Uses act.gate/up.
+void gated_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out);
+
+// x += y over the pass's rows of n_embd.
+void residual_add(const Pass& p, float* x, const float* y);
+
+}  // namespace layers
+}  // namespace tern
