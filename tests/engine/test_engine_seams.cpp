@@ -76,12 +76,14 @@ TEST(ModelRunner, SeveralLogitsRowsPerSequenceEqualFeedingThemOneByOne) {
         << "b, token " << 18 + t;
 }
 
-// A mistral-shaped model with a 6-position window and the stories260K
-// vocabulary (so an engine can tokenise), written to a file.
-std::string write_window_model(const std::string& path) {
+// A mistral-shaped model with a 6-position window (or per-layer windows) and
+// the stories260K vocabulary (so an engine can tokenise), written to a file.
+std::string write_window_model(const std::string& path, std::vector<int> layer_windows = {}) {
   test::SynthSpec s;
   s.arch = "mistral";
-  s.sliding_window = 6;
+  s.sliding_window = layer_windows.empty() ? 6 : 0;
+  s.layer_sliding_window = std::move(layer_windows);
+  s.n_layer = s.layer_sliding_window.empty() ? 2 : static_cast<int>(s.layer_sliding_window.size());
   s.n_vocab = 512;
   s.seed = 11;
   test::SyntheticModel sm = test::make_synthetic(s);
@@ -98,6 +100,27 @@ std::string write_window_model(const std::string& path) {
                              {t.data, t.n_bytes}).is_ok());
   EXPECT_TRUE(w.write(path).is_ok());
   return path;
+}
+
+// Greedy tokens of `prompt` through the model driven directly (nothing released).
+std::vector<TokenId> direct_greedy(const std::string& path, const std::vector<TokenId>& prompt, int n) {
+  auto model = Model::load(path);
+  EXPECT_TRUE(model.is_ok());
+  auto direct = BatchRunner::create(**model, 1, 128);
+  EXPECT_TRUE(direct.is_ok());
+  std::vector<TokenId> want;
+  std::vector<float> logits;
+  Batch b;
+  for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], static_cast<int32_t>(i), SeqId(0), i + 1 == prompt.size());
+  int32_t pos = static_cast<int32_t>(prompt.size());
+  for (int k = 0; k < n; ++k) {
+    EXPECT_TRUE(direct.value()->forward(b, logits).is_ok());
+    const TokenId t = static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    want.push_back(t);
+    b.clear();
+    b.add(t, pos++, SeqId(0), true);
+  }
+  return want;
 }
 
 TEST(EngineSlidingWindow, ReleasesOutOfWindowBlocksAndGeneratesWhatDirectDecodingDoes) {
@@ -136,24 +159,39 @@ TEST(EngineSlidingWindow, ReleasesOutOfWindowBlocksAndGeneratesWhatDirectDecodin
   EXPECT_EQ(e.stats().kv_blocks_used, 0);
 
   // The same greedy tokens when nothing is released (the model driven directly).
-  auto model = Model::load(path);
-  ASSERT_TRUE(model.is_ok());
-  auto direct = BatchRunner::create(**model, 1, 128);
-  ASSERT_TRUE(direct.is_ok());
-  std::vector<TokenId> want;
-  std::vector<float> logits;
-  Batch b;
-  for (size_t i = 0; i < r.prompt_tokens.size(); ++i)
-    b.add(r.prompt_tokens[i], static_cast<int32_t>(i), SeqId(0), i + 1 == r.prompt_tokens.size());
-  int32_t pos = static_cast<int32_t>(r.prompt_tokens.size());
-  for (int n = 0; n < 60; ++n) {
-    ASSERT_TRUE(direct.value()->forward(b, logits).is_ok());
-    const TokenId t = static_cast<TokenId>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    want.push_back(t);
-    b.clear();
-    b.add(t, pos++, SeqId(0), true);
-  }
-  EXPECT_EQ(got, want);
+  EXPECT_EQ(got, direct_greedy(path, r.prompt_tokens, 60));
+}
+
+// Layers with different windows keep their K/V in different groups (one pool
+// each, allocated in lockstep): the engine runs them through the same step.
+TEST(EngineSlidingWindow, MixedWindowAndFullAttentionLayersRunInTwoGroups) {
+  TERN_REQUIRE_STORIES();
+  test::ScratchDir dir;
+  const std::string path = write_window_model(dir / "mixed.gguf", {4, 0, 4});
+  EngineConfig c;
+  c.model_path = path;
+  c.n_threads = 2;
+  c.kv_type = KvType::F32;
+  c.block_size = 2;
+  c.kv_memory_bytes = 8 << 20;
+  auto engine = InlineEngine::create(c);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+  InlineEngine& e = **engine;
+  EXPECT_EQ(e.core().kv().n_groups(), 2);
+  GenerationRequest r;
+  r.prompt_tokens = {1, 30, 41, 52, 63, 74};
+  r.max_tokens = 40;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0.0f;
+  auto p = e.prepare(r);
+  ASSERT_TRUE(p.is_ok());
+  std::vector<TokenId> got;
+  e.add(RequestId(1), *p, [&](const RequestOutput& o) {
+    if (o.has_token) got.push_back(o.token);
+  });
+  while (e.has_work()) ASSERT_TRUE(e.step().is_ok());
+  EXPECT_EQ(got, direct_greedy(path, r.prompt_tokens, 40));
+  EXPECT_EQ(e.stats().kv_blocks_used, 0);
 }
 
 // The public engine: outputs arrive on its output thread; a stop string found
