@@ -153,7 +153,16 @@ GgmlType mix_type(const QuantScheme& s, const QuantModelInfo& m, std::string_vie
 }
 
 Status read_count(const gguf::GgufFile& f, const std::string& key, int& out) {
-  if (!f.find(key)) return Status::ok();
+  const gguf::Value* found = f.find(key);
+  if (!found) return Status::ok();
+  if (const gguf::Array* arr = found->as_array(); arr && !arr->items.empty()) {
+    // A per-layer array: the mix rules, like llama-quantize's, read layer 0's value.
+    const auto first = arr->items.front().as_u64();
+    if (!first || *first == 0 || *first > (1u << 20))
+      return error(ErrorKind::InvalidFile, "metadata key '" + key + "' value 0 is out of range");
+    out = static_cast<int>(*first);
+    return Status::ok();
+  }
   auto v = f.get_u64(key);
   if (!v) return v.status();
   if (*v == 0 || *v > (1u << 20))

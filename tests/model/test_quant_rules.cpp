@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "gguf/writer.h"
 #include "model/quant_rules.h"
 
 namespace tern {
@@ -197,6 +198,37 @@ TEST(QuantRules, PureSchemesSkipTheMix) {
   // Q4_K as a block type is pure.
   EXPECT_EQ(type_of("Q4_K", llama(32, 32, 8), "output.weight"), GgmlType::Q4_K);
   EXPECT_EQ(type_of("Q4_K", llama(32, 32, 8), blk(0, "ffn_down")), GgmlType::Q4_K);
+}
+
+}  // namespace
+}  // namespace tern
+
+namespace tern {
+namespace {
+
+// A per-layer head_count_kv array (as llama.cpp's GGUF allows) is read as
+// layer 0's value for the mix rules, as llama-quantize does; a scalar as is.
+TEST(QuantRules, PerLayerHeadCountKvReadsLayerZero) {
+  for (bool per_layer : {false, true}) {
+    SCOPED_TRACE(per_layer);
+    gguf::GgufWriter w;
+    w.set("general.architecture", gguf::Value::of_string("llama"));
+    w.set("llama.block_count", gguf::Value::of_u32(3));
+    w.set("llama.attention.head_count", gguf::Value::of_u32(8));
+    if (per_layer) {
+      std::vector<gguf::Value> items;
+      for (uint32_t n : {2u, 4u, 2u}) items.push_back(gguf::Value::of_u32(n));
+      w.set("llama.attention.head_count_kv", gguf::Value::of_array(gguf::ValueType::U32, std::move(items)));
+    } else {
+      w.set("llama.attention.head_count_kv", gguf::Value::of_u32(2));
+    }
+    auto f = gguf::GgufFile::from_bytes(w.to_bytes());
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    auto m = quant_model_info(*f);
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    EXPECT_EQ(m->n_head_kv, 2);
+    EXPECT_EQ(m->n_layer, 3);
+  }
 }
 
 }  // namespace
