@@ -59,7 +59,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) double vnni_loop_avx512(l
     __asm__ volatile("" : "+v"(u), "+v"(s));
   }
   for (int i = 1; i < kAcc; ++i) a[0] = _mm512_add_epi32(a[0], a[i]);
-  return static_cast<double>(_mm512_reduce_add_epi32(a[0]));
+  // The lanes wrap by design (only the work counts); sum them as unsigned,
+  // where wrapping is defined (the intrinsic's reduction adds signed ints).
+  uint32_t lanes[16];
+  _mm512_storeu_si512(lanes, a[0]);
+  uint32_t sum = 0;
+  for (uint32_t x : lanes) sum += x;
+  return static_cast<double>(sum);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) double bf16_loop_avx512(long iters) {
