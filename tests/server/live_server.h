@@ -60,9 +60,12 @@ inline ServerConfig serial_config() {
 
 inline json body_json(const test::Reply& r) { return json::parse(r.body, nullptr, false); }
 
-// Polls /stats until pred(stats) holds or ~10 s pass.
-inline bool wait_stats(int port, const std::function<bool(const json&)>& pred) {
-  for (int i = 0; i < 500; ++i) {
+// Polls /stats until pred(stats) holds or max_s pass.
+// (A bound, not a timing assertion: sanitizer builds on a loaded machine are
+// many times slower, so tests that wait for generation to end give more.)
+inline bool wait_stats(int port, const std::function<bool(const json&)>& pred, double max_s = 10.0) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(max_s);
+  while (std::chrono::steady_clock::now() < until) {
     const json s = body_json(fetch(port, "GET", "/stats"));
     if (!s.is_discarded() && pred(s)) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

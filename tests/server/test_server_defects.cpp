@@ -231,7 +231,8 @@ TEST(ServerDefectsBuffers, PipelinedBodiesAreBounded) {
   EXPECT_EQ(statuses(rest), std::vector<int>(25, 200));
   c.close();
   busy.close();
-  EXPECT_TRUE(wait_stats(s.port(), [](const json& st) { return st["http_buffered_bytes"] == 0 && st["pending"] == 0; }));
+  EXPECT_TRUE(wait_stats(s.port(), [](const json& st) { return st["http_buffered_bytes"] == 0 && st["pending"] == 0; },
+                         300));
 }
 
 // 10b. Clients that never read their streams held up to 16 MiB each, with no
@@ -250,12 +251,12 @@ TEST(ServerDefectsBuffers, NonReadingStreamsAreCutAtTheServerBudget) {
     slow.push_back(std::make_unique<RawConnection>(s.port(), 4096));
     slow.back()->send_all(test::http_request("POST", "/v1/chat/completions", req));
   }
-  EXPECT_TRUE(wait_stats(s.port(), [](const json& st) { return st["pending"] == 0; }));
+  EXPECT_TRUE(wait_stats(s.port(), [](const json& st) { return st["pending"] == 0; }, 300));
   int cut = 0;
   for (auto& c : slow)
     if (c->read_to_eof(20000).find("data: [DONE]") == std::string::npos) ++cut;
   EXPECT_GE(cut, 2) << "streams over the server budget must be cut";
-  EXPECT_TRUE(wait_stats(s.port(), [](const json& st) { return st["http_buffered_bytes"] == 0; }));
+  EXPECT_TRUE(wait_stats(s.port(), [](const json& st) { return st["http_buffered_bytes"] == 0; }, 60));
   EXPECT_EQ(fetch(s.port(), "GET", "/health").status, 200);
 }
 
