@@ -216,14 +216,18 @@ struct HttpServer::Impl {
   std::shared_ptr<ByteBudget> budget;
   std::atomic<int> n_connections{0};
   std::atomic<bool> accepting{true};
+  std::atomic<int> bound_port{0};
   std::mutex conns_mu;
   std::unordered_map<Connection*, std::weak_ptr<Connection>> conns;  // guarded by conns_mu
   std::unordered_map<std::string, int> per_ip;                       // open connections by peer; guarded by conns_mu
   // Declared after what connections touch in their destructors: destroying the
   // io_context destroys pending handlers, and with them the last connections.
   asio::io_context ioc;
-  tcp::acceptor acceptor{ioc};
-  asio::steady_timer retry{ioc};
+  // Every acceptor operation (accept, retry, close) runs on this strand: two
+  // io threads may otherwise close it while another re-arms an accept.
+  asio::strand<asio::io_context::executor_type> accept_strand = asio::make_strand(ioc);
+  tcp::acceptor acceptor{accept_strand};
+  asio::steady_timer retry{accept_strand};
   asio::steady_timer stop_timer{ioc};
   // Keeps run() going while nothing is pending (no accept after stop_accepting,
   // a stream between two tokens): outputs posted later must still be written.
@@ -246,7 +250,7 @@ struct HttpServer::Impl {
   }
 
   void accept() {
-    acceptor.async_accept(asio::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+    acceptor.async_accept(asio::make_strand(ioc), asio::bind_executor(accept_strand, [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
         if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
         // EMFILE and the like: log and try again shortly, without spinning.
@@ -280,7 +284,7 @@ struct HttpServer::Impl {
         c->start();
       }
       if (accepting.load() && acceptor.is_open()) accept();
-    });
+    }));
   }
 };
 
@@ -721,14 +725,15 @@ Status HttpServer::start() {
   if (!ec) impl_->acceptor.bind(ep, ec);
   if (!ec) impl_->acceptor.listen(asio::socket_base::max_listen_connections, ec);
   if (ec) return error(ErrorKind::IoError, "serve: cannot listen on " + where + ": " + ec.message());
+  const auto bound = impl_->acceptor.local_endpoint(ec);
+  impl_->bound_port = ec ? 0 : bound.port();
   impl_->accept();
   return Status::ok();
 }
 
 int HttpServer::port() const {
-  beast::error_code ec;
-  const auto ep = impl_->acceptor.local_endpoint(ec);
-  return ec ? 0 : ep.port();
+  // Read once at listen(): the acceptor belongs to its strand after that.
+  return impl_->bound_port.load();
 }
 
 void HttpServer::run() {
@@ -740,7 +745,7 @@ void HttpServer::run() {
 
 void HttpServer::stop_accepting() {
   impl_->accepting = false;
-  asio::post(impl_->ioc, [this] {
+  asio::post(impl_->accept_strand, [this] {
     beast::error_code ignored;
     impl_->acceptor.close(ignored);
   });
