@@ -19,6 +19,9 @@ enum class SchedulePolicy { Fcfs, Priority, ShortestJobFirst, FairShare };
 // What happens to a running request when KV blocks run out.
 enum class PreemptionMode { Recompute, Swap };
 
+// Where speculative decoding's proposals come from (none: it is off).
+enum class SpecMethod { None, Ngram };
+
 // How swapped-out KV blocks are kept in host memory.
 enum class SwapCompression { None, Lz4, Zstd };
 

@@ -55,6 +55,12 @@ struct EngineConfig {
   SwapCompression swap_compression = SwapCompression::None;
   int max_num_seqs = 64;
   int32_t max_batched_tokens = 512;
+  // Speculative decoding: proposals verified in the same pass as the last
+  // token (exactly the non-speculative output; see docs/spec.md).
+  SpecMethod spec = SpecMethod::None;
+  int spec_k = 4;          // most proposed tokens per sequence and step (adapts down per sequence)
+  int spec_ngram_max = 3;  // prompt lookup: longest suffix matched
+  bool spec_adaptive = true;  // false: always propose spec_k (benchmarks, tests)
   double watermark = 0.01;
   double ageing_per_s = 1.0;
   std::vector<std::pair<std::string, double>> tenant_weights;
@@ -87,6 +93,8 @@ struct EngineStats {
   // Steps that only decoded (one token per running sequence): their tokens and time.
   int64_t decode_steps = 0, decode_tokens = 0;
   double decode_time_s = 0;
+  // Speculative decoding: tokens proposed and verified, and of them accepted.
+  int64_t spec_proposed = 0, spec_accepted = 0;
 };
 
 struct ModelInfo {

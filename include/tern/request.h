@@ -45,6 +45,8 @@ struct GenerationRequest {
   bool ignore_eos = false;
   int n_logprobs = -1;               // -1 none; 0 the sampled token's; k > 0 also the top k
   int priority = 0;                  // lower = more urgent
+  std::vector<int32_t> stop_token_ids;  // generating one of these ends the request (kept in the output)
+  int spec_k = -1;                   // speculative proposals per step: -1 the engine's setting, 0 off
   std::string tenant;
 };
 

@@ -74,6 +74,9 @@ class EngineCore {
   void finish(RequestId id, FinishReason reason, std::vector<CoreOutput>& out, const std::string& error = {},
               CoreOutput* last = nullptr);
   void record_step(const SchedulerOutput& so, int64_t n_tokens);
+  // Speculative decoding: learns from the step's verifications, then proposes
+  // the next tokens of every request still running.
+  void speculate(const SchedulerOutput& so, const RunnerOutput& ro, const std::vector<RequestUpdate>& updates);
 
   EngineConfig config_;
   std::unique_ptr<Model> model_;
@@ -89,6 +92,14 @@ class EngineCore {
   std::unordered_set<RequestId> live_;       // added and not finished
   std::unordered_set<RequestId> cancelled_;  // to finish at the next step
   std::vector<CoreOutput> pending_;          // finished at add() (max_tokens 0): reported by the next step
+  // Per speculating request: its cap on proposals and the recent share of
+  // proposals accepted (an EMA), from which each step's k is chosen.
+  struct SpecState {
+    int k_max = 0;
+    double accept_rate = 0.7;
+    int idle_steps = 0;  // steps proposed nothing by choice: probe again now and then
+  };
+  std::unordered_map<RequestId, SpecState> spec_;
   int32_t next_seq_ = 0;
 
   // Counters for stats().
@@ -98,6 +109,7 @@ class EngineCore {
   int64_t slots_sum_ = 0, used_sum_ = 0, running_sum_ = 0;
   int running_peak_ = 0;
   int64_t decode_steps_ = 0, decode_tokens_ = 0;
+  int64_t spec_proposed_ = 0, spec_accepted_ = 0;
   double decode_time_s_ = 0;
 };
 

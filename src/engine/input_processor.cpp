@@ -57,6 +57,12 @@ Result<PreparedRequest> InputProcessor::prepare(GenerationRequest request) const
                                             std::to_string(limits_.n_blocks_total) + " (raise --kv-memory)");
   std::erase_if(request.stop, [](const std::string& s) { return s.empty(); });
   if (!request.ignore_eos) p.stop_token_ids = eog_ids_;
+  for (TokenId t : request.stop_token_ids) {
+    if (t < 0 || t >= n_vocab)
+      return error(ErrorKind::InvalidArgument, "stop token id " + std::to_string(t) + " is outside the vocabulary of " +
+                                                   std::to_string(n_vocab));
+    p.stop_token_ids.push_back(t);
+  }
   p.request = std::move(request);
   return p;
 }

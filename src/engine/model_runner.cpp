@@ -33,7 +33,8 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
     const SchedRequest* r = sched.find(c.id);
     if (!r) return error(ErrorKind::Internal, "runner: scheduled request " + std::to_string(c.id.value) + " is unknown");
     const int32_t begin = r->n_computed, end = begin + c.n_tokens;
-    TERN_ASSERT(end <= static_cast<int32_t>(r->tokens.size()));
+    TERN_ASSERT(end - c.n_spec <= static_cast<int32_t>(r->tokens.size()) &&
+                c.n_spec <= static_cast<int32_t>(r->spec_tokens.size()));
     const int32_t si = in.n_seqs++;
     for (int g = 0; g < n_groups; ++g) {
       ForwardInput::KvGroup& kg = in.kv[static_cast<size_t>(g)];
@@ -43,7 +44,8 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
     const int32_t first_row = end - n_rows[i];
     for (int32_t p = begin; p < end; ++p) {
       if (p >= first_row) in.logits_rows.push_back(static_cast<int32_t>(in.tokens.size()));
-      in.tokens.push_back(r->tokens[static_cast<size_t>(p)]);
+      const int32_t n_real = static_cast<int32_t>(r->tokens.size());
+      in.tokens.push_back(p < n_real ? r->tokens[static_cast<size_t>(p)] : r->spec_tokens[static_cast<size_t>(p - n_real)]);
       in.positions.push_back(p);
       in.seq.push_back(si);
       for (int g = 0; g < n_groups; ++g) {
@@ -67,12 +69,47 @@ Result<std::vector<float>> ModelRunner::logits(const SchedulerOutput& so, const 
   return out;
 }
 
+int32_t ModelRunner::verify_chunk(RequestState& st, const SchedRequest& r, const ScheduledChunk& c,
+                                  std::span<float> rows, ChunkResult& res, std::vector<TokenLogprobs>& logprobs) {
+  const size_t n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
+  std::vector<float> raw;
+  auto emit = [&](std::span<float> row, TokenId tok) {
+    res.new_tokens.push_back(tok);
+    st.sampler.accept(tok);  // the penalties of the next row see it, as without speculation
+    if (st.n_logprobs < 0) return;
+    TokenLogprobs lp;
+    lp.logprob = Sampler::log_softmax_at(raw, tok);
+    for (const auto& [id, p] : Sampler::top_logprobs(raw, st.n_logprobs)) lp.top.push_back({id, p});
+    logprobs.push_back(std::move(lp));
+    (void)row;
+  };
+  int32_t n_accepted = 0;
+  for (int32_t j = 0; j <= c.n_spec; ++j) {
+    const std::span<float> row = rows.subspan(static_cast<size_t>(j) * n_vocab, n_vocab);
+    if (st.n_logprobs >= 0) raw.assign(row.begin(), row.end());
+    if (j == c.n_spec) {  // every proposal accepted: the last row gives one token more
+      const TokenId tok = st.sampler.sample(row);
+      emit(row, tok);
+      break;
+    }
+    const Sampler::Verdict v = st.sampler.verify(row, r.spec_tokens[static_cast<size_t>(j)]);
+    emit(row, v.token);
+    if (!v.accepted) break;
+    ++n_accepted;
+  }
+  // The real tokens' K/V stay; of the proposals', only the accepted ones'.
+  res.n_accepted = c.n_tokens - c.n_spec + n_accepted;
+  return n_accepted;
+}
+
 Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Scheduler& sched) {
-  // A chunk that reaches the end of its request's tokens samples the next one.
+  // A chunk that reaches the end of its request's tokens samples the next
+  // one; with proposals, one row per proposal more.
   std::vector<int> n_rows(so.chunks.size(), 0);
   for (size_t i = 0; i < so.chunks.size(); ++i) {
-    const SchedRequest* r = sched.find(so.chunks[i].id);
-    if (r && r->n_computed + so.chunks[i].n_tokens == r->n_tokens) n_rows[i] = 1;
+    const ScheduledChunk& c = so.chunks[i];
+    const SchedRequest* r = sched.find(c.id);
+    if (r && r->n_computed + c.n_tokens - c.n_spec == r->n_tokens) n_rows[i] = 1 + c.n_spec;
   }
   TERN_RETURN_IF_ERROR(build_input(so, sched, n_rows));
   TERN_RETURN_IF_ERROR(model_.forward(input_, pools_, logits_));
@@ -83,12 +120,20 @@ Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Sched
   const int n_vocab = model_.hparams().n_vocab;
   size_t row = 0;
   for (size_t i = 0; i < so.chunks.size(); ++i) {
+    const ScheduledChunk& c = so.chunks[i];
     ChunkResult& res = out.results[i];
-    res.n_accepted = so.chunks[i].n_tokens;
+    res.n_accepted = c.n_tokens;
     if (n_rows[i] == 0) continue;
-    auto it = requests_.find(so.chunks[i].id);
+    auto it = requests_.find(c.id);
     TERN_ASSERT_MSG(it != requests_.end(), "runner: no sampler for a request");
     RequestState& st = *it->second;
+    if (c.n_spec > 0) {
+      const std::span<float> rows(logits_.data() + row * n_vocab, static_cast<size_t>(n_rows[i]) * n_vocab);
+      row += static_cast<size_t>(n_rows[i]);
+      out.n_spec_proposed += c.n_spec;
+      out.n_spec_accepted += verify_chunk(st, *sched.find(c.id), c, rows, res, out.logprobs[i]);
+      continue;
+    }
     const std::span<float> logits(logits_.data() + row * n_vocab, static_cast<size_t>(n_vocab));
     ++row;
     TokenLogprobs lp;

@@ -2,13 +2,18 @@
 // in, sampled tokens out.
 //
 // execute() builds the plain-data ForwardInput from the scheduler's request
-// state (tokens, n_computed) and the KV manager's block tables — tokens,
-// positions, one KV slot per token and group, one block table per sequence
-// and group, the rows whose logits are wanted — runs the model once, and for
-// every chunk that reaches the end of its request's tokens samples one token
-// from the last row (log-probabilities first, from the raw logits). It
-// returns, per chunk, what Scheduler::update() takes. Samplers (and, later,
-// constraints and speculative verification) live here, one per request.
+// state (tokens, n_computed, proposed spec_tokens) and the KV manager's block
+// tables — tokens, positions, one KV slot per token and group, one block
+// table per sequence and group, the rows whose logits are wanted — runs the
+// model once, and for every chunk that reaches the end of its request's
+// tokens samples one token from the last row (log-probabilities first, from
+// the raw logits). A chunk carrying n proposed tokens gets n + 1 rows: each
+// proposal is verified against the row before it (Sampler::verify: greedy
+// match, or exact rejection sampling) until one is rejected — its
+// replacement ends the chunk — or all are accepted and the last row gives
+// one token more. It returns, per chunk, what Scheduler::update() takes
+// (n_accepted counts the proposals kept). Samplers (and, later, constraints)
+// live here, one per request.
 //
 // Any number of logits rows per sequence can be asked for (logits_rows):
 // their values are the same bits as feeding the tokens one by one.
@@ -38,6 +43,7 @@ struct RunnerOutput {
   std::vector<ChunkResult> results;               // parallel to SchedulerOutput::chunks
   std::vector<std::vector<TokenLogprobs>> logprobs;  // parallel: one per new token when asked, else empty
   int64_t n_tokens = 0;                           // tokens run through the model
+  int64_t n_spec_proposed = 0, n_spec_accepted = 0;  // proposals verified this step, and kept
 };
 
 class ModelRunner {
@@ -61,6 +67,10 @@ class ModelRunner {
     Sampler sampler;
     int n_logprobs = -1;
   };
+  // Verifies a chunk's proposals row by row (rows: [n_spec + 1][n_vocab]),
+  // filling its result; returns how many proposals were accepted.
+  int32_t verify_chunk(RequestState& st, const SchedRequest& r, const ScheduledChunk& c, std::span<float> rows,
+                       ChunkResult& res, std::vector<TokenLogprobs>& logprobs);
   // Fills input_ for the chunks; n_rows[i] trailing tokens of chunk i get logits rows.
   Status build_input(const SchedulerOutput& so, const Scheduler& sched, std::span<const int> n_rows);
 

@@ -210,21 +210,13 @@ TokenId Sampler::draw(double u, double kept_mass) const {
   return candidates_.front().id;
 }
 
-TokenId Sampler::sample(std::span<float> logits) {
-  TERN_ASSERT(logits.size() == static_cast<size_t>(n_vocab_));
-  apply_penalties(logits);
-  if (params_.temperature <= 0.0f) return argmax(logits);
-
-  const double u = next_uniform();  // drawn first: one RNG output per call, always
-  // top-k, temperature, softmax numerators and min-p. min-p runs before
-  // top-p although the chain lists it after: both keep a best-first prefix
-  // and top-p measures mass against the full total, so the kept set is the
-  // same either way, and filtering first leaves less to select from.
+// top-k, temperature, softmax numerators and min-p. min-p runs before top-p
+// although the chain lists it after: both keep a best-first prefix and top-p
+// measures mass against the full total, so the kept set is the same either
+// way, and filtering first leaves less to select from.
+bool Sampler::filtered_candidates(std::span<float> logits, double& kept_mass) {
   Mass mass;
-  if (!collect_candidates(logits, mass)) {
-    // No finite maximum (all masked, or +inf logits): no softmax exists.
-    return argmax(logits);
-  }
+  if (!collect_candidates(logits, mass)) return false;  // all masked, or +inf logits
   if (params_.top_p < 1.0f) {
     const double target_mass = static_cast<double>(params_.top_p) * mass.total;
     // If min-p already cut deeper than top-p would, there is nothing to find.
@@ -234,7 +226,49 @@ TokenId Sampler::sample(std::span<float> logits) {
       for (const Candidate& c : candidates_) mass.kept += c.weight;
     }
   }
-  return draw(u, mass.kept);
+  kept_mass = mass.kept;
+  return true;
+}
+
+TokenId Sampler::sample(std::span<float> logits) {
+  TERN_ASSERT(logits.size() == static_cast<size_t>(n_vocab_));
+  apply_penalties(logits);
+  if (params_.temperature <= 0.0f) return argmax(logits);
+  const double u = next_uniform();  // drawn first: one RNG output per call, always
+  double kept = 0.0;
+  if (!filtered_candidates(logits, kept)) return argmax(logits);  // no softmax exists
+  return draw(u, kept);
+}
+
+Sampler::Verdict Sampler::verify(std::span<float> logits, TokenId proposed) {
+  TERN_ASSERT(logits.size() == static_cast<size_t>(n_vocab_));
+  apply_penalties(logits);
+  if (params_.temperature <= 0.0f) {
+    const TokenId best = argmax(logits);
+    return {best == proposed, best};
+  }
+  const double u = next_uniform();
+  double kept = 0.0;
+  if (!filtered_candidates(logits, kept)) {
+    const TokenId best = argmax(logits);
+    return {best == proposed, best};
+  }
+  double w_proposed = 0.0;
+  for (const Candidate& c : candidates_)
+    if (c.id == proposed) w_proposed = c.weight;
+  if (u * kept < w_proposed) return {true, proposed};  // probability p(x)
+  // Rejected: draw from the rest, renormalised.
+  const double rest = kept - w_proposed;
+  const double r = next_uniform() * rest;
+  double cum = 0.0;
+  TokenId last = proposed;
+  for (const Candidate& c : candidates_) {
+    if (c.id == proposed || c.weight <= 0.0f) continue;
+    cum += c.weight;
+    last = c.id;
+    if (cum > r) return {false, c.id};
+  }
+  return {false, last};  // rounding at the top end (or x held all the mass: keep it)
 }
 
 float Sampler::log_softmax_at(std::span<const float> logits, TokenId id) {

@@ -59,6 +59,21 @@ class Sampler {
   // the penalties are applied in place, so compute log-probabilities first.
   TokenId sample(std::span<float> logits);
 
+  // Speculative verification of one proposed token against this row (the
+  // whole chain applied, as sample() would), for a proposer that chose it
+  // deterministically (prompt lookup, a greedy draft):
+  //  - greedy: accepted iff it is the argmax; otherwise the argmax replaces it;
+  //  - sampled: accepted with probability p(x) (min(1, p/q) with q(x) = 1);
+  //    otherwise the replacement is drawn from p with x removed, renormalised
+  //    (the residual max(0, p - q)), so the token that comes out is
+  //    distributed exactly as sample() would draw it (Leviathan et al.).
+  // Consumes one or two uniform draws; logits are scratch as for sample().
+  struct Verdict {
+    bool accepted = false;
+    TokenId token = 0;  // the proposed token, or its replacement
+  };
+  Verdict verify(std::span<float> logits, TokenId proposed);
+
   // Records a token of the sequence for the penalties (pass prompt tokens too
   // if the penalties should see them). 0 <= id < n_vocab.
   void accept(TokenId id);
@@ -92,6 +107,8 @@ class Sampler {
   // Moves the top-p nucleus to the front of candidates_; returns its size.
   size_t top_p_cut(double target_mass, float max_logit);
   TokenId draw(double u, double kept_mass) const;
+  // candidates_ after the whole chain (top-k, temperature, min-p, top-p); false: no softmax exists.
+  bool filtered_candidates(std::span<float> logits, double& kept_mass);
   double next_uniform();  // [0, 1), 53 random bits
 
   SamplingParams params_;

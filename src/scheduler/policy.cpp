@@ -82,7 +82,8 @@ std::vector<RequestId> Scheduler::ranked(std::vector<RequestId> ids, double now_
   std::vector<std::pair<RankKey, RequestId>> keyed;
   keyed.reserve(ids.size());
   for (RequestId id : ids) keyed.emplace_back(rank_key(requests_.at(id), now_s, vt), id);
-  std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  // Stable: equal keys keep the order given (arrival order for the queues).
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   for (size_t i = 0; i < keyed.size(); ++i) ids[i] = keyed[i].second;
   return ids;
 }

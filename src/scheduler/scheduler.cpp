@@ -105,7 +105,19 @@ void Scheduler::schedule_decodes(Step& st) {
     if (st.budget == 0) break;
     SchedRequest& r = at(id);
     if (r.status != SeqStatus::Running || r.n_tokens - r.n_computed != 1) continue;
-    grow_running(st, r, 1);
+    // Proposed tokens ride along as far as the budget, the position limit and
+    // the free blocks allow: a proposal never preempts anyone, and never takes
+    // the watermark's reserve that other sequences grow into.
+    const int32_t room = std::min<int32_t>(st.budget - 1, r.max_positions - r.n_tokens);
+    int32_t n_spec = std::clamp(static_cast<int32_t>(r.spec_tokens.size()), 0, std::max(0, room));
+    if (n_spec > 0) {
+      const int reserve = static_cast<int>(config_.watermark * static_cast<double>(st.kv.n_blocks_total()));
+      const int spare = st.kv.n_blocks_free() - reserve - st.kv.n_blocks_needed(r, r.n_computed + 1);
+      while (n_spec > 0 && st.kv.n_blocks_needed(r, r.n_computed + 1 + n_spec) -
+                                   st.kv.n_blocks_needed(r, r.n_computed + 1) > std::max(0, spare))
+        --n_spec;
+    }
+    grow_running(st, r, 1 + n_spec);
   }
 }
 
@@ -158,14 +170,25 @@ bool Scheduler::restore_swapped(Step& st) {
 // Strict order: the best waiting request that does not fit stops admission,
 // so a large request is not overtaken forever by small ones.
 void Scheduler::admit_waiting(Step& st) {
+  if (static_cast<int>(running_.size()) >= config_.max_num_seqs || st.budget == 0) return;
   std::vector<RequestId> todo;
   for (RequestId id : waiting_)
     if (at(id).status == SeqStatus::Waiting && !st.preempted.contains(id)) todo.push_back(id);
+  // Only FairShare's keys change as chunks are added (st.vt): the other
+  // policies rank once, so a long queue costs O(W log W) a step, not O(W) per
+  // admission.
+  const bool repick = config_.policy == SchedulePolicy::FairShare;
+  if (!repick) {
+    todo = ranked(std::move(todo), st.now_s, st.vt);
+    std::reverse(todo.begin(), todo.end());  // best last: taken from the back
+  }
   while (!todo.empty()) {
     if (static_cast<int>(running_.size()) >= config_.max_num_seqs || st.budget == 0) return;
-    auto best = std::min_element(todo.begin(), todo.end(), [&](RequestId a, RequestId b) {
-      return rank_key(at(a), st.now_s, st.vt) < rank_key(at(b), st.now_s, st.vt);
-    });
+    auto best = repick ? std::min_element(todo.begin(), todo.end(),
+                                          [&](RequestId a, RequestId b) {
+                                            return rank_key(at(a), st.now_s, st.vt) < rank_key(at(b), st.now_s, st.vt);
+                                          })
+                       : todo.end() - 1;
     SchedRequest& r = at(*best);
     todo.erase(best);
     if (r.n_computed == r.n_tokens || never_fits(st.kv, r)) continue;
@@ -308,13 +331,16 @@ void Scheduler::preempt(Step& st, SchedRequest& v, bool force_recompute) {
 }
 
 void Scheduler::add_chunk(Step& st, SchedRequest& r, int32_t n) {
-  TERN_ASSERT(n > 0 && n <= st.budget && r.n_computed + n <= r.n_tokens);
-  st.out.chunks.push_back({r.id, n});
+  const int32_t n_real = r.n_tokens - r.n_computed;
+  TERN_ASSERT(n > 0 && n <= st.budget && n <= n_real + static_cast<int32_t>(r.spec_tokens.size()));
+  st.out.chunks.push_back({r.id, n, std::max(0, n - n_real)});
   st.out.n_tokens += n;
   st.budget -= n;
   st.vt[r.tenant] += n / tenant_weight(r.tenant);
   r.last_scheduled_s = st.now_s;
 }
+
+void Scheduler::set_spec_tokens(RequestId id, std::vector<TokenId> tokens) { at(id).spec_tokens = std::move(tokens); }
 
 std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& out, std::span<const ChunkResult> results,
                                              KvAllocator& kv) {
@@ -328,12 +354,15 @@ std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& out, std::sp
     TERN_ASSERT(res.n_accepted >= 0 && res.n_accepted <= c.n_tokens);
     r.n_computed += res.n_accepted;
     if (res.n_accepted < c.n_tokens) {
-      // Progress moves back: the rejected tail's tokens are dropped with their K/V.
+      // Progress moves back: the rejected tail's K/V goes (whole blocks past it are freed).
       kv.rollback(r, r.n_computed);
-      r.n_tokens = std::max(r.n_computed, r.n_prompt);
-      if (r.tokens.size() > static_cast<size_t>(r.n_tokens)) r.tokens.resize(static_cast<size_t>(r.n_tokens));
+      if (res.n_accepted < c.n_tokens - c.n_spec) {  // real tokens rejected too: they go as well
+        r.n_tokens = std::max(r.n_computed, r.n_prompt);
+        if (r.tokens.size() > static_cast<size_t>(r.n_tokens)) r.tokens.resize(static_cast<size_t>(r.n_tokens));
+      }
     }
-    TERN_ASSERT(r.n_computed <= r.n_tokens);
+    r.spec_tokens.clear();  // accepted ones come back in new_tokens
+    TERN_ASSERT(r.n_computed <= r.n_tokens + c.n_spec);  // accepted proposals join tokens below
     tenant_served_[r.tenant] += res.n_accepted / tenant_weight(r.tenant);
     RequestUpdate u;
     u.id = c.id;
@@ -349,6 +378,13 @@ std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& out, std::sp
         u.stop = StopReason::Context;  // the next step would need one position more than it may hold
       if (u.stop != StopReason::None) break;
     }
+    // A stop inside accepted proposals ends the sequence there: the K/V of the
+    // tokens after it goes (the last token's own K/V is never computed).
+    if (!u.new_tokens.empty() && r.n_computed >= r.n_tokens) {
+      r.n_computed = r.n_tokens - 1;
+      kv.rollback(r, r.n_computed);
+    }
+    TERN_ASSERT(r.n_computed <= r.n_tokens);
     kv.commit(r);
     if (!u.new_tokens.empty() || u.stop != StopReason::None) updates.push_back(std::move(u));
   }

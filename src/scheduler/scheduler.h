@@ -95,6 +95,10 @@ struct SchedRequest {
   int32_t max_positions = INT32_MAX;  // the sequence may hold at most this many tokens
   std::vector<TokenId> tokens;        // prompt + generated (the KV manager hashes them for prefix caching)
   std::vector<TokenId> stop_token_ids;  // sampling one of these ends the request (StopToken)
+  // Proposed continuation (speculative decoding): scheduled after the real
+  // tokens of a decoding request, budget and blocks permitting; verified by
+  // the runner; cleared by update(), which keeps only what was accepted.
+  std::vector<TokenId> spec_tokens;
   int32_t n_cached = -1;     // prompt tokens found in the prefix cache at first admission; -1 before it
   SeqStatus status = SeqStatus::Waiting;
   int n_preemptions = 0;
@@ -139,6 +143,7 @@ class KvAllocator {
 struct ScheduledChunk {
   RequestId id;
   int32_t n_tokens = 0;
+  int32_t n_spec = 0;  // of n_tokens, the trailing ones that are proposed (spec_tokens), not yet accepted
 };
 
 // What the step did for one chunk (the runner's result, parallel to SchedulerOutput::chunks).
@@ -183,6 +188,8 @@ class Scheduler {
   // fair-share accounting; returns the progress of every request that
   // accepted a token or ended. Ended requests stay until remove().
   std::vector<RequestUpdate> update(const SchedulerOutput& out, std::span<const ChunkResult> results, KvAllocator& kv);
+  // Proposes a continuation for a running request (see SchedRequest::spec_tokens).
+  void set_spec_tokens(RequestId id, std::vector<TokenId> tokens);
   // A finished request's output length feeds the SJF predictor.
   void record_output_length(int32_t n_generated);
 

@@ -199,6 +199,10 @@ std::string Metrics::render(const EngineStats& s, const std::string& model_name,
   sample(out, "tern_engine_steps_total", static_cast<double>(s.n_steps), model);
   head(out, "tern_engine_step_tokens_total", "counter", "Tokens run through the model.");
   sample(out, "tern_engine_step_tokens_total", static_cast<double>(s.n_tokens_stepped), model);
+  head(out, "tern_spec_proposed_tokens_total", "counter", "Speculative decoding: proposed tokens verified.");
+  sample(out, "tern_spec_proposed_tokens_total", static_cast<double>(s.spec_proposed), model);
+  head(out, "tern_spec_accepted_tokens_total", "counter", "Speculative decoding: proposed tokens accepted.");
+  sample(out, "tern_spec_accepted_tokens_total", static_cast<double>(s.spec_accepted), model);
   head(out, "tern_http_buffered_bytes", "gauge", "Request bodies not yet handled plus response bytes not yet sent.");
   sample(out, "tern_http_buffered_bytes", static_cast<double>(http_buffered_bytes));
   head(out, "tern_http_connections", "gauge", "Open client connections.");

@@ -78,6 +78,8 @@ json stats_json(Server::State& st) {
           {"requests_finished", s.n_requests_finished},
           {"tokens_generated", s.n_tokens_generated},
           {"n_preemptions", s.n_preemptions},
+          {"spec_proposed", s.spec_proposed},
+          {"spec_accepted", s.spec_accepted},
           {"pending", st.pending.load()},
           {"http_buffered_bytes", st.http->buffered_bytes()},
           {"http_connections", st.http->n_connections()},

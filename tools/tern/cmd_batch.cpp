@@ -272,6 +272,8 @@ int cmd_batch(int argc, char** argv) {
     j["running_mean"] = st.n_steps > 0 ? static_cast<double>(st.n_running_sum) / st.n_steps : 0.0;
     j["running_peak"] = st.n_running_peak;
     j["contiguous_capacity"] = contiguous_capacity;
+    j["spec_proposed"] = st.spec_proposed;
+    j["spec_accepted"] = st.spec_accepted;
     Status written = stats_out->write(j.dump(2) + "\n");
     if (written) written = stats_out->commit();
     if (!written) return report(written.with_context("batch"));
@@ -291,6 +293,10 @@ int cmd_batch(int argc, char** argv) {
                100.0 * st.prefix_hit_rate, st.kv_blocks_peak, st.kv_blocks_total, st.kv_blocks_peak * kv_mib,
                st.kv_blocks_total * kv_mib, st.block_size, 100.0 * waste_paged, 100.0 * waste_contig, n_ctx,
                st.n_running_peak, static_cast<long long>(contiguous_capacity));
+  if (st.spec_proposed > 0)
+    std::fprintf(stderr, "batch: speculative: %lld proposed, %lld accepted (%.1f%%)\n",
+                 static_cast<long long>(st.spec_proposed), static_cast<long long>(st.spec_accepted),
+                 100.0 * static_cast<double>(st.spec_accepted) / static_cast<double>(st.spec_proposed));
   return n_failed > 0 ? 1 : 0;
 }
 

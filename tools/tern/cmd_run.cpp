@@ -11,18 +11,19 @@
 #include "core/input_file.h"
 #include "backend/backend.h"
 #include "engine/generate.h"
+#include "engine_flags.h"
 #include "output.h"
 
 namespace tern::cli {
 
 int cmd_run(int argc, char** argv) {
-  std::string model_path, prompt, prompt_file, stop, backend_name = "cpu";
-  int n_predict = 128, n_threads = 0, n_ctx = 0;
+  std::string model_path, prompt, prompt_file, stop, backend_name = "cpu", draft;
+  int n_predict = 128, n_threads = 0, n_ctx = 0, spec_k = 4;
   bool echo = false, ignore_eos = false, have_seed = false;
   uint64_t seed = 0;
   SamplingParams sp;
   ArgParser args("run", "tern run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
-                        "[--seed S] [-t THREADS] [--echo]");
+                        "[--seed S] [-t THREADS] [--draft ngram [--spec-k K]] [--echo]");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-p,--prompt", &prompt, "prompt text (empty = BOS only)");
   args.add("-f,--file", &prompt_file, "read the prompt from a file (regular file, up to 1 GiB)");
@@ -40,6 +41,8 @@ int cmd_run(int argc, char** argv) {
   args.add("-c,--ctx-size", &n_ctx, "context size (default: the model's)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   args.add("--backend", &backend_name, kBackendHelp);
+  args.add("--draft", &draft, EngineFlags::kDraftHelp);
+  args.add("--spec-k", &spec_k, EngineFlags::kSpecKHelp);
   args.add_flag("--echo", &echo, "print the prompt before the continuation");
   args.add_flag("--ignore-eos", &ignore_eos, "keep generating after end-of-text tokens");
   seed = SamplingParams{}.seed;
@@ -67,6 +70,7 @@ int cmd_run(int argc, char** argv) {
   auto be = parse_backend_flag(backend_name);
   if (!be) return report(be.status());
   cfg.backend = *be;
+  if (auto st = apply_spec_flags(draft, spec_k, cfg); !st) return report(st);
   auto engine = Engine::create(cfg);
   if (!engine) return report(engine.status());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -101,6 +105,13 @@ int cmd_run(int argc, char** argv) {
                load_ms, r.n_prompt, r.prompt_ms, r.prompt_ms > 0 ? r.n_prompt * 1000.0 / r.prompt_ms : 0.0,
                r.tokens.size(), r.generate_ms, r.generate_ms > 0 ? (n_gen - 1) * 1000.0 / r.generate_ms : 0.0,
                (*engine)->n_threads(), finish_reason_name(r.finish));
+  if (cfg.spec != SpecMethod::None) {
+    const EngineStats st = (*engine)->stats();
+    std::fprintf(stderr, "tern: speculative (%s, k <= %d): %lld proposed, %lld accepted (%.1f%%)\n", draft.c_str(),
+                 cfg.spec_k, static_cast<long long>(st.spec_proposed), static_cast<long long>(st.spec_accepted),
+                 st.spec_proposed > 0 ? 100.0 * static_cast<double>(st.spec_accepted) / static_cast<double>(st.spec_proposed)
+                                      : 0.0);
+  }
   return 0;
 }
 

@@ -25,6 +25,17 @@ void EngineFlags::add_to(ArgParser& args) {
   args.add("--preemption", &preemption, "when KV runs out: recompute (default) or swap");
   args.add("--swap-compression", &swap_compression, "swap copies: none (default), lz4, zstd");
   args.add("--tenant-weights", &tenant_weights, "fair policy weights, e.g. a=2,b=1");
+  args.add("--draft", &draft, kDraftHelp);
+  args.add("--spec-k", &spec_k, kSpecKHelp);
+}
+
+Status apply_spec_flags(const std::string& draft, int spec_k, EngineConfig& c) {
+  if (draft.empty() || draft == "none") c.spec = SpecMethod::None;
+  else if (draft == "ngram") c.spec = SpecMethod::Ngram;
+  else return error(ErrorKind::InvalidArgument, "--draft '" + draft + "': expected none or ngram");
+  if (spec_k < 1 || spec_k > 16) return error(ErrorKind::InvalidArgument, "--spec-k must be in 1..16");
+  c.spec_k = spec_k;
+  return Status::ok();
 }
 
 Status parse_kv_memory(const std::string& text, EngineConfig& config) {
@@ -82,6 +93,7 @@ Status EngineFlags::apply(EngineConfig& c) const {
   auto swap = parse_swap_compression(swap_compression);
   TERN_RETURN_IF_ERROR(swap.status());
   c.swap_compression = *swap;
+  TERN_RETURN_IF_ERROR(apply_spec_flags(draft, spec_k, c));
   c.tenant_weights.clear();
   size_t pos = 0;
   while (pos < tenant_weights.size()) {

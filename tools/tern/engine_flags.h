@@ -24,11 +24,19 @@ struct EngineFlags {
   std::string policy = "fcfs";
   std::string preemption = "recompute";
   std::string swap_compression = "none";
+  std::string draft;  // speculative decoding: "" / "none" off, "ngram" prompt lookup
+  int spec_k = 4;
+
+  static constexpr const char* kDraftHelp = "speculative decoding proposer: none (default) or ngram (prompt lookup)";
+  static constexpr const char* kSpecKHelp = "most proposed tokens per sequence and step, 1..16 (default 4)";
 
   void add_to(ArgParser& args);
   // Fills `config` (model_path is left to the caller).
   Status apply(EngineConfig& config) const;
 };
+
+// --draft and --spec-k into `config` (shared with `tern run`).
+Status apply_spec_flags(const std::string& draft, int spec_k, EngineConfig& config);
 
 // "4G" / "512M" / "64K" / "123" (bytes) or "0.25" (fraction of available RAM).
 Status parse_kv_memory(const std::string& text, EngineConfig& config);

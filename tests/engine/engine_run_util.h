@@ -1,0 +1,95 @@
+// Helpers for engine tests that run requests to completion on stories260K
+// through one InlineEngine (the caller's thread steps it).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "../model/model_fixture.h"
+#include "engine/inline_engine.h"
+
+namespace tern::test {
+
+struct Collected {
+  std::vector<TokenId> tokens;
+  std::string text;
+  std::optional<RequestOutput> final_output;
+};
+
+inline EngineConfig base_config() {
+  EngineConfig c;
+  c.model_path = test::stories_gguf();
+  c.n_threads = 2;
+  c.kv_memory_bytes = 64ll << 20;
+  return c;
+}
+
+inline std::unique_ptr<InlineEngine> make_core(const EngineConfig& c) {
+  auto core = InlineEngine::create(c);
+  EXPECT_TRUE(core.is_ok()) << core.status().message();
+  return core.is_ok() ? std::move(core).value() : nullptr;
+}
+
+// Runs every request to completion through one core; returns outputs by index.
+inline std::vector<Collected> run_all(InlineEngine& core, const std::vector<GenerationRequest>& reqs) {
+  std::vector<Collected> out(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto p = core.prepare(reqs[i]);
+    EXPECT_TRUE(p.is_ok()) << p.status().message();
+    if (!p.is_ok()) continue;
+    core.add(RequestId(i + 1), std::move(p).value(), [&out, i](const RequestOutput& o) {
+      if (o.has_token) out[i].tokens.push_back(o.token);
+      out[i].text += o.text;
+      if (o.finish) out[i].final_output = o;
+    });
+  }
+  for (int guard = 0; core.has_work() && guard < 100000; ++guard) {
+    const Status s = core.step();
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  }
+  EXPECT_FALSE(core.has_work());
+  return out;
+}
+
+inline std::string text_sample() {
+  std::ifstream in(std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str().substr(0, 20000);
+}
+
+// 32 requests of mixed prompt and output lengths; groups of them share long
+// prefixes (several full blocks) so prefix caching has something to find.
+// Every third is sampled (seeded) unless `greedy_only`, which instead gives
+// some of them penalties and log-probabilities.
+inline std::vector<GenerationRequest> mixed_requests(const Tokenizer& tok, bool greedy_only = false) {
+  const std::vector<TokenId> all = tok.encode(text_sample(), false, false);
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 32; ++i) {
+    GenerationRequest r;
+    const size_t start = static_cast<size_t>(i % 4) * 600;        // 4 shared stories
+    const size_t len = 5 + static_cast<size_t>((i * 37) % 150);   // 5 .. 154 prompt tokens
+    r.prompt_tokens = {1};
+    r.prompt_tokens.insert(r.prompt_tokens.end(), all.begin() + start, all.begin() + start + len);
+    r.max_tokens = 8 + (i * 13) % 60;
+    r.ignore_eos = true;  // fixed lengths: every request exercises decode
+    r.sampling.temperature = 0.0f;
+    if (!greedy_only && i % 3 == 0) {
+      r.sampling.temperature = 0.8f;  // seeded sampling must be invariant too
+      r.sampling.seed = 1000 + i;
+    }
+    if (greedy_only && i % 5 == 1) r.sampling.repetition_penalty = 1.3f;
+    if (greedy_only && i % 5 == 2) r.sampling.presence_penalty = 0.8f;
+    if (greedy_only && i % 4 == 3) r.n_logprobs = 3;
+    reqs.push_back(std::move(r));
+  }
+  return reqs;
+}
+
+}  // namespace tern::test
