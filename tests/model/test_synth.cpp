@@ -2,12 +2,15 @@
 // hyper-parameters, types and vocabulary; the same seed gives the same bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 
 #include "core/input_file.h"
 #include "engine/generate.h"
+#include "engine/inline_engine.h"
+#include "model/batch_runner.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "tokenizer/tokenizer.h"
@@ -188,6 +191,64 @@ TEST(Synth, OtherArchitecturesLoadAndGenerate) {
       EXPECT_EQ(f.find_tensor("blk.0.ffn_up.weight")->dims[1], 2u * 96);
     }
     expect_generates(out.path, f);
+  }
+}
+
+// The serving engine takes LongRoPE's long or short factors by the context
+// one sequence may reach (ModelRunner's n_ctx_seq: the engine's per-sequence
+// limit), as BatchRunner does by the positions it is sized for: the engine's
+// log-probability of its first token matches BatchRunner sized alike and
+// differs from BatchRunner sized for the other side of the original 4096.
+TEST(Synth, Phi3EngineChoosesLongRopeByItsContext) {
+  REQUIRE_VOCAB();
+  Scratch out("phi3_ctx");
+  SynthOptions o = small(out.path, "F32");
+  o.arch = "phi3";
+  o.n_ctx = 8192;
+  o.weight_std = 0.3f;  // logits far from flat, so the factors show
+  ASSERT_TRUE(synth(o));
+  auto model = Model::load(out.path);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const std::vector<TokenId> prompt{1, 450, 3290, 1701, 21580, 29871, 13, 306, 4091, 2};
+  // log-softmax of the last prompt position from BatchRunner sized for n_positions.
+  auto batch_logprobs = [&](int32_t n_positions) {
+    auto runner = BatchRunner::create(**model, 1, n_positions, KvType::F32, 0);
+    EXPECT_TRUE(runner.is_ok());
+    Batch b;
+    for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], static_cast<int32_t>(i), SeqId(0), i + 1 == prompt.size());
+    std::vector<float> logits;
+    EXPECT_TRUE((*runner)->forward(b, logits).is_ok());
+    double mx = *std::max_element(logits.begin(), logits.end()), sum = 0.0;
+    for (float l : logits) sum += std::exp(l - mx);
+    std::vector<double> lp(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) lp[i] = logits[i] - mx - std::log(sum);
+    return lp;
+  };
+  for (int32_t n_ctx : {8192, 2048}) {
+    SCOPED_TRACE(n_ctx);
+    EngineConfig c = single_sequence_config(out.path, n_ctx, 2);
+    auto engine = InlineEngine::create(c);
+    ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+    GenerationRequest req;
+    req.prompt_tokens = prompt;
+    req.max_tokens = 1;
+    req.sampling.temperature = 0;
+    req.n_logprobs = 1;
+    auto prepared = (*engine)->prepare(req);
+    ASSERT_TRUE(prepared.is_ok()) << prepared.status().message();
+    std::optional<RequestOutput> first;
+    (*engine)->add(RequestId(1), std::move(prepared).value(), [&](const RequestOutput& r) {
+      if (r.has_token && !first) first = r;
+    });
+    for (int guard = 0; (*engine)->has_work() && guard < 100; ++guard) ASSERT_TRUE((*engine)->step().is_ok());
+    ASSERT_TRUE(first);
+    const auto same = batch_logprobs(n_ctx), other = batch_logprobs(n_ctx > 4096 ? 2048 : 8192);
+    const size_t t = static_cast<size_t>(first->token);
+    EXPECT_NEAR(first->logprob, same[t], 1e-4);
+    // The two sets move this token's log-probability far more than rounding does.
+    double moved = 0.0;
+    for (size_t i = 0; i < same.size(); ++i) moved = std::max(moved, std::fabs(same[i] - other[i]));
+    EXPECT_GT(moved, 0.1) << "the long and short factors give the same logits: the check could not fail";
   }
 }
 
