@@ -133,7 +133,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
     sc.tenant_weights[tenant] = w;
   }
   core->scheduler_ = std::make_unique<Scheduler>(sc);
-  core->runner_ = std::make_unique<ModelRunner>(*core->model_, *core->kv_);
+  core->runner_ = std::make_unique<ModelRunner>(*core->model_, *core->kv_, static_cast<int32_t>(core->max_seq_positions_));
   InputLimits limits;
   limits.n_vocab = hp.n_vocab;
   limits.n_ctx = core->n_ctx_;

@@ -6,7 +6,9 @@
 
 namespace tern {
 
-ModelRunner::ModelRunner(const Model& model, KvManager& kv) : model_(model), kv_(kv) {}
+ModelRunner::ModelRunner(const Model& model, KvManager& kv, int32_t n_ctx_seq) : model_(model), kv_(kv) {
+  input_.n_ctx_seq = n_ctx_seq;
+}
 
 void ModelRunner::add_request(RequestId id, const SamplingParams& params, int n_logprobs,
                               std::span<const TokenId> prompt) {

@@ -48,7 +48,8 @@ struct RunnerOutput {
 
 class ModelRunner {
  public:
-  ModelRunner(const Model& model, KvManager& kv);
+  // n_ctx_seq: the positions one sequence may reach (ForwardInput::n_ctx_seq); 0 = the model's.
+  ModelRunner(const Model& model, KvManager& kv, int32_t n_ctx_seq = 0);
 
   // Sampler state for a request (penalties see the prompt, as `tern run` always did).
   void add_request(RequestId id, const SamplingParams& params, int n_logprobs, std::span<const TokenId> prompt);

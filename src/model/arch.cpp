@@ -8,12 +8,14 @@ namespace archs {
 extern const ArchInfo kLlama;
 extern const ArchInfo kMistral;
 extern const ArchInfo kQwen2;
+extern const ArchInfo kQwen3;
+extern const ArchInfo kPhi3;
 }  // namespace archs
 
 namespace {
 
 // The registry: the one list of supported architectures.
-constexpr const ArchInfo* kRegistry[] = {&archs::kLlama, &archs::kMistral, &archs::kQwen2};
+constexpr const ArchInfo* kRegistry[] = {&archs::kLlama, &archs::kMistral, &archs::kQwen2, &archs::kQwen3, &archs::kPhi3};
 
 }  // namespace
 

@@ -28,6 +28,12 @@ struct ArchInfo {
   bool reads_sliding_window;        // honours <arch>.attention.sliding_window
   bool reads_qkv_bias;              // binds blk.N.attn_{q,k,v}.bias when the file has them
   BlockFn block;
+  // Later additions, defaulted so that the rows above them need not name them:
+  bool reads_rope_freqs = false;  // binds rope_freqs.weight (Llama 3.1+) when the file has it
+  bool reads_long_rope = false;   // binds rope_factors_{long,short}.weight (LongRoPE) when the file has them
+  bool reads_qk_norm = false;     // requires blk.N.attn_{q,k}_norm.weight: RMSNorm of each q/k head before RoPE
+  bool fused_qkv = false;         // binds blk.N.attn_qkv.weight ([q; k; v] rows) when present, else attn_q/k/v
+  bool fused_gate_up = false;     // blk.N.ffn_up.weight is [gate; up] (2 n_ff rows); there is no ffn_gate
 };
 
 // Every registered architecture, in registry order.

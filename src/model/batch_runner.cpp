@@ -25,6 +25,7 @@ Result<std::unique_ptr<BatchRunner>> BatchRunner::create(const Model& model, int
     r->caches_.push_back(std::move(cache).value());
   }
   r->input_.kv.resize(r->caches_.size());
+  r->input_.n_ctx_seq = max_positions;  // the context in force for parameters that depend on it
   return r;
 }
 

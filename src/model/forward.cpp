@@ -48,6 +48,7 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
   const size_t n = in.n_tokens();
   if (in.positions.size() != n || in.seq.size() != n)
     return error(ErrorKind::InvalidArgument, "forward input: token, position and sequence arrays differ in length");
+  if (in.n_ctx_seq < 0) return error(ErrorKind::InvalidArgument, "forward input: negative context length");
   const std::vector<KvCacheSpec>& specs = kv_groups_;
   if (in.kv.size() != specs.size() || pools.size() != specs.size())
     return error(ErrorKind::InvalidArgument, "forward input: " + std::to_string(in.kv.size()) + " KV groups and " +
@@ -84,6 +85,15 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
   for (int32_t r : in.logits_rows)
     if (r < 0 || static_cast<size_t>(r) >= n) return error(ErrorKind::InvalidArgument, "forward input: bad logits row");
   return Status::ok();
+}
+
+// Llama 3.1's rope_freqs apply at every context. LongRoPE takes its long set
+// when the context one sequence may reach exceeds the original context, its
+// short set otherwise, as llama.cpp's get_rope_factors does with n_ctx_seq.
+const float* Model::rope_factors(int32_t n_ctx_seq) const {
+  if (rope_freqs_.dev) return rope_freqs_.dev;
+  const int32_t n_ctx = n_ctx_seq > 0 ? n_ctx_seq : hp_.n_ctx_train;
+  return n_ctx > hp_.rope_orig_ctx ? rope_long_.dev : rope_short_.dev;
 }
 
 namespace {
@@ -136,7 +146,9 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
   std::vector<std::vector<std::span<const int32_t>>> tables(in.kv.size());
   for (size_t g = 0; g < in.kv.size(); ++g)
     for (int32_t s = 0; s < in.n_seqs; ++s) tables[g].push_back(in.kv[g].table(s));
-  const Pass pass{be, hp_, in, n, pools, tables, spans, act};
+  kernels::RopeParams rope = hp_.rope;
+  rope.freq_factors = rope_factors(in.n_ctx_seq);
+  const Pass pass{be, hp_, in, n, pools, tables, spans, act, rope};
 
   be.embed(tok_embd_, in.tokens, act.x);
   for (int il = 0; il < hp_.n_layer; ++il)

@@ -40,6 +40,11 @@ struct ForwardInput {
   int32_t n_seqs = 0;
   std::vector<KvGroup> kv;           // [the model's KV groups]
   std::vector<int32_t> logits_rows;  // [n_out] token indices
+  // The context one sequence may reach, which the runner was sized for:
+  // parameters that depend on it (LongRoPE's long or short factors) follow it,
+  // as llama.cpp's follow n_ctx_seq. 0: the model's training context. Set once
+  // by the runner; clear() keeps it.
+  int32_t n_ctx_seq = 0;
 
   size_t n_tokens() const { return tokens.size(); }
   // Keeps capacity (the runner refills one input every step).

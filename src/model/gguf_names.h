@@ -7,10 +7,10 @@
 //   tensors  global ones by name ("token_embd.weight"), per-layer ones as
 //            "blk.<il>.<suffix>": tensor_name(Tensor::AttnQ, 3) == "blk.3.attn_q.weight"
 //
-// Names of tensors that tern knows of but does not compute with (rope_freqs,
-// attention output and FFN biases) are in the table too, with a note on what
-// they are, so "this file has tensors the architecture does not use" can say
-// what the user would lose.
+// Names of tensors that tern knows of but does not compute with (attention
+// output and FFN biases), or that only some architectures use, are in the
+// table too, with a note on what they are, so "this file has tensors the
+// architecture does not use" can say what the user would lose.
 #pragma once
 
 #include <string>
@@ -50,7 +50,9 @@ enum class Tensor {
   TokenEmbd,
   OutputNorm,
   Output,
-  RopeFreqs,     // known, not computed with
+  RopeFreqs,          // Llama 3.1+: [n_rot/2] frequency divisors
+  RopeFactorsLong,    // Phi-3 LongRoPE: [n_rot/2], contexts past the original one
+  RopeFactorsShort,   // Phi-3 LongRoPE: [n_rot/2], contexts within it
   // per layer
   AttnNorm,
   AttnQ,
@@ -61,6 +63,9 @@ enum class Tensor {
   AttnKBias,
   AttnVBias,
   AttnOutputBias,  // known, not computed with
+  AttnQkv,         // Q, K and V rows in one matrix (phi3)
+  AttnQNorm,       // [head_dim] per-head RMSNorm weight of q (qwen3)
+  AttnKNorm,       // [head_dim] per-head RMSNorm weight of k (qwen3)
   FfnNorm,
   FfnGate,
   FfnUp,

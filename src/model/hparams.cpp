@@ -166,14 +166,18 @@ Status read_rope(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
   if (scaling != "none" && !(factor > 0.0f))
     return error(ErrorKind::InvalidFile, "metadata key '" + factor_key + "' must be positive for rope scaling '" +
                                              scaling + "'");
+  hp.rope_orig_ctx = hp.n_ctx_train;
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::RopeScalingOrigCtx), hp.rope_orig_ctx, false));
+  // The attention factor scales q and k whatever the scaling type (llama.cpp
+  // multiplies its yarn_attn_factor by it for every architecture): Phi-3's
+  // LongRoPE declares one without a scaling type.
+  TERN_RETURN_IF_ERROR(read_float(f, key(arch.name, Key::RopeScalingAttnFactor), 1.0, r.yarn_attn_factor));
   if (scaling == "linear") {
     r.freq_scale = static_cast<float>(1.0 / factor);
   } else if (scaling == "yarn") {
     r.freq_scale = static_cast<float>(1.0 / factor);
-    r.yarn_orig_ctx = hp.n_ctx_train;
-    TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::RopeScalingOrigCtx), r.yarn_orig_ctx, false));
+    r.yarn_orig_ctx = hp.rope_orig_ctx;
     r.yarn_ext_factor = 1.0f;
-    TERN_RETURN_IF_ERROR(read_float(f, key(arch.name, Key::RopeScalingAttnFactor), 1.0, r.yarn_attn_factor));
   } else if (scaling != "none") {
     return error(ErrorKind::Unsupported, "rope.scaling.type '" + scaling + "' is not supported (none, linear, yarn)");
   }

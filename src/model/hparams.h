@@ -35,7 +35,10 @@ struct HParams {
   int head_dim = 0;          // attention.key_length (== value_length), default n_embd / n_head
   float rms_eps = 1e-5f;
   int sliding_window = 0;    // the window every layer has; -1 when layers differ (read layers[])
-  kernels::RopeParams rope;  // layout from the arch table, n_rot, base, scaling
+  kernels::RopeParams rope;  // layout from the arch table, n_rot, base, scaling (freq_factors: null, set per pass)
+  // rope.scaling.original_context_length, else n_ctx_train: a context in force
+  // past it selects LongRoPE's long factors (model.h, Model::forward).
+  int rope_orig_ctx = 0;
   std::vector<LayerHParams> layers;  // [n_layer]
 
   int q_dim() const { return n_head * head_dim; }

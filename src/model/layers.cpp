@@ -22,8 +22,11 @@ void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, con
   if (w.bq.dev) be.add_bias(a.q, w.bq.dev, p.n, q_dim);
   if (w.bk.dev) be.add_bias(a.k, w.bk.dev, p.n, kv_dim);
   if (w.bv.dev) be.add_bias(a.v, w.bv.dev, p.n, kv_dim);
-  be.rope(a.q, p.n, hp.n_head, hp.head_dim, p.in.positions, hp.rope);
-  be.rope(a.k, p.n, lh.n_head_kv, hp.head_dim, p.in.positions, hp.rope);
+  // Per-head norms: rows of head_dim ([n][heads][head_dim] is [n * heads][head_dim]).
+  if (w.q_norm.dev) be.rms_norm(a.q, w.q_norm.dev, a.q, p.n * hp.n_head, hp.head_dim, hp.rms_eps);
+  if (w.k_norm.dev) be.rms_norm(a.k, w.k_norm.dev, a.k, p.n * lh.n_head_kv, hp.head_dim, hp.rms_eps);
+  be.rope(a.q, p.n, hp.n_head, hp.head_dim, p.in.positions, p.rope);
+  be.rope(a.k, p.n, lh.n_head_kv, hp.head_dim, p.in.positions, p.rope);
   be.store_kv(pool, l.kv_index, p.in.kv[g].slots, a.k, a.v);
   const kernels::AttentionShape shape{hp.n_head, lh.n_head_kv, hp.head_dim,
                                       1.0f / std::sqrt(static_cast<float>(hp.head_dim)), lh.sliding_window,

@@ -32,6 +32,7 @@ struct VectorWeight {
 struct AttentionWeights {
   kernels::WeightView wq, wk, wv, wo;  // [q_dim][n_embd], [kv_dim(il)][n_embd] x2, [n_embd][q_dim]
   VectorWeight bq, bk, bv;             // [q_dim], [kv_dim(il)], [kv_dim(il)]; optional
+  VectorWeight q_norm, k_norm;         // [head_dim] each; optional (qwen3): RMSNorm of every q/k head
 };
 
 struct FfnWeights {
@@ -71,6 +72,7 @@ struct Pass {
   std::span<const std::vector<std::span<const int32_t>>> tables;  // [n_groups][n_seqs] block tables
   std::span<const backend::QuerySpan> spans;                      // attention query blocks
   Activations act;
+  kernels::RopeParams rope;  // hp.rope with the frequency factors chosen for this pass's context
 };
 
 namespace layers {
@@ -78,9 +80,10 @@ namespace layers {
 // y = rmsnorm(x) * w over n_rows rows of n_embd (y may be x).
 void rms_norm(const Pass& p, const float* x, const VectorWeight& w, float* y, int64_t n_rows);
 
-// out = Wo · attn(rope(Wq·xn + bq), rope(Wk·xn + bk), Wv·xn + bv), with this
-// layer's K/V heads and window; stores the layer's keys/values in its pool.
-// Uses act.q/k/v/att.
+// out = Wo · attn(rope(norm_q(Wq·xn + bq)), rope(norm_k(Wk·xn + bk)), Wv·xn + bv),
+// with this layer's K/V heads and window (norm_q/norm_k: RMSNorm of each head
+// when the layer has q_norm/k_norm, else identity); stores the layer's
+// keys/values in its pool. Uses act.q/k/v/att.
 void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, const float* xn, float* out);
 
 // out = W_down · (silu(W_gate·xn) * W_up·xn). Uses act.gate/up.

@@ -82,6 +82,7 @@ class Model {
   void assign_kv_groups();
   void prepare_weights();
   Status validate(const ForwardInput& in, std::span<const KvPoolView> pools) const;
+  const float* rope_factors(int32_t n_ctx_seq) const;
 
   gguf::GgufFile file_;
   HParams hp_;
@@ -91,6 +92,9 @@ class Model {
   kernels::WeightView output_;     // [n_vocab][n_embd] (tok_embd_ when tied)
   VectorWeight output_norm_;       // [n_embd]
   std::vector<LayerWeights> layers_;  // [n_layer]
+  // RoPE frequency divisors, [n_rot/2] each, empty when the file has none:
+  // rope_freqs (Llama 3.1) at every context; LongRoPE's long/short sets by the context in force.
+  VectorWeight rope_freqs_, rope_long_, rope_short_;
   std::vector<KvCacheSpec> kv_groups_;  // [n_groups], type unset (kv_specs() sets it)
   uint64_t weight_bytes_ = 0;
 };

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "gguf/reader.h"
 #include "model/gguf_names.h"
@@ -82,18 +83,22 @@ std::string dims_text(const SynthOptions& o) {
 
 Status validate_synth_options(const SynthOptions& o) {
   auto bad = [](const std::string& what) { return error(ErrorKind::InvalidArgument, "synth: " + what); };
-  if (o.arch != "llama") return bad("unsupported --arch '" + o.arch + "' (supported: llama)");
-  if (o.n_embd <= 0 || o.n_layer <= 0 || o.n_head <= 0 || o.n_ff <= 0 || o.n_head_kv < 0 || o.n_ctx <= 0)
+  if (o.arch != "llama" && o.arch != "llama3" && o.arch != "qwen3" && o.arch != "phi3")
+    return bad("unsupported --arch '" + o.arch + "' (supported: llama, llama3, qwen3, phi3)");
+  if (o.n_embd <= 0 || o.n_layer <= 0 || o.n_head <= 0 || o.n_ff <= 0 || o.n_head_kv < 0 || o.n_ctx <= 0 ||
+      o.head_dim < 0)
     return bad("--dim, --layers, --heads, --ffn and --ctx must be positive");
-  if (o.n_embd > 65536 || o.n_layer > 1024 || o.n_ff > (1 << 20) || o.n_head > 4096 || o.n_ctx > (1 << 24))
-    return bad("shape is implausibly large (dim <= 65536, layers <= 1024, ffn <= 1048576)");
-  if (o.n_embd % o.n_head != 0)
+  if (o.n_embd > 65536 || o.n_layer > 1024 || o.n_ff > (1 << 20) || o.n_head > 4096 || o.n_ctx > (1 << 24) ||
+      o.head_dim > 4096)
+    return bad("shape is implausibly large (dim <= 65536, layers <= 1024, ffn <= 1048576, head size <= 4096)");
+  if (o.head_dim == 0 && o.n_embd % o.n_head != 0)
     return bad("--heads " + std::to_string(o.n_head) + " does not divide --dim " + std::to_string(o.n_embd));
   const int n_head_kv = o.n_head_kv ? o.n_head_kv : o.n_head;
   if (n_head_kv > o.n_head || o.n_head % n_head_kv != 0)
     return bad("--kv-heads " + std::to_string(n_head_kv) + " does not divide --heads " + std::to_string(o.n_head));
-  if ((o.n_embd / o.n_head) % 2 != 0)
-    return bad("head size " + std::to_string(o.n_embd / o.n_head) + " (" + dims_text(o) + ") must be even for RoPE");
+  const int head_dim = o.head_dim ? o.head_dim : o.n_embd / o.n_head;
+  if (head_dim % 2 != 0)
+    return bad("head size " + std::to_string(head_dim) + " (" + dims_text(o) + ") must be even for RoPE");
   if (!(o.weight_std > 0.0f) || !std::isfinite(o.weight_std)) return bad("weight std must be positive");
   if (o.vocab_path.empty() || o.out_path.empty()) return bad("--vocab-from and -o are required");
   return Status::ok();
@@ -101,24 +106,101 @@ Status validate_synth_options(const SynthOptions& o) {
 
 namespace {
 
-void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, int n_head_kv, uint64_t n_vocab,
-                  const gguf::GgufFile& vocab_file) {
+// What --arch asks for beyond llama's tensors and keys.
+struct ArchShape {
+  std::string file_arch;  // general.architecture ("llama3" is written as llama)
+  int head_dim = 0;
+  float freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  bool key_length = false;  // write attention.key_length / value_length
+  bool qk_norm = false;     // qwen3
+  bool fused = false;       // phi3: attn_qkv, [gate; up] ffn_up
+  int long_rope_orig_ctx = 0;  // phi3: rope.scaling.original_context_length
+};
+
+ArchShape arch_shape(const SynthOptions& o) {
+  ArchShape a;
+  a.file_arch = o.arch == "llama3" ? "llama" : o.arch;
+  a.head_dim = o.head_dim ? o.head_dim : o.n_embd / o.n_head;
+  a.key_length = o.head_dim != 0 || o.arch == "qwen3";
+  if (o.arch == "llama3") a.freq_base = 500000.0f;
+  if (o.arch == "qwen3") {
+    a.freq_base = 1e6f;
+    a.rms_eps = 1e-6f;
+    a.qk_norm = true;
+  }
+  if (o.arch == "phi3") {
+    a.fused = true;
+    a.long_rope_orig_ctx = std::min(o.n_ctx, 4096);
+  }
+  return a;
+}
+
+// Llama 3.1's rope_freqs as its rope_scaling defines them (factor 8, low and
+// high frequency factors 1 and 4, original context 8192): pairs turning fast
+// (wavelength under 8192 / 4) keep their frequency, slow ones (over 8192)
+// are divided by 8, with a smooth blend between.
+std::vector<float> llama31_rope_freqs(int n_rot, double base) {
+  const double factor = 8.0, low = 1.0, high = 4.0, old_ctx = 8192.0;
+  std::vector<float> out;
+  for (int i = 0; i < n_rot / 2; ++i) {
+    const double wavelen = 2.0 * M_PI * std::pow(base, 2.0 * i / n_rot);
+    double f = 1.0;
+    if (wavelen > old_ctx / low) {
+      f = factor;
+    } else if (wavelen >= old_ctx / high) {
+      const double smooth = (old_ctx / wavelen - low) / (high - low);
+      f = 1.0 / ((1.0 - smooth) / factor + smooth);
+    }
+    out.push_back(static_cast<float>(f));
+  }
+  return out;
+}
+
+// LongRoPE factors of the shape Phi-3's have: short ones near 1, long ones
+// rising from 1 for the fastest pair to the context ratio for the slowest.
+std::vector<float> long_rope_factors(int n_rot, double ratio, bool long_set) {
+  std::vector<float> out;
+  const int half = n_rot / 2;
+  for (int i = 0; i < half; ++i) {
+    const double t = half > 1 ? static_cast<double>(i) / (half - 1) : 0.0;
+    out.push_back(static_cast<float>(long_set ? 1.0 + (ratio - 1.0) * t : 1.0 + 0.1 * t));
+  }
+  return out;
+}
+
+void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, const ArchShape& a, int n_head_kv,
+                  uint64_t n_vocab, const gguf::GgufFile& vocab_file) {
   const std::string name = o.name.empty() ? "synth-" + o.arch + "-" + std::to_string(o.n_embd) + "x" + std::to_string(o.n_layer)
                                           : o.name;
-  w.set(std::string(gguf_names::kArchitecture), Value::of_string(o.arch));
+  const std::string& arch = a.file_arch;
+  w.set(std::string(gguf_names::kArchitecture), Value::of_string(arch));
   w.set("general.name", Value::of_string(name));
   w.set("general.file_type", Value::of_u32(o.scheme.file_type));
   w.set("general.quantization_version", Value::of_u32(2));
-  w.set(key(o.arch, Key::ContextLength), Value::of_u32(o.n_ctx));
-  w.set(key(o.arch, Key::EmbeddingLength), Value::of_u32(o.n_embd));
-  w.set(key(o.arch, Key::BlockCount), Value::of_u32(o.n_layer));
-  w.set(key(o.arch, Key::FeedForwardLength), Value::of_u32(o.n_ff));
-  w.set(key(o.arch, Key::HeadCount), Value::of_u32(o.n_head));
-  w.set(key(o.arch, Key::HeadCountKv), Value::of_u32(n_head_kv));
-  w.set(key(o.arch, Key::RmsEpsilon), Value::of_f32(1e-5f));
-  w.set(key(o.arch, Key::RopeDimensionCount), Value::of_u32(o.n_embd / o.n_head));
-  w.set(key(o.arch, Key::RopeFreqBase), Value::of_f32(10000.0f));
-  w.set(key(o.arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
+  w.set(key(arch, Key::ContextLength), Value::of_u32(o.n_ctx));
+  w.set(key(arch, Key::EmbeddingLength), Value::of_u32(o.n_embd));
+  w.set(key(arch, Key::BlockCount), Value::of_u32(o.n_layer));
+  w.set(key(arch, Key::FeedForwardLength), Value::of_u32(o.n_ff));
+  w.set(key(arch, Key::HeadCount), Value::of_u32(o.n_head));
+  w.set(key(arch, Key::HeadCountKv), Value::of_u32(n_head_kv));
+  if (a.key_length) {
+    w.set(key(arch, Key::KeyLength), Value::of_u32(a.head_dim));
+    w.set(key(arch, Key::ValueLength), Value::of_u32(a.head_dim));
+  }
+  w.set(key(arch, Key::RmsEpsilon), Value::of_f32(a.rms_eps));
+  w.set(key(arch, Key::RopeDimensionCount), Value::of_u32(a.head_dim));
+  w.set(key(arch, Key::RopeFreqBase), Value::of_f32(a.freq_base));
+  if (a.long_rope_orig_ctx > 0) {
+    const int orig = a.long_rope_orig_ctx;
+    w.set(key(arch, Key::RopeScalingOrigCtx), Value::of_u32(orig));
+    w.set(key(arch, Key::SlidingWindow), Value::of_u32(0));
+    if (o.n_ctx > orig) {
+      const double attn_factor = std::sqrt(1.0 + std::log(double(o.n_ctx) / orig) / std::log(double(orig)));
+      w.set(key(arch, Key::RopeScalingAttnFactor), Value::of_f32(static_cast<float>(attn_factor)));
+    }
+  }
+  w.set(key(arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
   for (const auto& [k, value] : vocab_file.metadata())
     if (k.rfind("tokenizer.", 0) == 0) w.set(k, value);
 }
@@ -147,6 +229,17 @@ TensorJob make_job(const SynthOptions& o, const QuantModelInfo& model, const std
   return job;
 }
 
+// A 1-D F32 tensor of fixed values (RoPE factors).
+TensorJob values_job(const std::string& name, std::vector<float> values) {
+  TensorJob job;
+  job.name = name;
+  job.type = GgmlType::F32;
+  job.n_bytes_in = 4 * values.size();
+  job.dims = {values.size()};
+  job.source = [values = std::move(values)](int64_t, float* row) { std::copy(values.begin(), values.end(), row); };
+  return job;
+}
+
 }  // namespace
 
 Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, const QuantizeProgressFn& progress) {
@@ -159,32 +252,52 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
   if (n_vocab == 0) return error(ErrorKind::InvalidFile, o.vocab_path + ": tokenizer.ggml.tokens is empty");
 
   const int n_head_kv = o.n_head_kv ? o.n_head_kv : o.n_head;
+  const ArchShape a = arch_shape(o);
   gguf::GgufStreamWriter w;
-  set_metadata(w, o, n_head_kv, n_vocab, *vocab_file);
+  set_metadata(w, o, a, n_head_kv, n_vocab, *vocab_file);
 
   QuantModelInfo model;
-  model.arch = o.arch;
+  model.arch = a.file_arch;
   model.n_layer = o.n_layer;
   model.n_head = o.n_head;
   model.n_head_kv = n_head_kv;
   model.has_output = true;
 
   // Shapes as {row length, n_rows}: weights are [n_out][n_in], rows of n_in.
-  const uint64_t n_embd = o.n_embd, n_ff = o.n_ff, kv_dim = static_cast<uint64_t>(o.n_embd / o.n_head) * n_head_kv;
+  const uint64_t n_embd = o.n_embd, n_ff = o.n_ff, head_dim = static_cast<uint64_t>(a.head_dim);
+  const uint64_t q_dim = head_dim * o.n_head, kv_dim = head_dim * n_head_kv;
   std::vector<TensorJob> jobs;
   auto add = [&](Tensor t, int il, std::vector<uint64_t> dims) {
     jobs.push_back(make_job(o, model, tensor_name(t, il), std::move(dims)));
   };
   add(Tensor::TokenEmbd, -1, {n_embd, n_vocab});
+  if (o.arch == "llama3") jobs.push_back(values_job(tensor_name(Tensor::RopeFreqs), llama31_rope_freqs(a.head_dim, a.freq_base)));
+  if (a.long_rope_orig_ctx > 0 && o.n_ctx > a.long_rope_orig_ctx) {
+    const double ratio = double(o.n_ctx) / a.long_rope_orig_ctx;
+    jobs.push_back(values_job(tensor_name(Tensor::RopeFactorsLong), long_rope_factors(a.head_dim, ratio, true)));
+    jobs.push_back(values_job(tensor_name(Tensor::RopeFactorsShort), long_rope_factors(a.head_dim, ratio, false)));
+  }
   for (int il = 0; il < o.n_layer; ++il) {
     add(Tensor::AttnNorm, il, {n_embd});
-    add(Tensor::AttnQ, il, {n_embd, n_embd});
-    add(Tensor::AttnK, il, {n_embd, kv_dim});
-    add(Tensor::AttnV, il, {n_embd, kv_dim});
-    add(Tensor::AttnOutput, il, {n_embd, n_embd});
+    if (a.fused) {
+      add(Tensor::AttnQkv, il, {n_embd, q_dim + 2 * kv_dim});
+    } else {
+      add(Tensor::AttnQ, il, {n_embd, q_dim});
+      add(Tensor::AttnK, il, {n_embd, kv_dim});
+      add(Tensor::AttnV, il, {n_embd, kv_dim});
+    }
+    if (a.qk_norm) {
+      add(Tensor::AttnQNorm, il, {head_dim});
+      add(Tensor::AttnKNorm, il, {head_dim});
+    }
+    add(Tensor::AttnOutput, il, {q_dim, n_embd});
     add(Tensor::FfnNorm, il, {n_embd});
-    add(Tensor::FfnGate, il, {n_embd, n_ff});
-    add(Tensor::FfnUp, il, {n_embd, n_ff});
+    if (a.fused) {
+      add(Tensor::FfnUp, il, {n_embd, 2 * n_ff});
+    } else {
+      add(Tensor::FfnGate, il, {n_embd, n_ff});
+      add(Tensor::FfnUp, il, {n_embd, n_ff});
+    }
     add(Tensor::FfnDown, il, {n_ff, n_embd});
   }
   add(Tensor::OutputNorm, -1, {n_embd});

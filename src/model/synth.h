@@ -1,16 +1,29 @@
 // model/synth.h — a random-weight model of real shapes, for benchmarks.
 //
-// Writes a `llama` GGUF whose tensors have the shapes a trained model of these
-// hyper-parameters would have, with a real vocabulary copied from another GGUF
-// (every tokenizer.* key; the vocabulary size is its token list's length).
+// Writes a GGUF whose tensors have the names and shapes llama.cpp's converter
+// writes for a trained model of these hyper-parameters, with a real
+// vocabulary copied from another GGUF (every tokenizer.* key; the vocabulary
+// size is its token list's length). Architectures (--arch):
+//   llama   token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v,
+//           attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}, output_norm,
+//           output (untied); rope freq base 1e4, rms eps 1e-5
+//   llama3  written as "llama", plus rope_freqs.weight: Llama 3.1's
+//           frequency divisors (factor 8, low/high frequency factors 1 and 4
+//           over an original context of 8192, as Meta's rope_scaling
+//           defines them); rope freq base 5e5
+//   qwen3   llama's tensors plus blk.N.attn_{q,k}_norm ([head size]);
+//           attention.key_length / value_length written; base 1e6, eps 1e-6
+//   phi3    blk.N.attn_qkv ([q; k; v] rows) in place of attn_q/k/v,
+//           blk.N.ffn_up of 2 ffn rows ([gate; up]) and no ffn_gate;
+//           rope.scaling.original_context_length = min(ctx, 4096) and, when
+//           ctx exceeds it, LongRoPE's rope_factors_{long,short} and
+//           rope.scaling.attn_factor sqrt(1 + ln(ctx/orig) / ln(orig)), as
+//           the converter computes it; sliding_window 0 (none, as Phi-4)
 //   matrices  ~ N(0, weight_std) (see below), then encoded under `scheme`
 //             with the same type rules and encoder as `tern quantize`
-//   norms     = 1 (F32)
-//   tensors   token_embd, blk.N.{attn_norm, attn_q, attn_k, attn_v,
-//             attn_output, ffn_norm, ffn_gate, ffn_up, ffn_down}, output_norm,
-//             output (untied)
-//   metadata  llama.* keys (rope freq base 10000, rms eps 1e-5, rope dims =
-//             head size), general.file_type, general.quantization_version 2
+//   norms     = 1 (F32); RoPE factor vectors as above (F32)
+//   metadata  <arch>.* keys (rope dims = head size), general.file_type,
+//             general.quantization_version 2
 //
 // Values: row r of tensor T draws from its own xoshiro256** stream seeded from
 // (seed, hash of T's name, r), so the file is a pure function of the options:
@@ -32,23 +45,25 @@
 namespace tern {
 
 struct SynthOptions {
-  std::string arch = "llama";
+  std::string arch = "llama";  // llama, llama3, qwen3, phi3 (see above)
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;  // 0 = n_head
+  int head_dim = 0;   // 0 = n_embd / n_head; else written as attention.key_length (Qwen3: 128)
   int n_ff = 0;
   int n_ctx = 4096;
   uint64_t seed = 0;
   float weight_std = 0.02f;
   std::string vocab_path;  // GGUF whose tokenizer.* keys are copied
   std::string out_path;
-  std::string name;        // general.name; default "synth-llama-<n_embd>x<n_layer>"
+  std::string name;        // general.name; default "synth-<arch>-<n_embd>x<n_layer>"
   QuantScheme scheme{};
 };
 
-// Checks the shapes (positive, heads dividing the width, KV heads dividing the
-// heads, an even head size for RoPE) before reading or writing anything.
+// Checks the architecture and the shapes (positive, heads dividing the width
+// unless a head size is given, KV heads dividing the heads, an even head size
+// for RoPE) before reading or writing anything.
 Status validate_synth_options(const SynthOptions& options);
 
 Result<QuantizeReport> synth_model(const SynthOptions& options, ThreadPool& pool,

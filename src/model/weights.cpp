@@ -2,6 +2,7 @@
 // a report of the tensors nothing bound, then the backend's load step.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <string>
 #include <unordered_set>
 
@@ -19,10 +20,9 @@ using gguf_names::tensor_name;
 
 // Tensors a file may carry that change nothing tern computes, so loading
 // accepts them unused; an entry needs its reason here and a test. Empty: every
-// tensor llama.cpp's converters write for llama, mistral and qwen2 files
-// changes the model when present — rope_freqs.weight (Llama 3.1's
-// per-dimension RoPE factors: without them long-range RoPE is wrong),
-// attention-output and FFN biases, MoE router and expert weights.
+// tensor llama.cpp's converters write changes the model when present —
+// rope_freqs.weight on an architecture that does not read it, attention-output
+// and FFN biases, MoE router and expert weights.
 constexpr std::array<std::string_view, 0> kHarmlessUnused{};
 
 std::string dims_text(int64_t cols, int64_t rows) {
@@ -39,22 +39,33 @@ class Binder {
 
   // A matrix of n_rows rows of n_cols, used in place from the mapping.
   Status matrix(Tensor t, int il, int64_t n_cols, int64_t n_rows, kernels::WeightView& out) {
+    return matrix_rows(t, il, n_cols, n_rows, 0, n_rows, out);
+  }
+
+  // Rows [row_begin, row_begin + n_rows) of a matrix of n_rows_total rows of
+  // n_cols: one part of a fused tensor (Q, K, V of attn_qkv; gate, up of a
+  // fused ffn_up), a view of its own so that the backend prepares (packs) each
+  // part as the matrix it multiplies by. Rows never share a block.
+  Status matrix_rows(Tensor t, int il, int64_t n_cols, int64_t n_rows_total, int64_t row_begin, int64_t n_rows,
+                     kernels::WeightView& out) {
+    TERN_ASSERT(row_begin >= 0 && row_begin + n_rows <= n_rows_total);
     const std::string name = tensor_name(t, il);
     const gguf::TensorInfo* info = f_.find_tensor(name);
     if (!info) return error(ErrorKind::InvalidFile, "tensor '" + name + "' is missing");
-    if (info->n_dims > 2 || static_cast<int64_t>(info->dims[0]) != n_cols || static_cast<int64_t>(info->dims[1]) != n_rows)
+    if (info->n_dims > 2 || static_cast<int64_t>(info->dims[0]) != n_cols ||
+        static_cast<int64_t>(info->dims[1]) != n_rows_total)
       return error(ErrorKind::InvalidFile, "tensor '" + name + "' has shape " + info->shape_string() + ", expected " +
-                                               dims_text(n_cols, n_rows));
+                                               dims_text(n_cols, n_rows_total));
     const quant::TypeTraits* tr = quant::traits(info->type);
     if (!tr)
       return error(ErrorKind::Unsupported, "tensor '" + name + "' has type " + std::string(gguf::type_name(info->type)) +
                                                ", which this build cannot compute with yet");
     out = kernels::WeightView{};
     out.traits = tr;
-    out.data = info->data;
+    out.row_stride_bytes = quant::row_bytes(*tr, n_cols);
+    out.data = static_cast<const uint8_t*>(info->data) + static_cast<size_t>(row_begin) * out.row_stride_bytes;
     out.n_rows = n_rows;
     out.n_cols = n_cols;
-    out.row_stride_bytes = quant::row_bytes(*tr, n_cols);
     out.file_backed = f_.file_backed();
     used_.insert(name);
     return Status::ok();
@@ -109,11 +120,61 @@ class Binder {
   std::unordered_set<std::string> used_;
 };
 
+// Q, K, V (one fused tensor or three), output projection, optional biases and q/k norms of layer il.
+Status bind_attention(Binder& bind, const HParams& hp, const ArchInfo& arch, int il, AttentionWeights& a) {
+  const int64_t n_embd = hp.n_embd, q_dim = hp.q_dim(), kv_dim = hp.kv_dim(il);
+  if (arch.fused_qkv && bind.has(Tensor::AttnQkv, il)) {
+    const int64_t n_rows = q_dim + 2 * kv_dim;  // [q; k; v]
+    TERN_RETURN_IF_ERROR(bind.matrix_rows(Tensor::AttnQkv, il, n_embd, n_rows, 0, q_dim, a.wq));
+    TERN_RETURN_IF_ERROR(bind.matrix_rows(Tensor::AttnQkv, il, n_embd, n_rows, q_dim, kv_dim, a.wk));
+    TERN_RETURN_IF_ERROR(bind.matrix_rows(Tensor::AttnQkv, il, n_embd, n_rows, q_dim + kv_dim, kv_dim, a.wv));
+  } else {
+    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::AttnQ, il, n_embd, q_dim, a.wq));
+    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::AttnK, il, n_embd, kv_dim, a.wk));
+    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::AttnV, il, n_embd, kv_dim, a.wv));
+  }
+  TERN_RETURN_IF_ERROR(bind.matrix(Tensor::AttnOutput, il, q_dim, n_embd, a.wo));
+  if (arch.reads_qkv_bias) {
+    TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnQBias, il, q_dim, false, a.bq));
+    TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnKBias, il, kv_dim, false, a.bk));
+    TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnVBias, il, kv_dim, false, a.bv));
+  }
+  if (arch.reads_qk_norm) {
+    TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnQNorm, il, hp.head_dim, true, a.q_norm));
+    TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnKNorm, il, hp.head_dim, true, a.k_norm));
+  }
+  return Status::ok();
+}
+
+// Gate, up (one fused [gate; up] tensor or two) and down of layer il.
+Status bind_ffn(Binder& bind, const HParams& hp, const ArchInfo& arch, int il, FfnWeights& w) {
+  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
+  if (arch.fused_gate_up) {
+    TERN_RETURN_IF_ERROR(bind.matrix_rows(Tensor::FfnUp, il, n_embd, 2 * n_ff, 0, n_ff, w.w_gate));
+    TERN_RETURN_IF_ERROR(bind.matrix_rows(Tensor::FfnUp, il, n_embd, 2 * n_ff, n_ff, n_ff, w.w_up));
+  } else {
+    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnGate, il, n_embd, n_ff, w.w_gate));
+    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnUp, il, n_embd, n_ff, w.w_up));
+  }
+  return bind.matrix(Tensor::FfnDown, il, n_ff, n_embd, w.w_down);
+}
+
+// Optional RoPE frequency divisors ([n_rot/2]): every one must be a positive
+// finite number (a zero would make every angle, then every logit, non-finite).
+Status bind_rope_factors(Binder& bind, Tensor t, const HParams& hp, VectorWeight& out) {
+  TERN_RETURN_IF_ERROR(bind.vector(t, -1, hp.rope.n_rot / 2, false, out));
+  for (size_t i = 0; i < out.host.size(); ++i)
+    if (!(out.host[i] > 0.0f) || !std::isfinite(out.host[i]))
+      return error(ErrorKind::InvalidFile, "tensor '" + tensor_name(t) + "' value " + std::to_string(i) + " is " +
+                                               std::to_string(out.host[i]) + ": RoPE factors must be positive and finite");
+  return Status::ok();
+}
+
 }  // namespace
 
 Status Model::bind_weights() {
   Binder bind(file_);
-  const int64_t n_embd = hp_.n_embd, n_vocab = hp_.n_vocab, q_dim = hp_.q_dim(), n_ff = hp_.n_ff;
+  const int64_t n_embd = hp_.n_embd, n_vocab = hp_.n_vocab;
   TERN_RETURN_IF_ERROR(bind.matrix(Tensor::TokenEmbd, -1, n_embd, n_vocab, tok_embd_));
   TERN_RETURN_IF_ERROR(bind.vector(Tensor::OutputNorm, -1, n_embd, true, output_norm_));
   if (bind.has(Tensor::Output)) {
@@ -121,25 +182,22 @@ Status Model::bind_weights() {
   } else {
     output_ = tok_embd_;  // tied embeddings
   }
+  if (arch_->reads_rope_freqs) TERN_RETURN_IF_ERROR(bind_rope_factors(bind, Tensor::RopeFreqs, hp_, rope_freqs_));
+  if (arch_->reads_long_rope) {
+    TERN_RETURN_IF_ERROR(bind_rope_factors(bind, Tensor::RopeFactorsLong, hp_, rope_long_));
+    TERN_RETURN_IF_ERROR(bind_rope_factors(bind, Tensor::RopeFactorsShort, hp_, rope_short_));
+    if (rope_long_.host.empty() != rope_short_.host.empty())
+      return error(ErrorKind::InvalidFile, "the file has only one of " + tensor_name(Tensor::RopeFactorsLong) + " and " +
+                                               tensor_name(Tensor::RopeFactorsShort) +
+                                               ": LongRoPE needs both (the context chooses between them)");
+  }
   layers_.resize(static_cast<size_t>(hp_.n_layer));
   for (int il = 0; il < hp_.n_layer; ++il) {
     LayerWeights& l = layers_[static_cast<size_t>(il)];
-    AttentionWeights& a = l.attn;
-    const int64_t kv_dim = hp_.kv_dim(il);
     TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnNorm, il, n_embd, true, l.attn_norm));
-    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::AttnQ, il, n_embd, q_dim, a.wq));
-    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::AttnK, il, n_embd, kv_dim, a.wk));
-    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::AttnV, il, n_embd, kv_dim, a.wv));
-    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::AttnOutput, il, q_dim, n_embd, a.wo));
-    if (arch_->reads_qkv_bias) {
-      TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnQBias, il, q_dim, false, a.bq));
-      TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnKBias, il, kv_dim, false, a.bk));
-      TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnVBias, il, kv_dim, false, a.bv));
-    }
+    TERN_RETURN_IF_ERROR(bind_attention(bind, hp_, *arch_, il, l.attn));
     TERN_RETURN_IF_ERROR(bind.vector(Tensor::FfnNorm, il, n_embd, true, l.ffn_norm));
-    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnGate, il, n_embd, n_ff, l.ffn.w_gate));
-    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnUp, il, n_embd, n_ff, l.ffn.w_up));
-    TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnDown, il, n_ff, n_embd, l.ffn.w_down));
+    TERN_RETURN_IF_ERROR(bind_ffn(bind, hp_, *arch_, il, l.ffn));
   }
   TERN_RETURN_IF_ERROR(bind.check_all_used(hp_.arch));
   auto bytes = [](const kernels::WeightView& w) { return static_cast<uint64_t>(w.row_stride_bytes) * w.n_rows; };
@@ -159,10 +217,11 @@ void Model::prepare_weights() {
   for (LayerWeights& l : layers_) {
     for (kernels::WeightView* w : {&l.attn.wq, &l.attn.wk, &l.attn.wv, &l.attn.wo, &l.ffn.w_gate, &l.ffn.w_up, &l.ffn.w_down})
       be.prepare_matrix(*w);
-    for (VectorWeight* v : {&l.attn_norm, &l.ffn_norm, &l.attn.bq, &l.attn.bk, &l.attn.bv}) up(*v);
+    for (VectorWeight* v : {&l.attn_norm, &l.ffn_norm, &l.attn.bq, &l.attn.bk, &l.attn.bv, &l.attn.q_norm, &l.attn.k_norm})
+      up(*v);
   }
   if (output_.data != tok_embd_.data) be.prepare_matrix(output_);
-  up(output_norm_);
+  for (VectorWeight* v : {&output_norm_, &rope_freqs_, &rope_long_, &rope_short_}) up(*v);
 }
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, std::shared_ptr<backend::Backend> backend) {

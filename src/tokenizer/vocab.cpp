@@ -98,9 +98,21 @@ Status read_merges(const gguf::GgufFile& file, Vocab& v) {
   return Status::ok();
 }
 
-// An optional special-token id: -1 when absent, an error when outside the vocabulary.
+// What llama.cpp's tools write for "no such token": -1 stored as a uint32
+// (its llama2.c converter sets tokenizer.ggml.seperator_token_id and
+// padding_token_id so for stories260K), which llama.cpp loads as no token.
+constexpr uint64_t kNoTokenU32 = 0xFFFFFFFFu;
+
+// An optional special-token id: -1 when absent or written as "none"
+// (0xFFFFFFFF); an error when otherwise outside the vocabulary. A signed -1 is
+// still refused: llama.cpp reads these keys as uint32 and would refuse it too.
 Status read_special_id(const gguf::GgufFile& file, const char* key, size_t n_vocab, TokenId& id) {
-  if (file.find(key) == nullptr) return Status::ok();
+  const gguf::Value* v = file.find(key);
+  if (v == nullptr) return Status::ok();
+  if (v->as_u64() == kNoTokenU32) {
+    id = -1;
+    return Status::ok();
+  }
   auto value = file.get_u64(key);
   TERN_RETURN_IF_ERROR(value);
   if (*value >= n_vocab)

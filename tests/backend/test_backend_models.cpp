@@ -212,6 +212,15 @@ std::vector<ArchCase> arch_cases() {
     add(std::string("rope_yarn_") + arch, [&](SynthSpec& s) {
       s.arch = arch; s.n_head = 4; s.n_head_kv = 2; s.scaling_type = "yarn"; s.scaling_factor = 4.0; s.yarn_orig_ctx = 64; s.seed = 7;
     }, GgmlType::F32, 56);
+  add("llama3_rope_freqs", [](SynthSpec& s) {
+    s.n_head = 4; s.n_head_kv = 2; s.freq_base = 500000.0; s.rope_freqs = {1, 4, 0.25f, 8, 0.1f, 16, 0.05f, 0.02f}; s.seed = 31;
+  });
+  add("qwen3_qk_norm", [](SynthSpec& s) { s.arch = "qwen3"; s.key_length = 16; s.freq_base = 1e6; s.seed = 32; });
+  add("phi3_fused_long_rope", [](SynthSpec& s) {
+    s.arch = "phi3"; s.n_head = 4; s.n_head_kv = 4; s.yarn_orig_ctx = 4; s.attn_factor = 1.25f; s.seed = 33;
+    s.rope_long = {1, 4, 0.25f, 8, 0.1f, 16, 0.05f, 0.02f};
+    s.rope_short = {1, 0.5f, 2, 0.2f, 6, 0.03f, 1, 0.01f};
+  });
   for (int key_length : {24, 8})
     add("key_length_" + std::to_string(key_length), [&](SynthSpec& s) { s.n_head = 4; s.n_head_kv = 2; s.key_length = key_length; s.seed = 8; });
   for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0})

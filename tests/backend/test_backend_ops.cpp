@@ -313,9 +313,16 @@ std::vector<RopeCase> rope_cases() {
   kernels::RopeParams linear{RopeLayout::Normal, 16, 10000.0f, 0.25f};
   // YaRN factor 4 over an original context of 64 (llama.cpp's ext_factor 1).
   kernels::RopeParams yarn{RopeLayout::NeoX, 16, 10000.0f, 0.25f, 64, 1.0f, 1.0f, 32.0f, 1.0f};
+  // Per-pair frequency divisors (Llama 3.1 rope_freqs, Phi-3 LongRoPE), with and without YaRN.
+  static const float kFactors[8] = {1.0f, 1.0f, 2.0f, 4.0f, 0.5f, 8.0f, 0.1f, 16.0f};
+  kernels::RopeParams factors{RopeLayout::Normal, 16, 500000.0f};
+  factors.freq_factors = kFactors;
+  kernels::RopeParams factors_yarn = yarn;
+  factors_yarn.freq_factors = kFactors;
   return {{"normal", 4, 16, normal},          {"neox base 1e6", 2, 16, neox},
           {"partial 8 of 16", 4, 16, partial}, {"partial neox 8 of 16", 2, 16, partial_neox},
-          {"linear x4", 3, 16, linear},        {"yarn x4", 2, 16, yarn}};
+          {"linear x4", 3, 16, linear},        {"yarn x4", 2, 16, yarn},
+          {"freq factors", 2, 16, factors},    {"freq factors yarn x4", 2, 16, factors_yarn}};
 }
 
 const int32_t kRopePositions[] = {0, 1, 5, 63, 64, 200, 511, 4095};
@@ -366,6 +373,13 @@ TEST_F(BackendOps, RopeLayoutsPartialRotaryAndScaling) {
     std::vector<float> y_other = x;
     ref_->rope(y_other.data(), n_rows, c.n_heads, c.head_dim, pos, other);
     EXPECT_GT(rope_error(y_cpu, y_other, x, n), 100.0);
+    if (c.p.freq_factors) {  // and so are the factors ignored
+      kernels::RopeParams plain = c.p;
+      plain.freq_factors = nullptr;
+      std::vector<float> y_plain = x;
+      ref_->rope(y_plain.data(), n_rows, c.n_heads, c.head_dim, pos, plain);
+      EXPECT_GT(rope_error(y_cpu, y_plain, x, n), 100.0);
+    }
   }
 }
 

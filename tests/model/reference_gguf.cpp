@@ -43,6 +43,11 @@ Vec matvec(const Vec& w, const Vec& x, int rows, const Vec& b = {}) {
   return y;
 }
 
+// Rows [begin, begin + n) of a row-major matrix with rows of `cols`.
+Vec rows_of(const Vec& m, uint64_t cols, uint64_t begin, uint64_t n) {
+  return Vec(m.begin() + static_cast<std::ptrdiff_t>(begin * cols), m.begin() + static_cast<std::ptrdiff_t>((begin + n) * cols));
+}
+
 Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
   double ss = 0.0;
   for (double e : x) ss += e * e;
@@ -50,6 +55,15 @@ Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
   Vec y(x.size());
   for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * s * w[i];
   return y;
+}
+
+// x: [n_heads][hd]; each head normed and scaled by w [hd].
+void head_rmsnorm(Vec& x, int n_heads, int hd, const Vec& w, double eps) {
+  for (int h = 0; h < n_heads; ++h) {
+    const Vec head(x.begin() + h * hd, x.begin() + (h + 1) * hd);
+    const Vec y = rmsnorm(head, w, eps);
+    std::copy(y.begin(), y.end(), x.begin() + h * hd);
+  }
 }
 
 }  // namespace
@@ -91,20 +105,25 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
   c.n_rot = get_int("rope.dimension_count", c.head_dim);
   c.rms_eps = get_real("attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_base = get_real("rope.freq_base", 10000.0);
-  c.neox = *arch == "qwen2";
+  c.neox = *arch == "qwen2" || *arch == "qwen3" || *arch == "phi3";
   if (auto s = f.get_string(p + "rope.scaling.type")) c.scaling = *s;
   c.scaling_factor = get_real("rope.scaling.factor", 1.0);
-  c.yarn_orig_ctx = get_int("rope.scaling.original_context_length", get_int("context_length", 0));
+  c.n_ctx_train = get_int("context_length", 0);
+  c.yarn_orig_ctx = get_int("rope.scaling.original_context_length", c.n_ctx_train);
   c.yarn_attn_factor = get_real("rope.scaling.attn_factor", 1.0);
   c.sliding_window = get_int("attention.sliding_window", 0);
   get_ints("attention.sliding_window", c.layer_window);
   for (const auto* per_layer : {&c.layer_n_head_kv, &c.layer_window})
     if (!per_layer->empty() && per_layer->size() != size_t(c.n_layer))
       return *why = "reference: a per-layer array's length is not block_count", false;
-  config = c;
-
   const uint64_t E = c.n_embd, F = c.n_ff, V = c.n_vocab;
   const uint64_t Q = uint64_t(c.n_head) * c.head_dim;
+  if (!read_tensor(f, "rope_freqs.weight", c.n_rot / 2, false, c.rope_freqs, why) ||
+      !read_tensor(f, "rope_factors_long.weight", c.n_rot / 2, false, c.rope_long, why) ||
+      !read_tensor(f, "rope_factors_short.weight", c.n_rot / 2, false, c.rope_short, why))
+    return false;
+  config = c;
+
   if (!read_tensor(f, "token_embd.weight", V * E, true, embd_, why)) return false;
   if (!read_tensor(f, "output_norm.weight", E, true, out_norm_, why)) return false;
   if (!read_tensor(f, "output.weight", V * E, false, out_, why)) return false;
@@ -115,21 +134,45 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
     const std::string b = "blk." + std::to_string(il) + ".";
     const uint64_t K = uint64_t(c.n_head_kv_of(il)) * c.head_dim;
     if (c.n_head_kv_of(il) <= 0) return *why = "reference: zero kv heads", false;
+    // Fused Q/K/V and gate/up (phi3): split here by rows, as the formulas above say.
+    const bool fused_qkv = f.find_tensor(b + "attn_qkv.weight") != nullptr;
+    const bool fused_gate_up = f.find_tensor(b + "ffn_gate.weight") == nullptr;
+    Vec qkv;
+    if (fused_qkv && !read_tensor(f, b + "attn_qkv.weight", (Q + 2 * K) * E, true, qkv, why)) return false;
     if (!read_tensor(f, b + "attn_norm.weight", E, true, l.attn_norm, why) ||
-        !read_tensor(f, b + "attn_q.weight", Q * E, true, l.wq, why) ||
-        !read_tensor(f, b + "attn_k.weight", K * E, true, l.wk, why) ||
-        !read_tensor(f, b + "attn_v.weight", K * E, true, l.wv, why) ||
+        !read_tensor(f, b + "attn_q.weight", Q * E, !fused_qkv, l.wq, why) ||
+        !read_tensor(f, b + "attn_k.weight", K * E, !fused_qkv, l.wk, why) ||
+        !read_tensor(f, b + "attn_v.weight", K * E, !fused_qkv, l.wv, why) ||
         !read_tensor(f, b + "attn_q.bias", Q, false, l.bq, why) ||
         !read_tensor(f, b + "attn_k.bias", K, false, l.bk, why) ||
         !read_tensor(f, b + "attn_v.bias", K, false, l.bv, why) ||
+        !read_tensor(f, b + "attn_q_norm.weight", c.head_dim, false, l.q_norm, why) ||
+        !read_tensor(f, b + "attn_k_norm.weight", c.head_dim, false, l.k_norm, why) ||
         !read_tensor(f, b + "attn_output.weight", E * Q, true, l.wo, why) ||
         !read_tensor(f, b + "ffn_norm.weight", E, true, l.ffn_norm, why) ||
-        !read_tensor(f, b + "ffn_gate.weight", F * E, true, l.w_gate, why) ||
-        !read_tensor(f, b + "ffn_up.weight", F * E, true, l.w_up, why) ||
+        !read_tensor(f, b + "ffn_gate.weight", F * E, !fused_gate_up, l.w_gate, why) ||
+        !read_tensor(f, b + "ffn_up.weight", (fused_gate_up ? 2 : 1) * F * E, true, l.w_up, why) ||
         !read_tensor(f, b + "ffn_down.weight", E * F, true, l.w_down, why))
       return false;
+    if (fused_qkv) {
+      l.wq = rows_of(qkv, E, 0, Q);
+      l.wk = rows_of(qkv, E, Q, K);
+      l.wv = rows_of(qkv, E, Q + K, K);
+    }
+    if (fused_gate_up) {
+      l.w_gate = rows_of(l.w_up, E, 0, F);
+      l.w_up = rows_of(l.w_up, E, F, F);
+    }
   }
   return true;
+}
+
+const std::vector<double>* ReferenceGguf::rope_factors() const {
+  const RefConfig& c = config;
+  if (!c.rope_freqs.empty()) return &c.rope_freqs;
+  if (c.rope_long.empty()) return nullptr;
+  const int n_ctx = c.n_ctx > 0 ? c.n_ctx : c.n_ctx_train;
+  return n_ctx > c.yarn_orig_ctx ? &c.rope_long : &c.rope_short;
 }
 
 // Frequencies follow llama.cpp: theta_extrap = pos * base^(-2 pair / n_rot).
@@ -140,11 +183,14 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
 // pairs below floor(d(beta_fast)) keep the extrapolated angle, pairs above
 // ceil(d(beta_slow)) take the interpolated one (angle / factor), with a linear
 // ramp between; both q and k rotations are scaled by 1 + 0.1 ln(factor).
+// Frequency divisors (rope_factors()) divide the extrapolated angle first,
+// as ggml_rope_ext's freq_factors; the attention factor scales every rotation.
 void ReferenceGguf::rope_angle(int pair, int pos, double& theta, double& mscale) const {
   const RefConfig& c = config;
-  const double extrap = pos * std::pow(c.rope_base, -2.0 * pair / c.n_rot);
+  const std::vector<double>* factors = rope_factors();
+  const double extrap = pos * std::pow(c.rope_base, -2.0 * pair / c.n_rot) / (factors ? (*factors)[pair] : 1.0);
   theta = extrap;
-  mscale = 1.0;
+  mscale = c.yarn_attn_factor;
   if (c.scaling == "linear") {
     theta = extrap / c.scaling_factor;
   } else if (c.scaling == "yarn") {
@@ -156,7 +202,7 @@ void ReferenceGguf::rope_angle(int pair, int pos, double& theta, double& mscale)
     const double high = std::min(c.n_rot - 1.0, std::ceil(corr(c.yarn_beta_slow)));
     const double ramp = 1.0 - std::clamp((pair - low) / std::max(0.001, high - low), 0.0, 1.0);
     theta = interp * (1.0 - ramp) + extrap * ramp;
-    mscale = c.yarn_attn_factor * (1.0 + 0.1 * std::log(c.scaling_factor));
+    mscale *= 1.0 + 0.1 * std::log(c.scaling_factor);
   }
 }
 
@@ -187,6 +233,8 @@ std::vector<std::vector<double>> ReferenceGguf::forward_all(const std::vector<in
       const int K = c.n_head_kv_of(il) * hd, group = c.n_head / c.n_head_kv_of(il), window = c.window_of(il);
       Vec h = rmsnorm(x, l.attn_norm, c.rms_eps);
       Vec q = matvec(l.wq, h, Q, l.bq), k = matvec(l.wk, h, K, l.bk), v = matvec(l.wv, h, K, l.bv);
+      if (c.qk_norm && !l.q_norm.empty()) head_rmsnorm(q, c.n_head, hd, l.q_norm, c.rms_eps);
+      if (c.qk_norm && !l.k_norm.empty()) head_rmsnorm(k, c.n_head_kv_of(il), hd, l.k_norm, c.rms_eps);
       rope(q, c.n_head, pos);
       rope(k, c.n_head_kv_of(il), pos);
       kcache[il].insert(kcache[il].end(), k.begin(), k.end());

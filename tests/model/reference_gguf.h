@@ -8,6 +8,8 @@
 //   x = embd[tok]
 //   per layer:  h = rmsnorm(x) * attn_norm
 //               q, k, v = Wq h + bq, Wk h + bk, Wv h + bv
+//                 (Wq, Wk, Wv: rows of attn_qkv.weight in that order when the file fuses them)
+//               q, k = each head rmsnorm'd * attn_{q,k}_norm, when the file has them (qwen3)
 //               q, k = rope(q, pos), rope(k, pos)         (see RefConfig)
 //               head j of q attends kv head j / (n_head / n_head_kv) over
 //               positions [max(0, pos - window + 1), pos], scale 1/sqrt(head_dim)
@@ -15,6 +17,7 @@
 //               with one value per layer)
 //               x += Wo att
 //               x += Wdown (silu(Wgate g) * Wup g),  g = rmsnorm(x) * ffn_norm
+//                 (no ffn_gate.weight and ffn_up.weight of 2 n_ff rows: its first half is Wgate)
 //   logits = Wout (rmsnorm(x) * output_norm)     (Wout = embd when output.weight is absent)
 //
 // `config` is public so a test can change one aspect (window, layout, base…)
@@ -41,6 +44,14 @@ struct RefConfig {
   double yarn_beta_fast = 32.0, yarn_beta_slow = 1.0;
   double yarn_attn_factor = 1.0;
   int sliding_window = 0;  // 0 = full causal attention
+  // RoPE frequency divisors, [n_rot/2] each, empty when the file has none:
+  // rope_freqs.weight divides every pair's angle; otherwise rope_factors_long
+  // does when n_ctx exceeds yarn_orig_ctx (read for LongRoPE too), else
+  // rope_factors_short. yarn_attn_factor scales q and k whatever the scaling.
+  std::vector<double> rope_freqs, rope_long, rope_short;
+  int n_ctx = 0;           // the context in force (sets the LongRoPE choice); 0 = context_length
+  int n_ctx_train = 0;     // context_length
+  bool qk_norm = true;     // false: ignore attn_{q,k}_norm (a test switching the feature off)
   // One value per layer when the file gives an array; empty: the scalar above for every layer.
   std::vector<int> layer_n_head_kv, layer_window;
 
@@ -58,12 +69,14 @@ class ReferenceGguf {
 
   // RoPE angle scale and magnitude for rotation pair i at `pos` (exposed for the YaRN test).
   void rope_angle(int pair, int pos, double& theta, double& mscale) const;
+  // The frequency divisors in force (see RefConfig), or null.
+  const std::vector<double>* rope_factors() const;
 
   RefConfig config;
 
  private:
   struct Layer {
-    std::vector<double> attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, w_gate, w_up, w_down;
+    std::vector<double> attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down;
   };
   void rope(std::vector<double>& x, int n_heads, int pos) const;
 

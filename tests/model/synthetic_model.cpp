@@ -51,6 +51,7 @@ void add_metadata(SyntheticModel& m, const SynthSpec& s) {
     m.set(p + "rope.scaling.factor", Value::of_f32(static_cast<float>(s.scaling_factor)));
   }
   if (s.yarn_orig_ctx > 0) m.set(p + "rope.scaling.original_context_length", Value::of_u32(s.yarn_orig_ctx));
+  if (s.attn_factor > 0.0f) m.set(p + "rope.scaling.attn_factor", Value::of_f32(s.attn_factor));
   if (!s.layer_sliding_window.empty())
     m.set(p + "attention.sliding_window", Value::of_i32s(s.layer_sliding_window));
   else if (s.sliding_window > 0)
@@ -90,14 +91,26 @@ SyntheticModel make_synthetic(const SynthSpec& s) {
   auto vector = [&](std::string name, uint64_t n, float mean, float std) {
     m.tensors.push_back({std::move(name), {n}, fill.normal(n, mean, std), {}});
   };
+  const bool fused = s.arch == "phi3", qk_norm = s.arch == "qwen3";
   matrix("token_embd.weight", n_embd, n_vocab);
+  for (auto [name, values] : {std::pair{"rope_freqs.weight", &s.rope_freqs}, std::pair{"rope_factors_long.weight", &s.rope_long},
+                              std::pair{"rope_factors_short.weight", &s.rope_short}})
+    if (!values->empty()) m.tensors.push_back({name, {values->size()}, *values, {}});
   for (int il = 0; il < s.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
     const uint64_t kv_dim = uint64_t(s.n_head_kv_of(il)) * s.head_dim();
     vector(p + "attn_norm.weight", n_embd, 1.0f, 0.1f);
-    matrix(p + "attn_q.weight", n_embd, q_dim);
-    matrix(p + "attn_k.weight", n_embd, kv_dim);
-    matrix(p + "attn_v.weight", n_embd, kv_dim);
+    if (fused) {
+      matrix(p + "attn_qkv.weight", n_embd, q_dim + 2 * kv_dim);
+    } else {
+      matrix(p + "attn_q.weight", n_embd, q_dim);
+      matrix(p + "attn_k.weight", n_embd, kv_dim);
+      matrix(p + "attn_v.weight", n_embd, kv_dim);
+    }
+    if (qk_norm) {
+      vector(p + "attn_q_norm.weight", static_cast<uint64_t>(s.head_dim()), 1.0f, 0.3f);
+      vector(p + "attn_k_norm.weight", static_cast<uint64_t>(s.head_dim()), 1.0f, 0.3f);
+    }
     if (s.qkv_bias) {
       vector(p + "attn_q.bias", q_dim, 0.0f, s.bias_std);
       vector(p + "attn_k.bias", kv_dim, 0.0f, s.bias_std);
@@ -105,8 +118,12 @@ SyntheticModel make_synthetic(const SynthSpec& s) {
     }
     matrix(p + "attn_output.weight", q_dim, n_embd);
     vector(p + "ffn_norm.weight", n_embd, 1.0f, 0.1f);
-    matrix(p + "ffn_gate.weight", n_embd, n_ff);
-    matrix(p + "ffn_up.weight", n_embd, n_ff);
+    if (fused) {
+      matrix(p + "ffn_up.weight", n_embd, 2 * n_ff);
+    } else {
+      matrix(p + "ffn_gate.weight", n_embd, n_ff);
+      matrix(p + "ffn_up.weight", n_embd, n_ff);
+    }
     matrix(p + "ffn_down.weight", n_ff, n_embd);
   }
   vector("output_norm.weight", n_embd, 1.0f, 0.1f);

@@ -44,6 +44,13 @@ struct SynthSpec {
   float rms_eps = 1e-5f;
   bool qkv_bias = false;          // attn_{q,k,v}.bias present
   bool tied_output = false;       // no output.weight: the classifier reuses token_embd
+  // RoPE frequency divisors, [n_rot/2] each when not empty: rope_freqs.weight
+  // (Llama 3.1), rope_factors_long/short.weight (Phi-3 LongRoPE).
+  std::vector<float> rope_freqs, rope_long, rope_short;
+  float attn_factor = 0.0f;       // 0: rope.scaling.attn_factor omitted
+  // By architecture, as llama.cpp's converter writes them: qwen3 adds
+  // attn_{q,k}_norm.weight ([head_dim]); phi3 fuses attn_qkv ([q; k; v] rows)
+  // and ffn_up ([gate; up] rows, no ffn_gate).
   uint32_t seed = 1;
   // Large enough that q·k/sqrt(head_dim) spreads over several units, so
   // attention is far from uniform and positions (RoPE, windows) matter.

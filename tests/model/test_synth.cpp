@@ -2,12 +2,15 @@
 // hyper-parameters, types and vocabulary; the same seed gives the same bytes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 
 #include "core/input_file.h"
 #include "engine/generate.h"
+#include "engine/inline_engine.h"
+#include "model/batch_runner.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "tokenizer/tokenizer.h"
@@ -57,6 +60,21 @@ Status synth(const SynthOptions& o, int n_threads = 2) {
   ThreadPool pool(n_threads);
   auto r = synth_model(o, pool);
   return r.is_ok() ? Status::ok() : r.status();
+}
+
+// A few greedy tokens through the file's own tokenizer and the engine.
+void expect_generates(const std::string& path, const gguf::GgufFile& f) {
+  auto tok = Tokenizer::from_gguf(f);
+  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+  GenerateOptions g;
+  g.sampling.temperature = 0.0f;
+  g.max_tokens = 4;
+  g.ignore_eos = true;
+  auto engine = Engine::create(single_sequence_config(path, 0, 2));
+  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+  auto r = generate(**engine, (*tok)->encode("Hello", true, false), g);
+  ASSERT_TRUE(r.is_ok()) << r.status().message();
+  EXPECT_EQ(r->tokens.size(), 4u);
 }
 
 TEST(Synth, LoadsWithRequestedShapesAndVocabulary) {
@@ -110,18 +128,128 @@ TEST(Synth, LoadsWithRequestedShapesAndVocabulary) {
   EXPECT_EQ(f.find_tensor("blk.1.ffn_down.weight")->dims[0], 96u);
   EXPECT_EQ(f.find_tensor("output.weight")->dims[1], 32000u);
 
-  // It runs: a few greedy tokens through the real tokenizer.
-  auto tok = Tokenizer::from_gguf(f);
-  ASSERT_TRUE(tok.is_ok()) << tok.status().message();
-  GenerateOptions g;
-  g.sampling.temperature = 0.0f;
-  g.max_tokens = 4;
-  g.ignore_eos = true;
-  auto engine = Engine::create(single_sequence_config(out.path, 0, 2));
-  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
-  auto r = generate(**engine, (*tok)->encode("Hello", true, false), g);
-  ASSERT_TRUE(r.is_ok()) << r.status().message();
-  EXPECT_EQ(r->tokens.size(), 4u);
+  expect_generates(out.path, f);  // it runs
+}
+
+// --arch llama3 / qwen3 / phi3: the names, shapes and keys llama.cpp's
+// converter writes for each, loaded by tern as that architecture, and a few
+// greedy tokens generated.
+TEST(Synth, OtherArchitecturesLoadAndGenerate) {
+  REQUIRE_VOCAB();
+  struct Case {
+    const char* arch;
+    const char* file_arch;
+    int head_dim, n_ctx;
+    std::vector<std::string> has, lacks;
+  };
+  const Case cases[] = {
+      {"llama3", "llama", 0, 512, {"rope_freqs.weight", "blk.1.ffn_gate.weight"}, {"blk.0.attn_q_norm.weight"}},
+      {"qwen3", "qwen3", 32, 512, {"blk.1.attn_q_norm.weight", "blk.1.attn_k_norm.weight"}, {"rope_freqs.weight"}},
+      {"phi3", "phi3", 0, 8192, {"blk.1.attn_qkv.weight", "rope_factors_long.weight", "rope_factors_short.weight"},
+       {"blk.1.attn_q.weight", "blk.1.ffn_gate.weight"}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.arch);
+    Scratch out(c.arch);
+    SynthOptions o = small(out.path, "Q8_0");
+    o.arch = c.arch;
+    o.head_dim = c.head_dim;
+    o.n_ctx = c.n_ctx;
+    ASSERT_TRUE(synth(o));
+    auto model = Model::load(out.path);
+    ASSERT_TRUE(model.is_ok()) << model.status().message();
+    const HParams& hp = (*model)->hparams();
+    EXPECT_EQ(hp.arch, c.file_arch);
+    const int head_dim = c.head_dim ? c.head_dim : 16;
+    EXPECT_EQ(hp.head_dim, head_dim);
+    EXPECT_EQ(hp.rope.n_rot, head_dim);
+    const gguf::GgufFile& f = (*model)->file();
+    EXPECT_EQ(*f.get_string("general.name"), std::string("synth-") + c.arch + "-64x2");
+    for (const auto& name : c.has) EXPECT_NE(f.find_tensor(name), nullptr) << name;
+    for (const auto& name : c.lacks) EXPECT_EQ(f.find_tensor(name), nullptr) << name;
+    EXPECT_EQ(f.find_tensor("blk.0.attn_output.weight")->dims[0], uint64_t(4 * head_dim));
+
+    if (std::string(c.arch) == "llama3") {
+      // Meta's formula at base 5e5 over 8 pairs: the fastest pair keeps its
+      // frequency, the slowest is divided by 8, the rest no less than 1.
+      EXPECT_FLOAT_EQ(hp.rope.freq_base, 500000.0f);
+      const gguf::TensorInfo* t = f.find_tensor("rope_freqs.weight");
+      ASSERT_EQ(t->n_elements, 8u);
+      const float* v = reinterpret_cast<const float*>(t->data);
+      EXPECT_EQ(v[0], 1.0f);
+      EXPECT_EQ(v[7], 8.0f);
+      for (int i = 1; i < 8; ++i) EXPECT_GE(v[i], v[i - 1]);
+    }
+    if (std::string(c.arch) == "qwen3") {
+      EXPECT_EQ(*f.get_u64("qwen3.attention.key_length"), 32u);
+      EXPECT_FLOAT_EQ(hp.rms_eps, 1e-6f);
+    }
+    if (std::string(c.arch) == "phi3") {
+      // ctx 8192 over an original 4096: LongRoPE with the converter's attention factor.
+      EXPECT_EQ(hp.rope_orig_ctx, 4096);
+      EXPECT_NEAR(hp.rope.yarn_attn_factor, std::sqrt(1.0 + std::log(2.0) / std::log(4096.0)), 1e-6);
+      EXPECT_EQ(f.find_tensor("blk.0.ffn_up.weight")->dims[1], 2u * 96);
+    }
+    expect_generates(out.path, f);
+  }
+}
+
+// The serving engine takes LongRoPE's long or short factors by the context
+// one sequence may reach (ModelRunner's n_ctx_seq: the engine's per-sequence
+// limit), as BatchRunner does by the positions it is sized for: the engine's
+// log-probability of its first token matches BatchRunner sized alike and
+// differs from BatchRunner sized for the other side of the original 4096.
+TEST(Synth, Phi3EngineChoosesLongRopeByItsContext) {
+  REQUIRE_VOCAB();
+  Scratch out("phi3_ctx");
+  SynthOptions o = small(out.path, "F32");
+  o.arch = "phi3";
+  o.n_ctx = 8192;
+  o.weight_std = 0.3f;  // logits far from flat, so the factors show
+  ASSERT_TRUE(synth(o));
+  auto model = Model::load(out.path);
+  ASSERT_TRUE(model.is_ok()) << model.status().message();
+  const std::vector<TokenId> prompt{1, 450, 3290, 1701, 21580, 29871, 13, 306, 4091, 2};
+  // log-softmax of the last prompt position from BatchRunner sized for n_positions.
+  auto batch_logprobs = [&](int32_t n_positions) {
+    auto runner = BatchRunner::create(**model, 1, n_positions, KvType::F32, 0);
+    EXPECT_TRUE(runner.is_ok());
+    Batch b;
+    for (size_t i = 0; i < prompt.size(); ++i) b.add(prompt[i], static_cast<int32_t>(i), SeqId(0), i + 1 == prompt.size());
+    std::vector<float> logits;
+    EXPECT_TRUE((*runner)->forward(b, logits).is_ok());
+    double mx = *std::max_element(logits.begin(), logits.end()), sum = 0.0;
+    for (float l : logits) sum += std::exp(l - mx);
+    std::vector<double> lp(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) lp[i] = logits[i] - mx - std::log(sum);
+    return lp;
+  };
+  for (int32_t n_ctx : {8192, 2048}) {
+    SCOPED_TRACE(n_ctx);
+    EngineConfig c = single_sequence_config(out.path, n_ctx, 2);
+    auto engine = InlineEngine::create(c);
+    ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+    GenerationRequest req;
+    req.prompt_tokens = prompt;
+    req.max_tokens = 1;
+    req.sampling.temperature = 0;
+    req.n_logprobs = 1;
+    auto prepared = (*engine)->prepare(req);
+    ASSERT_TRUE(prepared.is_ok()) << prepared.status().message();
+    std::optional<RequestOutput> first;
+    (*engine)->add(RequestId(1), std::move(prepared).value(), [&](const RequestOutput& r) {
+      if (r.has_token && !first) first = r;
+    });
+    for (int guard = 0; (*engine)->has_work() && guard < 100; ++guard) ASSERT_TRUE((*engine)->step().is_ok());
+    ASSERT_TRUE(first);
+    const auto same = batch_logprobs(n_ctx), other = batch_logprobs(n_ctx > 4096 ? 2048 : 8192);
+    const size_t t = static_cast<size_t>(first->token);
+    EXPECT_NEAR(first->logprob, same[t], 1e-4);
+    // The two sets move this token's log-probability far more than rounding does.
+    double moved = 0.0;
+    for (size_t i = 0; i < same.size(); ++i) moved = std::max(moved, std::fabs(same[i] - other[i]));
+    EXPECT_GT(moved, 0.1) << "the long and short factors give the same logits: the check could not fail";
+  }
 }
 
 TEST(Synth, MixRulesApply) {
@@ -205,6 +333,7 @@ TEST(Synth, BadShapesAreRefusedBeforeAnythingIsWritten) {
       {[](SynthOptions& o) { o.n_embd = 60; o.n_head = 4; }, "must be even"},  // head size 15
       {[](SynthOptions& o) { o.n_layer = 0; }, "must be positive"},
       {[](SynthOptions& o) { o.arch = "gpt2"; }, "unsupported --arch"},
+      {[](SynthOptions& o) { o.head_dim = 15; }, "must be even"},
       {[](SynthOptions& o) { o.vocab_path = ""; }, "--vocab-from"},
   };
   for (const auto& c : cases) {

@@ -280,6 +280,33 @@ TEST(TokenizerMetadata, SpecialIdsOutOfRange) {
   EXPECT_FALSE(open_status(w).is_ok());
 }
 
+// llama.cpp's tools write 0xFFFFFFFF (-1 as uint32) for "no such token" (its
+// llama2.c converter does for the separator and padding ids); that loads as
+// no token, on every optional special-token key, and the rest still load.
+TEST(TokenizerMetadata, SpecialIdAllOnesMeansNone) {
+  TinySpm v;
+  for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
+                          "tokenizer.ggml.seperator_token_id", "tokenizer.ggml.eot_token_id",
+                          "tokenizer.ggml.eom_token_id"}) {
+    SCOPED_TRACE(key);
+    auto w = v.writer();
+    w.set(key, gguf::Value::of_u32(0xFFFFFFFFu));
+    w.set("tokenizer.ggml.padding_token_id", gguf::Value::of_u32(0xFFFFFFFFu));
+    auto tok = test::build(w);
+    ASSERT_TRUE(tok);
+    EXPECT_EQ(tok->encode("hello", true, false), (Ids{TinySpm::kBos, TinySpm::kSpaceHello}));
+    if (std::string(key) == "tokenizer.ggml.eos_token_id") EXPECT_EQ(tok->eos_id(), -1);
+  }
+  auto w = v.writer();  // bos as "none": nothing is prepended even when asked
+  w.set("tokenizer.ggml.bos_token_id", gguf::Value::of_u32(0xFFFFFFFFu));
+  auto tok = test::build(w);
+  ASSERT_TRUE(tok);
+  EXPECT_EQ(tok->encode("hello", true, false), Ids{TinySpm::kSpaceHello});
+  // One below is an ordinary id and still out of range.
+  w.set("tokenizer.ggml.seperator_token_id", gguf::Value::of_u32(0xFFFFFFFEu));
+  EXPECT_EQ(open_status(w).kind(), ErrorKind::OutOfRange);
+}
+
 TEST(TokenizerMetadata, BadMerges) {
   auto w = test::tiny_bpe_writer();
   w.set("tokenizer.ggml.merges", gguf::Value::of_strings({"h e", "nospace"}));

@@ -1,4 +1,4 @@
-// tern synth --arch llama --dim D --layers L --heads H --kv-heads KV --ffn F
+// tern synth --arch A --dim D --layers L --heads H --kv-heads KV --ffn F
 //            --vocab-from VOCAB.gguf --type T -o OUT.gguf [--ctx N] [--seed S] [-t THREADS]
 #include <cstdio>
 
@@ -15,13 +15,14 @@ int cmd_synth(int argc, char** argv) {
   int n_threads = 0;
   bool pure = false;
   ArgParser args("synth",
-                 "tern synth --arch llama --dim D --layers L --heads H --kv-heads KV --ffn F --vocab-from VOCAB.gguf "
+                 "tern synth --arch llama|llama3|qwen3|phi3 --dim D --layers L --heads H --kv-heads KV --ffn F --vocab-from VOCAB.gguf "
                  "--type T -o OUT.gguf [--ctx N] [--seed S] [-t THREADS]");
-  args.add("--arch", &o.arch, "architecture (llama)");
+  args.add("--arch", &o.arch, "architecture: llama, llama3 (llama with Llama 3.1 rope_freqs), qwen3, phi3");
   args.add("--dim", &o.n_embd, "embedding width");
   args.add("--layers", &o.n_layer, "number of blocks");
   args.add("--heads", &o.n_head, "attention heads (must divide --dim)");
   args.add("--kv-heads", &o.n_head_kv, "key/value heads (must divide --heads; default --heads)");
+  args.add("--head-dim", &o.head_dim, "head size (default --dim / --heads; Qwen3 uses 128)");
   args.add("--ffn", &o.n_ff, "feed-forward width");
   args.add("--vocab-from", &o.vocab_path, "GGUF whose tokenizer.* keys (and vocabulary size) are copied");
   args.add("--type", &type_name, "tensor type or mix, as for tern quantize: " + quant_scheme_names());
@@ -29,7 +30,7 @@ int cmd_synth(int argc, char** argv) {
   args.add("-o,--output", &o.out_path, "GGUF file to write");
   args.add("--ctx", &o.n_ctx, "context_length (default 4096)");
   args.add("--seed", &o.seed, "random seed (default 0); the same seed gives the same bytes");
-  args.add("--name", &o.name, "general.name (default synth-llama-<dim>x<layers>)");
+  args.add("--name", &o.name, "general.name (default synth-<arch>-<dim>x<layers>)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   if (auto s = args.parse(argc, argv); !s) return report(s);
   if (args.help_requested()) {

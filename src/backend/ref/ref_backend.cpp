@@ -19,7 +19,8 @@ struct RopeAngle {
 };
 
 // Angle of rotation pair `pair` at `pos`, as llama.cpp defines it:
-//   extrapolated  theta_e = pos * base^(-2 pair / n_rot)
+//   extrapolated  theta_e = pos * base^(-2 pair / n_rot) / freq_factors[pair]
+//                 (the factor 1 when there are none)
 //   interpolated  theta_i = freq_scale * theta_e              (linear scaling)
 // YaRN blends the two per pair: a pair that turns more than beta_fast times
 // over the original context keeps theta_e, one that turns fewer than
@@ -29,7 +30,8 @@ struct RopeAngle {
 // attn_factor * (1 + 0.1 ln(1 / freq_scale)).
 RopeAngle rope_angle(const kernels::RopeParams& p, int pair, int32_t pos) {
   const double base = p.freq_base;
-  const double theta_e = pos * std::pow(base, -2.0 * pair / p.n_rot);
+  const double factor = p.freq_factors ? p.freq_factors[pair] : 1.0;
+  const double theta_e = pos * std::pow(base, -2.0 * pair / p.n_rot) / factor;
   const double theta_i = p.freq_scale * theta_e;
   if (p.yarn_orig_ctx <= 0 || p.yarn_ext_factor == 0.0f) return {theta_i, p.yarn_attn_factor};
   const auto pair_turning = [&](double turns) {

@@ -153,7 +153,8 @@ float yarn_corr_dim(int n_dims, int orig_ctx, float n_rot, float base) {
 
 // Angle and magnitude scale for rotation pair i (0-based pair index).
 void rope_angle(const RopeParams& p, int pair, int32_t pos, float& theta, float& mscale) {
-  const float theta_extrap = pos * std::pow(p.freq_base, -2.0f * pair / p.n_rot);
+  const float theta_base = pos * std::pow(p.freq_base, -2.0f * pair / p.n_rot);
+  const float theta_extrap = p.freq_factors ? theta_base / p.freq_factors[pair] : theta_base;
   const float theta_interp = p.freq_scale * theta_extrap;
   theta = theta_interp;
   mscale = 1.0f;

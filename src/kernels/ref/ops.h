@@ -74,6 +74,11 @@ struct RopeParams {
   float yarn_attn_factor = 1.0f;
   float yarn_beta_fast = 32.0f;
   float yarn_beta_slow = 1.0f;
+  // Per-pair frequency divisors, [n_rot/2], or null (the common case, which
+  // costs one test per pair): pair i turns at base^(-2i/n_rot) / freq_factors[i]
+  // before any scaling, as ggml_rope_ext applies its freq_factors. Llama 3.1's
+  // rope_freqs.weight and Phi-3's LongRoPE factors. Backend memory (upload()).
+  const float* freq_factors = nullptr;
 };
 
 // Rotates n_heads heads of head_dim values at position pos in place.

@@ -17,8 +17,9 @@ void llama_block(const Pass& p, const LayerWeights& l, const LayerHParams& lh) {
 extern const ArchInfo kLlama;
 // GGUF converters permute Q and K rows so that adjacent-pair (Normal) RoPE
 // applies. llama.cpp reads optional q/k/v biases for llama (some fine-tunes
-// carry them); the sliding window is honoured when a file states one.
+// carry them); the sliding window is honoured when a file states one. Llama
+// 3.1+ files carry rope_freqs.weight: Meta's long-context frequency divisors.
 constinit const ArchInfo kLlama{"llama", kernels::RopeLayout::Normal, /*reads_sliding_window=*/true,
-                                /*reads_qkv_bias=*/true, llama_block};
+                                /*reads_qkv_bias=*/true, llama_block, /*reads_rope_freqs=*/true};
 
 }  // namespace tern::archs
