@@ -8,12 +8,15 @@ namespace archs {
 extern const ArchInfo kLlama;
 extern const ArchInfo kMistral;
 extern const ArchInfo kQwen2;
+extern const ArchInfo kGemma2;
+extern const ArchInfo kGemma3;
 }  // namespace archs
 
 namespace {
 
 // The registry: the one list of supported architectures.
-constexpr const ArchInfo* kRegistry[] = {&archs::kLlama, &archs::kMistral, &archs::kQwen2};
+constexpr const ArchInfo* kRegistry[] = {&archs::kLlama, &archs::kMistral, &archs::kQwen2, &archs::kGemma2,
+                                         &archs::kGemma3};
 
 }  // namespace
 

@@ -14,6 +14,8 @@
 #include <span>
 #include <string_view>
 
+#include "core/status.h"
+#include "gguf/reader.h"
 #include "kernels/ref/ops.h"
 #include "model/layers.h"
 
@@ -28,6 +30,11 @@ struct ArchInfo {
   bool reads_sliding_window;        // honours <arch>.attention.sliding_window
   bool reads_qkv_bias;              // binds blk.N.attn_{q,k,v}.bias when the file has them
   BlockFn block;
+  // Optional, for blocks beyond Llama's (defaults: none; rows may omit them).
+  // Reads the architecture's own keys after the common ones (model/hparams.h).
+  Status (*read_hparams)(const gguf::GgufFile& f, HParams& hp) = nullptr;
+  bool reads_post_norms = false;  // binds blk.N.post_attention_norm and post_ffw_norm (required)
+  bool reads_qk_norm = false;     // binds blk.N.attn_q_norm and attn_k_norm (required)
 };
 
 // Every registered architecture, in registry order.

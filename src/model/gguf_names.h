@@ -40,6 +40,11 @@ enum class Key {
   RopeScaleLinear,    // older files: a linear factor without a type
   RopeScalingOrigCtx,
   RopeScalingAttnFactor,
+  // Gemma 2 / Gemma 3 (model/archs/gemma.cpp)
+  AttnLogitSoftcap,      // cap * tanh(score / cap) on attention scores
+  FinalLogitSoftcap,     // the same on the output logits
+  SlidingWindowPattern,  // every n-th layer attends globally, the others over the window
+  RopeFreqBaseSwa,       // RoPE base of the sliding-window (local) layers
 };
 
 // "<arch>.<suffix of k>".
@@ -65,6 +70,11 @@ enum class Tensor {
   FfnGate,
   FfnUp,
   FfnDown,
+  // Gemma 2 / Gemma 3
+  AttnPostNorm,  // norm of the attention output before the residual add
+  FfnPostNorm,   // norm of the FFN output before the residual add
+  AttnQNorm,     // RMS norm of each query head ([head_dim])
+  AttnKNorm,     // RMS norm of each key head ([head_dim])
 };
 
 // The tensor's name; `layer` is used (and must be >= 0) for per-layer tensors only.

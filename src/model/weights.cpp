@@ -140,6 +140,14 @@ Status Model::bind_weights() {
     TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnGate, il, n_embd, n_ff, l.ffn.w_gate));
     TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnUp, il, n_embd, n_ff, l.ffn.w_up));
     TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnDown, il, n_ff, n_embd, l.ffn.w_down));
+    if (arch_->reads_post_norms) {
+      TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnPostNorm, il, n_embd, true, l.attn_post_norm));
+      TERN_RETURN_IF_ERROR(bind.vector(Tensor::FfnPostNorm, il, n_embd, true, l.ffn_post_norm));
+    }
+    if (arch_->reads_qk_norm) {
+      TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnQNorm, il, hp_.head_dim, true, l.attn_q_norm));
+      TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnKNorm, il, hp_.head_dim, true, l.attn_k_norm));
+    }
   }
   TERN_RETURN_IF_ERROR(bind.check_all_used(hp_.arch));
   auto bytes = [](const kernels::WeightView& w) { return static_cast<uint64_t>(w.row_stride_bytes) * w.n_rows; };
@@ -159,7 +167,9 @@ void Model::prepare_weights() {
   for (LayerWeights& l : layers_) {
     for (kernels::WeightView* w : {&l.attn.wq, &l.attn.wk, &l.attn.wv, &l.attn.wo, &l.ffn.w_gate, &l.ffn.w_up, &l.ffn.w_down})
       be.prepare_matrix(*w);
-    for (VectorWeight* v : {&l.attn_norm, &l.ffn_norm, &l.attn.bq, &l.attn.bk, &l.attn.bv}) up(*v);
+    for (VectorWeight* v : {&l.attn_norm, &l.ffn_norm, &l.attn.bq, &l.attn.bk, &l.attn.bv, &l.attn_post_norm,
+                            &l.ffn_post_norm, &l.attn_q_norm, &l.attn_k_norm})
+      up(*v);
   }
   if (output_.data != tok_embd_.data) be.prepare_matrix(output_);
   up(output_norm_);
