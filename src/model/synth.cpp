@@ -73,6 +73,10 @@ void fill_normal_row(uint64_t seed, float std_dev, float* row, int64_t n) {
   }
 }
 
+bool is_gemma(const SynthOptions& o) { return o.arch == "gemma2" || o.arch == "gemma3"; }
+
+int head_dim_of(const SynthOptions& o) { return o.head_dim > 0 ? o.head_dim : o.n_embd / o.n_head; }
+
 std::string dims_text(const SynthOptions& o) {
   return "dim " + std::to_string(o.n_embd) + ", heads " + std::to_string(o.n_head) + ", kv-heads " +
          std::to_string(o.n_head_kv);
@@ -82,18 +86,22 @@ std::string dims_text(const SynthOptions& o) {
 
 Status validate_synth_options(const SynthOptions& o) {
   auto bad = [](const std::string& what) { return error(ErrorKind::InvalidArgument, "synth: " + what); };
-  if (o.arch != "llama") return bad("unsupported --arch '" + o.arch + "' (supported: llama)");
+  if (o.arch != "llama" && !is_gemma(o))
+    return bad("unsupported --arch '" + o.arch + "' (supported: llama, gemma2, gemma3)");
   if (o.n_embd <= 0 || o.n_layer <= 0 || o.n_head <= 0 || o.n_ff <= 0 || o.n_head_kv < 0 || o.n_ctx <= 0)
     return bad("--dim, --layers, --heads, --ffn and --ctx must be positive");
+  if (o.head_dim < 0 || o.head_dim > 512 || o.window < 0) return bad("--head-dim must be in [0, 512] and --window >= 0");
+  if (o.arch == "llama" && (o.head_dim != 0 || o.window != 0))
+    return bad("--head-dim and --window apply to gemma2/gemma3 only");
   if (o.n_embd > 65536 || o.n_layer > 1024 || o.n_ff > (1 << 20) || o.n_head > 4096 || o.n_ctx > (1 << 24))
     return bad("shape is implausibly large (dim <= 65536, layers <= 1024, ffn <= 1048576)");
-  if (o.n_embd % o.n_head != 0)
+  if (o.head_dim == 0 && o.n_embd % o.n_head != 0)
     return bad("--heads " + std::to_string(o.n_head) + " does not divide --dim " + std::to_string(o.n_embd));
   const int n_head_kv = o.n_head_kv ? o.n_head_kv : o.n_head;
   if (n_head_kv > o.n_head || o.n_head % n_head_kv != 0)
     return bad("--kv-heads " + std::to_string(n_head_kv) + " does not divide --heads " + std::to_string(o.n_head));
-  if ((o.n_embd / o.n_head) % 2 != 0)
-    return bad("head size " + std::to_string(o.n_embd / o.n_head) + " (" + dims_text(o) + ") must be even for RoPE");
+  if (head_dim_of(o) % 2 != 0)
+    return bad("head size " + std::to_string(head_dim_of(o)) + " (" + dims_text(o) + ") must be even for RoPE");
   if (!(o.weight_std > 0.0f) || !std::isfinite(o.weight_std)) return bad("weight std must be positive");
   if (o.vocab_path.empty() || o.out_path.empty()) return bad("--vocab-from and -o are required");
   return Status::ok();
@@ -115,9 +123,26 @@ void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, int n_head_k
   w.set(key(o.arch, Key::FeedForwardLength), Value::of_u32(o.n_ff));
   w.set(key(o.arch, Key::HeadCount), Value::of_u32(o.n_head));
   w.set(key(o.arch, Key::HeadCountKv), Value::of_u32(n_head_kv));
-  w.set(key(o.arch, Key::RmsEpsilon), Value::of_f32(1e-5f));
-  w.set(key(o.arch, Key::RopeDimensionCount), Value::of_u32(o.n_embd / o.n_head));
-  w.set(key(o.arch, Key::RopeFreqBase), Value::of_f32(10000.0f));
+  if (!is_gemma(o)) {
+    w.set(key(o.arch, Key::RmsEpsilon), Value::of_f32(1e-5f));
+    w.set(key(o.arch, Key::RopeDimensionCount), Value::of_u32(o.n_embd / o.n_head));
+    w.set(key(o.arch, Key::RopeFreqBase), Value::of_f32(10000.0f));
+  } else {
+    // Gemma 2's converter writes no RoPE keys (base 10000 by default); Gemma
+    // 3's writes the global base and the local layers' own.
+    w.set(key(o.arch, Key::RmsEpsilon), Value::of_f32(1e-6f));
+    w.set(key(o.arch, Key::KeyLength), Value::of_u32(head_dim_of(o)));
+    w.set(key(o.arch, Key::ValueLength), Value::of_u32(head_dim_of(o)));
+    const bool g2 = o.arch == "gemma2";
+    w.set(key(o.arch, Key::SlidingWindow), Value::of_u32(o.window > 0 ? o.window : g2 ? 4096 : 1024));
+    if (g2) {
+      w.set(key(o.arch, Key::AttnLogitSoftcap), Value::of_f32(50.0f));
+      w.set(key(o.arch, Key::FinalLogitSoftcap), Value::of_f32(30.0f));
+    } else {
+      w.set(key(o.arch, Key::RopeFreqBase), Value::of_f32(1e6f));
+      w.set(key(o.arch, Key::RopeFreqBaseSwa), Value::of_f32(10000.0f));
+    }
+  }
   w.set(key(o.arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
   for (const auto& [k, value] : vocab_file.metadata())
     if (k.rfind("tokenizer.", 0) == 0) w.set(k, value);
@@ -167,10 +192,11 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
   model.n_layer = o.n_layer;
   model.n_head = o.n_head;
   model.n_head_kv = n_head_kv;
-  model.has_output = true;
+  model.has_output = !is_gemma(o);  // Gemma's classifier is token_embd
 
   // Shapes as {row length, n_rows}: weights are [n_out][n_in], rows of n_in.
-  const uint64_t n_embd = o.n_embd, n_ff = o.n_ff, kv_dim = static_cast<uint64_t>(o.n_embd / o.n_head) * n_head_kv;
+  const uint64_t n_embd = o.n_embd, n_ff = o.n_ff, head_dim = static_cast<uint64_t>(head_dim_of(o));
+  const uint64_t q_dim = head_dim * o.n_head, kv_dim = head_dim * n_head_kv;
   std::vector<TensorJob> jobs;
   auto add = [&](Tensor t, int il, std::vector<uint64_t> dims) {
     jobs.push_back(make_job(o, model, tensor_name(t, il), std::move(dims)));
@@ -178,17 +204,25 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
   add(Tensor::TokenEmbd, -1, {n_embd, n_vocab});
   for (int il = 0; il < o.n_layer; ++il) {
     add(Tensor::AttnNorm, il, {n_embd});
-    add(Tensor::AttnQ, il, {n_embd, n_embd});
+    add(Tensor::AttnQ, il, {n_embd, q_dim});
     add(Tensor::AttnK, il, {n_embd, kv_dim});
     add(Tensor::AttnV, il, {n_embd, kv_dim});
-    add(Tensor::AttnOutput, il, {n_embd, n_embd});
+    add(Tensor::AttnOutput, il, {q_dim, n_embd});
     add(Tensor::FfnNorm, il, {n_embd});
     add(Tensor::FfnGate, il, {n_embd, n_ff});
     add(Tensor::FfnUp, il, {n_embd, n_ff});
     add(Tensor::FfnDown, il, {n_ff, n_embd});
+    if (is_gemma(o)) {
+      add(Tensor::AttnPostNorm, il, {n_embd});
+      add(Tensor::FfnPostNorm, il, {n_embd});
+    }
+    if (o.arch == "gemma3") {
+      add(Tensor::AttnQNorm, il, {head_dim});
+      add(Tensor::AttnKNorm, il, {head_dim});
+    }
   }
   add(Tensor::OutputNorm, -1, {n_embd});
-  add(Tensor::Output, -1, {n_embd, n_vocab});
+  if (model.has_output) add(Tensor::Output, -1, {n_embd, n_vocab});
 
   auto report = write_tensor_jobs(w, o.out_path, jobs, pool, progress);
   if (!report) return report.status().with_context(o.out_path);

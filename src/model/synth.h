@@ -1,8 +1,9 @@
 // model/synth.h — a random-weight model of real shapes, for benchmarks.
 //
-// Writes a `llama` GGUF whose tensors have the shapes a trained model of these
-// hyper-parameters would have, with a real vocabulary copied from another GGUF
-// (every tokenizer.* key; the vocabulary size is its token list's length).
+// Writes a `llama`, `gemma2` or `gemma3` GGUF whose tensors have the shapes a
+// trained model of these hyper-parameters would have, with a real vocabulary
+// copied from another GGUF (every tokenizer.* key; the vocabulary size is its
+// token list's length).
 //   matrices  ~ N(0, weight_std) (see below), then encoded under `scheme`
 //             with the same type rules and encoder as `tern quantize`
 //   norms     = 1 (F32)
@@ -11,6 +12,12 @@
 //             output (untied)
 //   metadata  llama.* keys (rope freq base 10000, rms eps 1e-5, rope dims =
 //             head size), general.file_type, general.quantization_version 2
+//   gemma2/3  the keys and tensors llama.cpp's converter writes for them:
+//             key/value_length (= head_dim), rms eps 1e-6, the sliding window;
+//             gemma2 the soft-caps (50, 30); gemma3 rope.freq_base 1e6 and
+//             rope.freq_base_swa 10000. Per layer also post_attention_norm and
+//             post_ffw_norm, gemma3 attn_q_norm and attn_k_norm ([head_dim]);
+//             no output tensor (tied to token_embd, as Gemma files are).
 //
 // Values: row r of tensor T draws from its own xoshiro256** stream seeded from
 // (seed, hash of T's name, r), so the file is a pure function of the options:
@@ -38,6 +45,8 @@ struct SynthOptions {
   int n_head = 0;
   int n_head_kv = 0;  // 0 = n_head
   int n_ff = 0;
+  int head_dim = 0;   // 0 = n_embd / n_head (Gemma's real shapes have their own, e.g. 256)
+  int window = 0;     // gemma2/3 attention.sliding_window; 0 = 4096 (gemma2), 1024 (gemma3)
   int n_ctx = 4096;
   uint64_t seed = 0;
   float weight_std = 0.02f;

@@ -1,5 +1,6 @@
-// tern synth --arch llama --dim D --layers L --heads H --kv-heads KV --ffn F
-//            --vocab-from VOCAB.gguf --type T -o OUT.gguf [--ctx N] [--seed S] [-t THREADS]
+// tern synth --arch llama|gemma2|gemma3 --dim D --layers L --heads H --kv-heads KV --ffn F
+//            --vocab-from VOCAB.gguf --type T -o OUT.gguf [--head-dim N] [--window N] [--ctx N] [--seed S]
+//            [-t THREADS]
 #include <cstdio>
 
 #include "args.h"
@@ -15,21 +16,24 @@ int cmd_synth(int argc, char** argv) {
   int n_threads = 0;
   bool pure = false;
   ArgParser args("synth",
-                 "tern synth --arch llama --dim D --layers L --heads H --kv-heads KV --ffn F --vocab-from VOCAB.gguf "
-                 "--type T -o OUT.gguf [--ctx N] [--seed S] [-t THREADS]");
-  args.add("--arch", &o.arch, "architecture (llama)");
+                 "tern synth --arch llama|gemma2|gemma3 --dim D --layers L --heads H --kv-heads KV --ffn F "
+                 "--vocab-from VOCAB.gguf --type T -o OUT.gguf [--head-dim N] [--window N] [--ctx N] [--seed S] "
+                 "[-t THREADS]");
+  args.add("--arch", &o.arch, "architecture (llama, gemma2, gemma3)");
   args.add("--dim", &o.n_embd, "embedding width");
   args.add("--layers", &o.n_layer, "number of blocks");
-  args.add("--heads", &o.n_head, "attention heads (must divide --dim)");
+  args.add("--heads", &o.n_head, "attention heads (must divide --dim unless --head-dim is given)");
   args.add("--kv-heads", &o.n_head_kv, "key/value heads (must divide --heads; default --heads)");
   args.add("--ffn", &o.n_ff, "feed-forward width");
+  args.add("--head-dim", &o.head_dim, "gemma2/3: attention head size (default --dim / --heads; Gemma's is 256)");
+  args.add("--window", &o.window, "gemma2/3: sliding window of the local layers (default 4096 gemma2, 1024 gemma3)");
   args.add("--vocab-from", &o.vocab_path, "GGUF whose tokenizer.* keys (and vocabulary size) are copied");
   args.add("--type", &type_name, "tensor type or mix, as for tern quantize: " + quant_scheme_names());
   args.add_flag("--pure", &pure, "every matrix the type's base type (no mix upgrades)");
   args.add("-o,--output", &o.out_path, "GGUF file to write");
   args.add("--ctx", &o.n_ctx, "context_length (default 4096)");
   args.add("--seed", &o.seed, "random seed (default 0); the same seed gives the same bytes");
-  args.add("--name", &o.name, "general.name (default synth-llama-<dim>x<layers>)");
+  args.add("--name", &o.name, "general.name (default synth-<arch>-<dim>x<layers>)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   if (auto s = args.parse(argc, argv); !s) return report(s);
   if (args.help_requested()) {
