@@ -104,6 +104,11 @@ class Backend {
   virtual void rope(float* x, int64_t n_rows, int n_heads, int head_dim, std::span<const int32_t> positions,
                     const kernels::RopeParams& p) = 0;
   virtual void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n) = 0;  // gate = silu(gate) * up
+  // gate = gelu_tanh(gate) * up (Gemma's FFN; kernels/elementwise.h).
+  virtual void geglu(float* gate, const float* up, int64_t n_rows, int64_t n) = 0;
+  // x = cap * tanh(x / cap), cap > 0 (Gemma 2's final-logit soft-cap).
+  virtual void softcap(float* x, int64_t n_rows, int64_t n, float cap) = 0;
+  virtual void scale(float* x, int64_t n_rows, int64_t n, float s) = 0;  // x *= s
   // Writes row t of k and v ([n_rows][n_kv_head * head_dim]) to pool slot slots[t] of `layer`.
   virtual void store_kv(const KvPoolView& pool, int layer, std::span<const int64_t> slots, const float* k,
                         const float* v) = 0;

@@ -51,4 +51,9 @@ void HostBackend::gather_rows(const float* x, std::span<const int32_t> rows, flo
     std::memcpy(out + static_cast<int64_t>(i) * n, x + rows[i] * n, static_cast<size_t>(n) * sizeof(float));
 }
 
+// One f32 multiply per element: exact the same on every backend.
+void HostBackend::scale(float* x, int64_t n_rows, int64_t n, float s) {
+  for (int64_t i = 0; i < n_rows * n; ++i) x[i] *= s;
+}
+
 }  // namespace tern::backend

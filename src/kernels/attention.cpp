@@ -164,7 +164,8 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
             const size_t off = static_cast<size_t>(j) * row_elems + static_cast<size_t>(h / group) * hd;
             double dot = 0;
             for (int i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * kv_elem(run.k, off + i, s.kv_f16);
-            w.push_back(dot * s.scale);
+            const double score = dot * s.scale;
+            w.push_back(s.softcap > 0.0f ? s.softcap * std::tanh(score / s.softcap) : score);
             vs.push_back({run.v, off});
           }
         const double mx = w.empty() ? 0.0 : *std::max_element(w.begin(), w.end());

@@ -42,6 +42,10 @@ struct AttentionShape {
   float scale = 1.0f;       // usually 1/sqrt(head_dim)
   int sliding_window = 0;   // 0 = full causal; else attend to positions > pos - sliding_window
   bool kv_f16 = false;      // keys/values stored as IEEE half
+  // 0 = off; else each scaled score becomes softcap * tanh(score / softcap)
+  // before the softmax (Gemma 2's attn_logit_softcapping). Off costs nothing:
+  // the kernels are compiled with and without it and pick once per call.
+  float softcap = 0.0f;
 };
 
 struct QueryBlock {

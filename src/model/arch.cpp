@@ -10,12 +10,15 @@ extern const ArchInfo kMistral;
 extern const ArchInfo kQwen2;
 extern const ArchInfo kQwen3;
 extern const ArchInfo kPhi3;
+extern const ArchInfo kGemma2;
+extern const ArchInfo kGemma3;
 }  // namespace archs
 
 namespace {
 
 // The registry: the one list of supported architectures.
-constexpr const ArchInfo* kRegistry[] = {&archs::kLlama, &archs::kMistral, &archs::kQwen2, &archs::kQwen3, &archs::kPhi3};
+constexpr const ArchInfo* kRegistry[] = {&archs::kLlama,  &archs::kMistral, &archs::kQwen2, &archs::kQwen3,
+                                         &archs::kPhi3,   &archs::kGemma2,  &archs::kGemma3};
 
 }  // namespace
 

@@ -14,6 +14,8 @@
 #include <span>
 #include <string_view>
 
+#include "core/status.h"
+#include "gguf/reader.h"
 #include "kernels/ref/ops.h"
 #include "model/layers.h"
 
@@ -28,10 +30,13 @@ struct ArchInfo {
   bool reads_sliding_window;        // honours <arch>.attention.sliding_window
   bool reads_qkv_bias;              // binds blk.N.attn_{q,k,v}.bias when the file has them
   BlockFn block;
-  // Later additions, defaulted so that the rows above them need not name them:
+  // Optional, for blocks beyond Llama's (defaults: none; rows may omit them).
+  // Reads the architecture's own keys after the common ones (model/hparams.h).
+  Status (*read_hparams)(const gguf::GgufFile& f, HParams& hp) = nullptr;
+  bool reads_post_norms = false;  // binds blk.N.post_attention_norm and post_ffw_norm (required)
+  bool reads_qk_norm = false;     // requires blk.N.attn_{q,k}_norm.weight: RMSNorm of each q/k head before RoPE
   bool reads_rope_freqs = false;  // binds rope_freqs.weight (Llama 3.1+) when the file has it
   bool reads_long_rope = false;   // binds rope_factors_{long,short}.weight (LongRoPE) when the file has them
-  bool reads_qk_norm = false;     // requires blk.N.attn_{q,k}_norm.weight: RMSNorm of each q/k head before RoPE
   bool fused_qkv = false;         // binds blk.N.attn_qkv.weight ([q; k; v] rows) when present, else attn_q/k/v
   bool fused_gate_up = false;     // blk.N.ffn_up.weight is [gate; up] (2 n_ff rows); there is no ffn_gate
 };

@@ -151,6 +151,7 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
   const Pass pass{be, hp_, in, n, pools, tables, spans, act, rope};
 
   be.embed(tok_embd_, in.tokens, act.x);
+  if (hp_.embd_scale != 1.0f) be.scale(act.x, n, n_embd, hp_.embd_scale);  // Gemma: sqrt(n_embd)
   for (int il = 0; il < hp_.n_layer; ++il)
     arch_->block(pass, layers_[static_cast<size_t>(il)], hp_.layers[static_cast<size_t>(il)]);
 
@@ -163,6 +164,7 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
     be.gather_rows(act.x, in.logits_rows, rows, n_embd);
     layers::rms_norm(pass, rows, output_norm_, rows, n_out);
     be.matmul(output_, rows, out, n_out);
+    if (hp_.final_softcap > 0.0f) be.softcap(out, n_out, hp_.n_vocab, hp_.final_softcap);
     be.to_host(out, logits.data(), n_out * hp_.n_vocab);
   }
   be.trim();

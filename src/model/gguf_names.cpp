@@ -32,6 +32,10 @@ constexpr KeyRow kKeys[] = {
     {Key::RopeScaleLinear, "rope.scale_linear"},
     {Key::RopeScalingOrigCtx, "rope.scaling.original_context_length"},
     {Key::RopeScalingAttnFactor, "rope.scaling.attn_factor"},
+    {Key::AttnLogitSoftcap, "attn_logit_softcapping"},
+    {Key::FinalLogitSoftcap, "final_logit_softcapping"},
+    {Key::SlidingWindowPattern, "attention.sliding_window_pattern"},
+    {Key::RopeFreqBaseSwa, "rope.freq_base_swa"},
 };
 
 struct TensorRow {
@@ -64,6 +68,8 @@ constexpr TensorRow kTensors[] = {
     {Tensor::FfnGate, true, "ffn_gate.weight", "feed-forward gate projection"},
     {Tensor::FfnUp, true, "ffn_up.weight", "feed-forward up projection"},
     {Tensor::FfnDown, true, "ffn_down.weight", "feed-forward down projection"},
+    {Tensor::AttnPostNorm, true, "post_attention_norm.weight", "attention output norm (Gemma)"},
+    {Tensor::FfnPostNorm, true, "post_ffw_norm.weight", "feed-forward output norm (Gemma)"},
 };
 
 const TensorRow& row_of(Tensor t) {

@@ -40,6 +40,11 @@ enum class Key {
   RopeScaleLinear,    // older files: a linear factor without a type
   RopeScalingOrigCtx,
   RopeScalingAttnFactor,
+  // Gemma 2 / Gemma 3 (model/archs/gemma.cpp)
+  AttnLogitSoftcap,      // cap * tanh(score / cap) on attention scores
+  FinalLogitSoftcap,     // the same on the output logits
+  SlidingWindowPattern,  // every n-th layer attends globally, the others over the window
+  RopeFreqBaseSwa,       // RoPE base of the sliding-window (local) layers
 };
 
 // "<arch>.<suffix of k>".
@@ -64,12 +69,15 @@ enum class Tensor {
   AttnVBias,
   AttnOutputBias,  // known, not computed with
   AttnQkv,         // Q, K and V rows in one matrix (phi3)
-  AttnQNorm,       // [head_dim] per-head RMSNorm weight of q (qwen3)
-  AttnKNorm,       // [head_dim] per-head RMSNorm weight of k (qwen3)
+  AttnQNorm,       // [head_dim] per-head RMSNorm weight of q (qwen3, gemma3)
+  AttnKNorm,       // [head_dim] per-head RMSNorm weight of k (qwen3, gemma3)
   FfnNorm,
   FfnGate,
   FfnUp,
   FfnDown,
+  // Gemma 2 / Gemma 3
+  AttnPostNorm,  // norm of the attention output before the residual add
+  FfnPostNorm,   // norm of the FFN output before the residual add
 };
 
 // The tensor's name; `layer` is used (and must be >= 0) for per-layer tensors only.

@@ -198,6 +198,8 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
   TERN_RETURN_IF_ERROR(read_sizes(f, hp.arch, n_vocab_from_tensors, hp));
   TERN_RETURN_IF_ERROR(read_attention(f, *arch, hp));
   TERN_RETURN_IF_ERROR(read_rope(f, *arch, hp));
+  hp.rope_local = hp.rope;
+  if (arch->read_hparams) TERN_RETURN_IF_ERROR(arch->read_hparams(f, hp));
   return hp;
 }
 

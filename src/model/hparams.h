@@ -21,6 +21,7 @@ namespace tern {
 struct LayerHParams {
   int n_head_kv = 0;
   int sliding_window = 0;  // 0 = full attention; else a token attends to the last `sliding_window` positions
+  bool rope_local = false; // RoPE with HParams::rope_local (Gemma's sliding-window layers) instead of rope
 };
 
 struct HParams {
@@ -40,6 +41,13 @@ struct HParams {
   // past it selects LongRoPE's long factors (model.h, Model::forward).
   int rope_orig_ctx = 0;
   std::vector<LayerHParams> layers;  // [n_layer]
+  // Set by an architecture's own reader (ArchInfo::read_hparams, e.g. Gemma);
+  // the defaults change nothing.
+  float attn_scale = 0.0f;         // attention score scale; 0 = 1/sqrt(head_dim)
+  float attn_softcap = 0.0f;       // 0 = off; else scores become cap * tanh(score / cap)
+  float final_softcap = 0.0f;      // 0 = off; the same on the output logits
+  float embd_scale = 1.0f;         // token embeddings are multiplied by this
+  kernels::RopeParams rope_local;  // RoPE of layers with LayerHParams::rope_local
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }

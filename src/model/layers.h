@@ -47,6 +47,8 @@ struct LayerWeights {
   AttentionWeights attn;
   VectorWeight ffn_norm;   // [n_embd]
   FfnWeights ffn;
+  // Bound only for architectures that have them (ArchInfo), else empty.
+  VectorWeight attn_post_norm, ffn_post_norm;  // [n_embd] (Gemma)
 };
 
 // One pass's activations in backend scratch; n = the pass's token count.
@@ -80,14 +82,19 @@ namespace layers {
 // y = rmsnorm(x) * w over n_rows rows of n_embd (y may be x).
 void rms_norm(const Pass& p, const float* x, const VectorWeight& w, float* y, int64_t n_rows);
 
-// out = Wo · attn(rope(norm_q(Wq·xn + bq)), rope(norm_k(Wk·xn + bk)), Wv·xn + bv),
-// with this layer's K/V heads and window (norm_q/norm_k: RMSNorm of each head
-// when the layer has q_norm/k_norm, else identity); stores the layer's
+// out = Wo · attn(rope(qn(Wq·xn + bq)), rope(kn(Wk·xn + bk)), Wv·xn + bv),
+// with this layer's K/V heads, window and RoPE (the pass's, or hp.rope_local
+// where lh.rope_local), scores scaled by hp.attn_scale and soft-capped by
+// hp.attn_softcap when set; qn/kn: per-head RMS norms where the layer has
+// q_norm/k_norm (qwen3, gemma3), else identity. Stores the layer's
 // keys/values in its pool. Uses act.q/k/v/att.
 void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, const float* xn, float* out);
 
 // out = W_down · (silu(W_gate·xn) * W_up·xn). Uses act.gate/up.
 void gated_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out);
+
+// out = W_down · (gelu_tanh(W_gate·xn) * W_up·xn) (Gemma). Uses act.gate/up.
+void geglu_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out);
 
 // x += y over the pass's rows of n_embd.
 void residual_add(const Pass& p, float* x, const float* y);

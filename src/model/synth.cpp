@@ -74,6 +74,8 @@ void fill_normal_row(uint64_t seed, float std_dev, float* row, int64_t n) {
   }
 }
 
+bool is_gemma(const SynthOptions& o) { return o.arch == "gemma2" || o.arch == "gemma3"; }
+
 std::string dims_text(const SynthOptions& o) {
   return "dim " + std::to_string(o.n_embd) + ", heads " + std::to_string(o.n_head) + ", kv-heads " +
          std::to_string(o.n_head_kv);
@@ -83,8 +85,11 @@ std::string dims_text(const SynthOptions& o) {
 
 Status validate_synth_options(const SynthOptions& o) {
   auto bad = [](const std::string& what) { return error(ErrorKind::InvalidArgument, "synth: " + what); };
-  if (o.arch != "llama" && o.arch != "llama3" && o.arch != "qwen3" && o.arch != "phi3")
-    return bad("unsupported --arch '" + o.arch + "' (supported: llama, llama3, qwen3, phi3)");
+  const bool gemma = is_gemma(o);
+  if (o.arch != "llama" && o.arch != "llama3" && o.arch != "qwen3" && o.arch != "phi3" && !gemma)
+    return bad("unsupported --arch '" + o.arch + "' (supported: llama, llama3, qwen3, phi3, gemma2, gemma3)");
+  if (o.window < 0) return bad("--window must be >= 0");
+  if (o.window != 0 && !gemma) return bad("--window applies to gemma2/gemma3 only");
   if (o.n_embd <= 0 || o.n_layer <= 0 || o.n_head <= 0 || o.n_ff <= 0 || o.n_head_kv < 0 || o.n_ctx <= 0 ||
       o.head_dim < 0)
     return bad("--dim, --layers, --heads, --ffn and --ctx must be positive");
@@ -113,7 +118,7 @@ struct ArchShape {
   float freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   bool key_length = false;  // write attention.key_length / value_length
-  bool qk_norm = false;     // qwen3
+  bool qk_norm = false;     // qwen3, gemma3
   bool fused = false;       // phi3: attn_qkv, [gate; up] ffn_up
   int long_rope_orig_ctx = 0;  // phi3: rope.scaling.original_context_length
 };
@@ -128,6 +133,11 @@ ArchShape arch_shape(const SynthOptions& o) {
     a.freq_base = 1e6f;
     a.rms_eps = 1e-6f;
     a.qk_norm = true;
+  }
+  if (is_gemma(o)) {
+    a.key_length = true;
+    a.rms_eps = 1e-6f;
+    a.qk_norm = o.arch == "gemma3";
   }
   if (o.arch == "phi3") {
     a.fused = true;
@@ -189,8 +199,22 @@ void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, const ArchSh
     w.set(key(arch, Key::ValueLength), Value::of_u32(a.head_dim));
   }
   w.set(key(arch, Key::RmsEpsilon), Value::of_f32(a.rms_eps));
-  w.set(key(arch, Key::RopeDimensionCount), Value::of_u32(a.head_dim));
-  w.set(key(arch, Key::RopeFreqBase), Value::of_f32(a.freq_base));
+  if (is_gemma(o)) {
+    // Gemma 2's converter writes no RoPE keys (base 10000 by default); Gemma
+    // 3's writes the global base and the local layers' own.
+    const bool g2 = o.arch == "gemma2";
+    w.set(key(arch, Key::SlidingWindow), Value::of_u32(o.window > 0 ? o.window : g2 ? 4096 : 1024));
+    if (g2) {
+      w.set(key(arch, Key::AttnLogitSoftcap), Value::of_f32(50.0f));
+      w.set(key(arch, Key::FinalLogitSoftcap), Value::of_f32(30.0f));
+    } else {
+      w.set(key(arch, Key::RopeFreqBase), Value::of_f32(1e6f));
+      w.set(key(arch, Key::RopeFreqBaseSwa), Value::of_f32(10000.0f));
+    }
+  } else {
+    w.set(key(arch, Key::RopeDimensionCount), Value::of_u32(a.head_dim));
+    w.set(key(arch, Key::RopeFreqBase), Value::of_f32(a.freq_base));
+  }
   if (a.long_rope_orig_ctx > 0) {
     const int orig = a.long_rope_orig_ctx;
     w.set(key(arch, Key::RopeScalingOrigCtx), Value::of_u32(orig));
@@ -261,7 +285,7 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
   model.n_layer = o.n_layer;
   model.n_head = o.n_head;
   model.n_head_kv = n_head_kv;
-  model.has_output = true;
+  model.has_output = !is_gemma(o);  // Gemma's classifier is token_embd
 
   // Shapes as {row length, n_rows}: weights are [n_out][n_in], rows of n_in.
   const uint64_t n_embd = o.n_embd, n_ff = o.n_ff, head_dim = static_cast<uint64_t>(a.head_dim);
@@ -299,9 +323,13 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
       add(Tensor::FfnUp, il, {n_embd, n_ff});
     }
     add(Tensor::FfnDown, il, {n_ff, n_embd});
+    if (is_gemma(o)) {
+      add(Tensor::AttnPostNorm, il, {n_embd});
+      add(Tensor::FfnPostNorm, il, {n_embd});
+    }
   }
   add(Tensor::OutputNorm, -1, {n_embd});
-  add(Tensor::Output, -1, {n_embd, n_vocab});
+  if (model.has_output) add(Tensor::Output, -1, {n_embd, n_vocab});
 
   auto report = write_tensor_jobs(w, o.out_path, jobs, pool, progress);
   if (!report) return report.status().with_context(o.out_path);

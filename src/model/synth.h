@@ -19,6 +19,12 @@
 //           ctx exceeds it, LongRoPE's rope_factors_{long,short} and
 //           rope.scaling.attn_factor sqrt(1 + ln(ctx/orig) / ln(orig)), as
 //           the converter computes it; sliding_window 0 (none, as Phi-4)
+//   gemma2/3  key/value_length (= head_dim), rms eps 1e-6, the sliding window;
+//           gemma2 the soft-caps (50, 30) and no RoPE keys; gemma3
+//           rope.freq_base 1e6 and rope.freq_base_swa 10000. Per layer also
+//           post_attention_norm and post_ffw_norm, gemma3 attn_q_norm and
+//           attn_k_norm ([head_dim]); no output tensor (tied to token_embd,
+//           as Gemma files are)
 //   matrices  ~ N(0, weight_std) (see below), then encoded under `scheme`
 //             with the same type rules and encoder as `tern quantize`
 //   norms     = 1 (F32); RoPE factor vectors as above (F32)
@@ -45,13 +51,14 @@
 namespace tern {
 
 struct SynthOptions {
-  std::string arch = "llama";  // llama, llama3, qwen3, phi3 (see above)
+  std::string arch = "llama";  // llama, llama3, qwen3, phi3, gemma2, gemma3 (see above)
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;  // 0 = n_head
-  int head_dim = 0;   // 0 = n_embd / n_head; else written as attention.key_length (Qwen3: 128)
+  int head_dim = 0;   // 0 = n_embd / n_head; else written as attention.key_length (Qwen3 128, Gemma 256)
   int n_ff = 0;
+  int window = 0;     // gemma2/3 attention.sliding_window; 0 = 4096 (gemma2), 1024 (gemma3)
   int n_ctx = 4096;
   uint64_t seed = 0;
   float weight_std = 0.02f;

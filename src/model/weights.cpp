@@ -198,6 +198,10 @@ Status Model::bind_weights() {
     TERN_RETURN_IF_ERROR(bind_attention(bind, hp_, *arch_, il, l.attn));
     TERN_RETURN_IF_ERROR(bind.vector(Tensor::FfnNorm, il, n_embd, true, l.ffn_norm));
     TERN_RETURN_IF_ERROR(bind_ffn(bind, hp_, *arch_, il, l.ffn));
+    if (arch_->reads_post_norms) {
+      TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnPostNorm, il, n_embd, true, l.attn_post_norm));
+      TERN_RETURN_IF_ERROR(bind.vector(Tensor::FfnPostNorm, il, n_embd, true, l.ffn_post_norm));
+    }
   }
   TERN_RETURN_IF_ERROR(bind.check_all_used(hp_.arch));
   auto bytes = [](const kernels::WeightView& w) { return static_cast<uint64_t>(w.row_stride_bytes) * w.n_rows; };
@@ -217,7 +221,8 @@ void Model::prepare_weights() {
   for (LayerWeights& l : layers_) {
     for (kernels::WeightView* w : {&l.attn.wq, &l.attn.wk, &l.attn.wv, &l.attn.wo, &l.ffn.w_gate, &l.ffn.w_up, &l.ffn.w_down})
       be.prepare_matrix(*w);
-    for (VectorWeight* v : {&l.attn_norm, &l.ffn_norm, &l.attn.bq, &l.attn.bk, &l.attn.bv, &l.attn.q_norm, &l.attn.k_norm})
+    for (VectorWeight* v : {&l.attn_norm, &l.ffn_norm, &l.attn.bq, &l.attn.bk, &l.attn.bv, &l.attn.q_norm, &l.attn.k_norm,
+                            &l.attn_post_norm, &l.ffn_post_norm})
       up(*v);
   }
   if (output_.data != tok_embd_.data) be.prepare_matrix(output_);

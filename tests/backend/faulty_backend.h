@@ -65,6 +65,9 @@ class FaultyBackend final : public backend::Backend {
     std::vector<float> ones(static_cast<size_t>(n_rows * n), 1.0f);
     inner_->swiglu(gate, ones.data(), n_rows, n);
   }
+  void geglu(float* gate, const float* up, int64_t n_rows, int64_t n) override { inner_->geglu(gate, up, n_rows, n); }
+  void softcap(float* x, int64_t n_rows, int64_t n, float cap) override { inner_->softcap(x, n_rows, n, cap); }
+  void scale(float* x, int64_t n_rows, int64_t n, float s) override { inner_->scale(x, n_rows, n, s); }
   void store_kv(const KvPoolView& pool, int layer, std::span<const int64_t> slots, const float* k,
                 const float* v) override {
     inner_->store_kv(pool, layer, slots, k, v);

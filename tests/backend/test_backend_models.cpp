@@ -204,6 +204,15 @@ std::vector<ArchCase> arch_cases() {
     s.arch = "qwen2"; s.n_head = 4; s.n_head_kv = 2; s.qkv_bias = true; s.freq_base = 1e6; s.rms_eps = 1e-6f; s.seed = 3;
   });
   add("mistral_sliding_window", [](SynthSpec& s) { s.arch = "mistral"; s.sliding_window = 4; s.seed = 4; });
+  // Gemma: GeGLU, soft-caps (attention and logits), post-norms, local/global layers (tests/model/test_gemma.cpp).
+  add("gemma2_softcaps_local_layers", [](SynthSpec& s) {
+    s.arch = "gemma2"; s.n_layer = 4; s.n_head = 4; s.n_head_kv = 2; s.tied_output = true; s.sliding_window = 4;
+    s.attn_softcap = 1.5; s.final_softcap = 2.5; s.rms_eps = 1e-6f; s.seed = 31;
+  }, GgmlType::F32, 12);
+  add("gemma3_qk_norm_local_rope", [](SynthSpec& s) {
+    s.arch = "gemma3"; s.n_layer = 7; s.n_head = 4; s.n_head_kv = 2; s.tied_output = true; s.sliding_window = 4;
+    s.freq_base = 1e6; s.scaling_type = "linear"; s.scaling_factor = 8.0; s.rms_eps = 1e-6f; s.seed = 35;
+  }, GgmlType::F32, 12);
   for (const char* arch : {"llama", "qwen2"})
     add(std::string("partial_rotary_") + arch, [&](SynthSpec& s) { s.arch = arch; s.n_head = 4; s.n_head_kv = 2; s.n_rot = 8; s.seed = 5; });
   add("rope_linear_scaling", [](SynthSpec& s) { s.n_head = 4; s.n_head_kv = 2; s.scaling_type = "linear"; s.scaling_factor = 4.0; s.seed = 6; });

@@ -422,6 +422,36 @@ TEST_F(BackendOps, Swiglu) {
   record("swiglu", worst);
 }
 
+// Gemma's element-wise ops: both backends against the textbook formulas in
+// double (budgets: tests/kernels/test_geglu.cpp; here ordinary values only).
+TEST_F(BackendOps, GegluSoftcapScale) {
+  constexpr int64_t kRows = 3, kN = 100;
+  const auto gate = random_floats(kRows * kN, 3, 2.0f);
+  const auto up = random_floats(kRows * kN, 4);
+  std::vector<float> g_cpu = gate, g_ref = gate;
+  cpu_->geglu(g_cpu.data(), up.data(), kRows, kN);
+  ref_->geglu(g_ref.data(), up.data(), kRows, kN);
+  auto x_cpu = random_floats(kRows * kN, 5, 40.0f), x_ref = x_cpu;
+  const std::vector<float> x = x_cpu;
+  cpu_->softcap(x_cpu.data(), kRows, kN, 30.0f);
+  ref_->softcap(x_ref.data(), kRows, kN, 30.0f);
+  std::vector<float> s_cpu = x, s_ref = x;
+  cpu_->scale(s_cpu.data(), kRows, kN, 8.0f);
+  ref_->scale(s_ref.data(), kRows, kN, 8.0f);
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const double g = gate[i];
+    const double want = 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g))) * up[i];
+    // (+1e-9: the textbook form cancels in 1 + tanh for g < -5, where results are < 1e-8)
+    EXPECT_NEAR(g_cpu[i], want, 2e-6 * std::fabs(want) + 1e-9) << "g " << g;
+    EXPECT_NEAR(g_ref[i], want, 2e-7 * std::fabs(want) + 1e-9) << "g " << g;
+    const double capped = 30.0 * std::tanh(double(x[i]) / 30.0);
+    EXPECT_NEAR(x_cpu[i], capped, 1e-6 * std::fabs(capped) + 1e-30) << "x " << x[i];
+    EXPECT_NEAR(x_ref[i], capped, 2e-7 * std::fabs(capped) + 1e-30) << "x " << x[i];
+    EXPECT_EQ(s_cpu[i], x[i] * 8.0f);
+    EXPECT_EQ(s_ref[i], x[i] * 8.0f);
+  }
+}
+
 // ---- KV pools: store_kv and attention ----------------------------------------------
 // A KV pool as the engine makes one (zero-filled), read back below by the
 // test's own arithmetic rather than KvPoolView::row.

@@ -65,6 +65,25 @@ TEST(CliSynth, WritesARunnableModel) {
   std::filesystem::remove(out);
 }
 
+// Gemma at its own head size (--head-dim) and a small window, generating past it.
+TEST(CliSynth, WritesRunnableGemmaModels) {
+  if (!std::filesystem::exists(vocab())) GTEST_SKIP() << "tokenizer test data absent";
+  for (const char* arch : {"gemma2", "gemma3"}) {
+    const std::string out = scratch(arch);
+    auto o = tern(std::string("synth --arch ") + arch + " --dim 64 --layers 6 --heads 4 --kv-heads 1 --head-dim 32 " +
+                  "--window 4 --ffn 128 --vocab-from " + quote(vocab()) + " --type Q8_0 -o " + quote(out) + " -t 2");
+    ASSERT_EQ(o.exit_code, 0) << arch << ": " << o.err;
+    auto f = gguf::GgufFile::open(out);
+    ASSERT_TRUE(f.is_ok());
+    EXPECT_EQ(*f->get_u64(std::string(arch) + ".attention.key_length"), 32u);
+    EXPECT_EQ(*f->get_u64(std::string(arch) + ".attention.sliding_window"), 4u);
+    auto run = tern("run -m " + quote(out) + " -p 'Hello' -n 8 --temp 0");
+    EXPECT_EQ(run.exit_code, 0) << arch << ": " << run.err;
+    EXPECT_FALSE(run.out.empty()) << arch;
+    std::filesystem::remove(out);
+  }
+}
+
 TEST(CliQuantize, ErrorsAreOneClearLineAndNonZero) {
   const std::string m = test::stories_gguf().empty() ? "/nonexistent.gguf" : quote(test::stories_gguf());
   const std::string out = scratch("never");

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -15,6 +16,7 @@ struct Case {
   std::vector<int> block_sizes;  // n_q per block; each block is its own sequence
   std::vector<int> ctx_before;   // cached positions before the block
   int run_len;                   // split the cache into runs of this many positions (paged layout)
+  float softcap = 0.0f;          // AttentionShape::softcap (0 = off)
 };
 
 // Runs attention over keys/values stored as f32 or half; returns the outputs per block.
@@ -24,6 +26,7 @@ std::vector<std::vector<float>> run_case(const Case& c, int threads, const Atten
   std::normal_distribution<float> dist(0.0f, 1.0f);
   const int row = c.n_head_kv * c.head_dim;
   AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, f16};
+  s.softcap = c.softcap;
   std::vector<std::vector<float>> ks, vs, qs, outs, refs;
   std::vector<std::vector<uint16_t>> kh, vh;
   std::vector<QueryBlock> blocks, ref_blocks;
@@ -92,6 +95,44 @@ TEST(Attention, MatchesReferenceAcrossShapesSplitsAndLayouts) {
         check(c, threads, k);
         check(c, threads, k, /*f16=*/true);  // reference reads the same halves
       }
+  }
+}
+
+// Gemma 2's attention-logit soft-cap: scores become cap * tanh(score / cap)
+// before the softmax, in the tiled kernel (every level, KV-split decode,
+// prefill tiles, windows, paged runs) as in the reference. These scores have
+// a spread of ~4 (q, k ~ N(0, 4), head_dim 16 scaled by 1/4), so a cap of 3
+// reshapes every softmax: the same outputs without the cap differ by far more
+// than the budget (the cap being ignored fails).
+TEST(Attention, SoftcapMatchesReference) {
+  const Case cases[] = {
+      {8, 2, 16, 0, {1}, {700}, 1 << 20, 3.0f},              // decode, KV split path
+      {8, 2, 16, 0, {1}, {700}, 16, 3.0f},                   // paged runs
+      {4, 4, 64, 0, {37}, {0}, 1 << 20, 3.0f},               // prefill tile edges
+      {6, 3, 32, 0, {5, 1, 1, 20}, {3, 90, 0, 150}, 16, 3.0f},  // mixed blocks
+      {8, 2, 16, 5, {30}, {10}, 7, 3.0f},                    // with a sliding window
+      {8, 2, 16, 0, {20}, {40}, 1 << 20, 50.0f},             // Gemma 2's cap: nearly the identity here
+  };
+  for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+    const AttentionKernels* k = attention_kernels_at(level);
+    if (!k) continue;
+    SCOPED_TRACE(cpu_level_name(level));
+    for (const auto& c : cases)
+      for (int threads : {1, 3}) {
+        check(c, threads, k);
+        check(c, threads, k, /*f16=*/true);
+      }
+  }
+  for (const Case& c : {cases[0], cases[2], cases[3]}) {
+    Case off = c;
+    off.softcap = 0.0f;
+    std::vector<std::vector<float>> refs_off;
+    run_case(off, 1, attention_kernels_at(CpuLevel::Scalar), false, c.run_len, &refs_off);
+    const auto capped = run_case(c, 1, attention_kernels_at(CpuLevel::Scalar), false, c.run_len, nullptr);
+    double worst = 0;
+    for (size_t b = 0; b < capped.size(); ++b)
+      for (size_t i = 0; i < capped[b].size(); ++i) worst = std::max(worst, double(std::fabs(capped[b][i] - refs_off[b][i])));
+    EXPECT_GT(worst, 0.3) << "the soft-cap does not change attention: the test above could not catch it ignored";
   }
 }
 

@@ -57,13 +57,18 @@ Vec rmsnorm(const Vec& x, const Vec& w, double eps) {
   return y;
 }
 
-// x: [n_heads][hd]; each head normed and scaled by w [hd].
-void head_rmsnorm(Vec& x, int n_heads, int hd, const Vec& w, double eps) {
-  for (int h = 0; h < n_heads; ++h) {
+// Each head_dim-long head of x RMS-normed with the same weight w ([head_dim]).
+void head_norms(Vec& x, const Vec& w, int hd, double eps) {
+  for (size_t h = 0; h * hd < x.size(); ++h) {
     const Vec head(x.begin() + h * hd, x.begin() + (h + 1) * hd);
     const Vec y = rmsnorm(head, w, eps);
     std::copy(y.begin(), y.end(), x.begin() + h * hd);
   }
+}
+
+// GELU, tanh form (the textbook formula: it shares nothing with the kernels' e^x form).
+double gelu_tanh(double g) {
+  return 0.5 * g * (1.0 + std::tanh(std::sqrt(2.0 / std::numbers::pi) * (g + 0.044715 * g * g * g)));
 }
 
 }  // namespace
@@ -105,7 +110,8 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
   c.n_rot = get_int("rope.dimension_count", c.head_dim);
   c.rms_eps = get_real("attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_base = get_real("rope.freq_base", 10000.0);
-  c.neox = *arch == "qwen2" || *arch == "qwen3" || *arch == "phi3";
+  const bool gemma = *arch == "gemma2" || *arch == "gemma3";
+  c.neox = *arch == "qwen2" || *arch == "qwen3" || *arch == "phi3" || gemma;
   if (auto s = f.get_string(p + "rope.scaling.type")) c.scaling = *s;
   c.scaling_factor = get_real("rope.scaling.factor", 1.0);
   c.n_ctx_train = get_int("context_length", 0);
@@ -113,6 +119,23 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
   c.yarn_attn_factor = get_real("rope.scaling.attn_factor", 1.0);
   c.sliding_window = get_int("attention.sliding_window", 0);
   get_ints("attention.sliding_window", c.layer_window);
+  if (gemma) {
+    const bool g2 = *arch == "gemma2";
+    c.embd_scale = std::sqrt(double(c.n_embd));
+    c.gelu = c.post_norms = true;  // q/k norms: applied where the file has them (gemma3)
+    const int window = get_int("attention.sliding_window", g2 ? 4096 : 0);
+    const int period = get_int("attention.sliding_window_pattern", g2 ? 2 : 6);
+    c.layer_window.assign(c.n_layer, 0);
+    c.layer_local.assign(c.n_layer, false);
+    for (int il = 0; il < c.n_layer; ++il)
+      if (window > 0 && (period == 0 || il % period < period - 1)) c.layer_local[il] = true, c.layer_window[il] = window;
+    c.rope_base_local = get_real("rope.freq_base_swa", g2 ? c.rope_base : 10000.0);
+    c.local_rope_scaled = g2;
+    c.attn_softcap = g2 ? get_real("attn_logit_softcapping", 50.0) : 0.0;
+    c.final_softcap = get_real("final_logit_softcapping", g2 ? 30.0 : 0.0);
+    const bool is_27b = c.n_layer == (g2 ? 46 : 62);
+    c.attn_scale = 1.0 / std::sqrt(double(is_27b ? c.n_embd / c.n_head : c.head_dim));
+  }
   for (const auto* per_layer : {&c.layer_n_head_kv, &c.layer_window})
     if (!per_layer->empty() && per_layer->size() != size_t(c.n_layer))
       return *why = "reference: a per-layer array's length is not block_count", false;
@@ -163,6 +186,9 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
       l.w_gate = rows_of(l.w_up, E, 0, F);
       l.w_up = rows_of(l.w_up, E, F, F);
     }
+    if (gemma && (!read_tensor(f, b + "post_attention_norm.weight", E, true, l.post_attn_norm, why) ||
+                  !read_tensor(f, b + "post_ffw_norm.weight", E, true, l.post_ffw_norm, why)))
+      return false;
   }
   return true;
 }
@@ -186,33 +212,43 @@ const std::vector<double>* ReferenceGguf::rope_factors() const {
 // Frequency divisors (rope_factors()) divide the extrapolated angle first,
 // as ggml_rope_ext's freq_factors; the attention factor scales every rotation.
 void ReferenceGguf::rope_angle(int pair, int pos, double& theta, double& mscale) const {
+  rope_angle_of(config.rope_base, config.scaling_factor, config.scaling, pair, pos, theta, mscale);
+}
+
+void ReferenceGguf::rope_angle_of(double base, double factor, const std::string& scaling, int pair, int pos,
+                                  double& theta, double& mscale) const {
   const RefConfig& c = config;
   const std::vector<double>* factors = rope_factors();
-  const double extrap = pos * std::pow(c.rope_base, -2.0 * pair / c.n_rot) / (factors ? (*factors)[pair] : 1.0);
+  const double extrap = pos * std::pow(base, -2.0 * pair / c.n_rot) / (factors ? (*factors)[pair] : 1.0);
   theta = extrap;
   mscale = c.yarn_attn_factor;
-  if (c.scaling == "linear") {
-    theta = extrap / c.scaling_factor;
-  } else if (c.scaling == "yarn") {
-    const double interp = extrap / c.scaling_factor;
+  if (scaling == "linear") {
+    theta = extrap / factor;
+  } else if (scaling == "yarn") {
+    const double interp = extrap / factor;
     auto corr = [&](double beta) {
-      return c.n_rot * std::log(c.yarn_orig_ctx / (2.0 * std::numbers::pi * beta)) / (2.0 * std::log(c.rope_base));
+      return c.n_rot * std::log(c.yarn_orig_ctx / (2.0 * std::numbers::pi * beta)) / (2.0 * std::log(base));
     };
     const double low = std::max(0.0, std::floor(corr(c.yarn_beta_fast)));
     const double high = std::min(c.n_rot - 1.0, std::ceil(corr(c.yarn_beta_slow)));
     const double ramp = 1.0 - std::clamp((pair - low) / std::max(0.001, high - low), 0.0, 1.0);
     theta = interp * (1.0 - ramp) + extrap * ramp;
-    mscale *= 1.0 + 0.1 * std::log(c.scaling_factor);
+    mscale *= 1.0 + 0.1 * std::log(factor);
   }
 }
 
-// x: [n_heads][head_dim]; dims >= n_rot of each head pass through.
-void ReferenceGguf::rope(Vec& x, int n_heads, int pos) const {
-  const int hd = config.head_dim, half = config.n_rot / 2;
+// x: [n_heads][head_dim]; dims >= n_rot of each head pass through. Local
+// (sliding-window) layers of Gemma rotate with their own base, and Gemma 3's
+// without the global scaling (a factor of 1: yarn's ramp then collapses too).
+void ReferenceGguf::rope(Vec& x, int n_heads, int pos, bool local) const {
+  const RefConfig& c = config;
+  const int hd = c.head_dim, half = c.n_rot / 2;
+  const double base = local ? c.rope_base_local : c.rope_base;
+  const bool scaled = !local || c.local_rope_scaled;
   for (int h = 0; h < n_heads; ++h)
     for (int i = 0; i < half; ++i) {
       double theta, mscale;
-      rope_angle(i, pos, theta, mscale);
+      rope_angle_of(base, scaled ? c.scaling_factor : 1.0, scaled ? c.scaling : "none", i, pos, theta, mscale);
       const int a = h * hd + (config.neox ? i : 2 * i);
       const int b = h * hd + (config.neox ? i + half : 2 * i + 1);
       const double x0 = x[a], x1 = x[b];
@@ -228,15 +264,17 @@ std::vector<std::vector<double>> ReferenceGguf::forward_all(const std::vector<in
   std::vector<Vec> logits;
   for (int pos = 0; pos < static_cast<int>(tokens.size()); ++pos) {
     Vec x(embd_.begin() + size_t(tokens[pos]) * E, embd_.begin() + size_t(tokens[pos] + 1) * E);
+    for (double& e : x) e *= c.embd_scale;
     for (int il = 0; il < c.n_layer; ++il) {
       const Layer& l = layers_[il];
       const int K = c.n_head_kv_of(il) * hd, group = c.n_head / c.n_head_kv_of(il), window = c.window_of(il);
       Vec h = rmsnorm(x, l.attn_norm, c.rms_eps);
       Vec q = matvec(l.wq, h, Q, l.bq), k = matvec(l.wk, h, K, l.bk), v = matvec(l.wv, h, K, l.bv);
-      if (c.qk_norm && !l.q_norm.empty()) head_rmsnorm(q, c.n_head, hd, l.q_norm, c.rms_eps);
-      if (c.qk_norm && !l.k_norm.empty()) head_rmsnorm(k, c.n_head_kv_of(il), hd, l.k_norm, c.rms_eps);
-      rope(q, c.n_head, pos);
-      rope(k, c.n_head_kv_of(il), pos);
+      if (c.qk_norm && !l.q_norm.empty()) head_norms(q, l.q_norm, hd, c.rms_eps);
+      if (c.qk_norm && !l.k_norm.empty()) head_norms(k, l.k_norm, hd, c.rms_eps);
+      const bool local = !c.layer_local.empty() && c.layer_local[il];
+      rope(q, c.n_head, pos, local);
+      rope(k, c.n_head_kv_of(il), pos, local);
       kcache[il].insert(kcache[il].end(), k.begin(), k.end());
       vcache[il].insert(vcache[il].end(), v.begin(), v.end());
       const int first = window > 0 ? std::max(0, pos - window + 1) : 0;
@@ -247,7 +285,8 @@ std::vector<std::vector<double>> ReferenceGguf::forward_all(const std::vector<in
         for (int t = first; t <= pos; ++t) {
           double d = 0.0;
           for (int i = 0; i < hd; ++i) d += q[hq * hd + i] * kcache[il][size_t(t) * K + kvh * hd + i];
-          w[t - first] = d / std::sqrt(double(hd));
+          const double score = d * (c.attn_scale > 0.0 ? c.attn_scale : 1.0 / std::sqrt(double(hd)));
+          w[t - first] = c.attn_softcap > 0.0 ? c.attn_softcap * std::tanh(score / c.attn_softcap) : score;
         }
         const double mx = *std::max_element(w.begin(), w.end());
         double sum = 0.0;
@@ -255,16 +294,20 @@ std::vector<std::vector<double>> ReferenceGguf::forward_all(const std::vector<in
         for (int t = first; t <= pos; ++t)
           for (int i = 0; i < hd; ++i) att[hq * hd + i] += w[t - first] / sum * vcache[il][size_t(t) * K + kvh * hd + i];
       }
-      const Vec o = matvec(l.wo, att, E);
+      Vec o = matvec(l.wo, att, E);
+      if (c.post_norms) o = rmsnorm(o, l.post_attn_norm, c.rms_eps);
       for (int i = 0; i < E; ++i) x[i] += o[i];
       h = rmsnorm(x, l.ffn_norm, c.rms_eps);
       Vec g = matvec(l.w_gate, h, c.n_ff);
       const Vec u = matvec(l.w_up, h, c.n_ff);
-      for (int i = 0; i < c.n_ff; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
-      const Vec d = matvec(l.w_down, g, E);
+      for (int i = 0; i < c.n_ff; ++i) g[i] = (c.gelu ? gelu_tanh(g[i]) : g[i] / (1.0 + std::exp(-g[i]))) * u[i];
+      Vec d = matvec(l.w_down, g, E);
+      if (c.post_norms) d = rmsnorm(d, l.post_ffw_norm, c.rms_eps);
       for (int i = 0; i < E; ++i) x[i] += d[i];
     }
     logits.push_back(matvec(out_, rmsnorm(x, out_norm_, c.rms_eps), c.n_vocab));
+    if (c.final_softcap > 0.0)
+      for (double& e : logits.back()) e = c.final_softcap * std::tanh(e / c.final_softcap);
   }
   return logits;
 }

@@ -20,6 +20,14 @@
 //                 (no ffn_gate.weight and ffn_up.weight of 2 n_ff rows: its first half is Wgate)
 //   logits = Wout (rmsnorm(x) * output_norm)     (Wout = embd when output.weight is absent)
 //
+// gemma2 / gemma3 (as llama.cpp's graphs): x = embd[tok] * sqrt(n_embd); the
+// attention and FFN outputs pass through their own RMS norms
+// (post_attention_norm, post_ffw_norm) before each add; the FFN gates with
+// GELU's tanh form; NeoX pairing; layer il is local (window, local RoPE base)
+// when il % period < period - 1; scores scale by 1/sqrt(head_dim) (27B:
+// n_embd / n_head); gemma2 caps scores and logits with cap * tanh(s / cap);
+// gemma3 RMS-norms each q and k head (attn_q_norm, attn_k_norm) before RoPE.
+//
 // `config` is public so a test can change one aspect (window, layout, base…)
 // and show that the engine's output depends on it.
 #pragma once
@@ -55,6 +63,17 @@ struct RefConfig {
   // One value per layer when the file gives an array; empty: the scalar above for every layer.
   std::vector<int> layer_n_head_kv, layer_window;
 
+  // Gemma (defaults: off). Each can be switched off alone to show the engine depends on it.
+  double embd_scale = 1.0;     // token embeddings times this
+  bool gelu = false;           // FFN gate: gelu_tanh instead of silu
+  double attn_scale = 0.0;     // 0: 1 / sqrt(head_dim)
+  double attn_softcap = 0.0;   // 0: off
+  double final_softcap = 0.0;  // 0: off
+  bool post_norms = false;     // apply post_attention_norm / post_ffw_norm
+  double rope_base_local = 0.0;     // RoPE base of local layers
+  bool local_rope_scaled = true;    // local layers keep rope scaling (gemma2) or not (gemma3)
+  std::vector<bool> layer_local;    // [n_layer] local (sliding-window) layers; empty: none
+
   int n_head_kv_of(int il) const { return layer_n_head_kv.empty() ? n_head_kv : layer_n_head_kv[il]; }
   int window_of(int il) const { return layer_window.empty() ? sliding_window : layer_window[il]; }
 };
@@ -77,8 +96,11 @@ class ReferenceGguf {
  private:
   struct Layer {
     std::vector<double> attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down;
+    std::vector<double> post_attn_norm, post_ffw_norm;  // Gemma
   };
-  void rope(std::vector<double>& x, int n_heads, int pos) const;
+  void rope(std::vector<double>& x, int n_heads, int pos, bool local) const;
+  void rope_angle_of(double base, double factor, const std::string& scaling, int pair, int pos, double& theta,
+                     double& mscale) const;
 
   std::vector<double> embd_;    // [n_vocab][n_embd]
   std::vector<double> out_;     // [n_vocab][n_embd]

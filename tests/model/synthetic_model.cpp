@@ -56,6 +56,10 @@ void add_metadata(SyntheticModel& m, const SynthSpec& s) {
     m.set(p + "attention.sliding_window", Value::of_i32s(s.layer_sliding_window));
   else if (s.sliding_window > 0)
     m.set(p + "attention.sliding_window", Value::of_u32(s.sliding_window));
+  if (s.attn_softcap > 0.0) m.set(p + "attn_logit_softcapping", Value::of_f32(static_cast<float>(s.attn_softcap)));
+  if (s.final_softcap > 0.0) m.set(p + "final_logit_softcapping", Value::of_f32(static_cast<float>(s.final_softcap)));
+  if (s.window_pattern > 0) m.set(p + "attention.sliding_window_pattern", Value::of_u32(s.window_pattern));
+  if (s.freq_base_swa > 0.0) m.set(p + "rope.freq_base_swa", Value::of_f32(static_cast<float>(s.freq_base_swa)));
 }
 
 }  // namespace
@@ -125,6 +129,14 @@ SyntheticModel make_synthetic(const SynthSpec& s) {
       matrix(p + "ffn_up.weight", n_embd, n_ff);
     }
     matrix(p + "ffn_down.weight", n_ff, n_embd);
+    if (s.arch == "gemma2" || s.arch == "gemma3") {
+      vector(p + "post_attention_norm.weight", n_embd, 1.0f, 0.1f);
+      vector(p + "post_ffw_norm.weight", n_embd, 1.0f, 0.1f);
+    }
+    if (s.arch == "gemma3") {
+      vector(p + "attn_q_norm.weight", s.head_dim(), 1.0f, 0.1f);
+      vector(p + "attn_k_norm.weight", s.head_dim(), 1.0f, 0.1f);
+    }
   }
   vector("output_norm.weight", n_embd, 1.0f, 0.1f);
   if (!s.tied_output) matrix("output.weight", n_embd, n_vocab);

@@ -51,6 +51,13 @@ struct SynthSpec {
   // By architecture, as llama.cpp's converter writes them: qwen3 adds
   // attn_{q,k}_norm.weight ([head_dim]); phi3 fuses attn_qkv ([q; k; v] rows)
   // and ffn_up ([gate; up] rows, no ffn_gate).
+  // gemma2 / gemma3 keys, each written only when set (else the architecture's default
+  // applies); gemma files also get post_attention_norm / post_ffw_norm, and
+  // gemma3 files attn_q_norm / attn_k_norm, in every layer.
+  double attn_softcap = 0.0;      // attn_logit_softcapping
+  double final_softcap = 0.0;     // final_logit_softcapping
+  int window_pattern = 0;         // attention.sliding_window_pattern
+  double freq_base_swa = 0.0;     // rope.freq_base_swa
   uint32_t seed = 1;
   // Large enough that q·k/sqrt(head_dim) spreads over several units, so
   // attention is far from uniform and positions (RoPE, windows) matter.

@@ -252,6 +252,67 @@ TEST(Synth, Phi3EngineChoosesLongRopeByItsContext) {
   }
 }
 
+// gemma2 / gemma3 at Gemma's own head size (head_dim 32 != dim / heads = 16):
+// the keys and tensors llama.cpp's converter writes, a load with the Gemma
+// hyper-parameters, finite logits, and generation through the engine.
+TEST(Synth, GemmaFilesLoadAndGenerate) {
+  REQUIRE_VOCAB();
+  for (const char* arch : {"gemma2", "gemma3"}) {
+    SCOPED_TRACE(arch);
+    const bool g2 = std::string(arch) == "gemma2";
+    Scratch out(arch);
+    SynthOptions o = small(out.path, "Q8_0");
+    o.arch = arch;
+    o.head_dim = 32;
+    o.n_layer = 6;
+    o.window = 8;
+    ASSERT_TRUE(synth(o));
+    auto model = Model::load(out.path);
+    ASSERT_TRUE(model.is_ok()) << model.status().message();
+    const HParams& hp = (*model)->hparams();
+    EXPECT_EQ(hp.arch, arch);
+    EXPECT_EQ(hp.head_dim, 32);
+    EXPECT_EQ(hp.q_dim(), 128);
+    EXPECT_FLOAT_EQ(hp.rms_eps, 1e-6f);
+    EXPECT_FLOAT_EQ(hp.embd_scale, 8.0f);
+    EXPECT_FLOAT_EQ(hp.attn_softcap, g2 ? 50.0f : 0.0f);
+    EXPECT_FLOAT_EQ(hp.final_softcap, g2 ? 30.0f : 0.0f);
+    EXPECT_FLOAT_EQ(hp.rope.freq_base, g2 ? 10000.0f : 1e6f);
+    EXPECT_FLOAT_EQ(hp.rope_local.freq_base, 10000.0f);
+    for (int il = 0; il < 6; ++il)  // gemma2: even layers local; gemma3: all but the 6th
+      EXPECT_EQ(hp.layers[il].sliding_window, (g2 ? il % 2 == 0 : il != 5) ? 8 : 0) << il;
+
+    const gguf::GgufFile& f = (*model)->file();
+    EXPECT_EQ(f.find_tensor("output.weight"), nullptr) << "Gemma's classifier is token_embd";
+    EXPECT_NE(f.find_tensor("blk.5.post_attention_norm.weight"), nullptr);
+    EXPECT_NE(f.find_tensor("blk.5.post_ffw_norm.weight"), nullptr);
+    EXPECT_EQ(f.find_tensor("blk.0.attn_q_norm.weight") != nullptr, !g2);
+    EXPECT_EQ(f.tensors().size(), 2u + 6 * (g2 ? 11 : 13));
+    EXPECT_EQ(f.find_tensor("blk.0.attn_output.weight")->dims[0], 128u);
+    EXPECT_EQ(*f.get_string("general.name"), std::string("synth-") + arch + "-64x6");
+
+    auto runner = BatchRunner::create(**model, 1, 64, KvType::F32, 16);
+    ASSERT_TRUE(runner.is_ok()) << runner.status().message();
+    Batch b;
+    for (int i = 0; i < 20; ++i) b.add(TokenId(100 + 37 * i), i, SeqId(0), true);
+    std::vector<float> logits;
+    ASSERT_TRUE((*runner)->forward(b, logits));
+    for (float x : logits) ASSERT_TRUE(std::isfinite(x));
+
+    auto tok = Tokenizer::from_gguf(f);
+    ASSERT_TRUE(tok.is_ok()) << tok.status().message();
+    GenerateOptions g;
+    g.sampling.temperature = 0.0f;
+    g.max_tokens = 12;  // past the window of 8
+    g.ignore_eos = true;
+    auto engine = Engine::create(single_sequence_config(out.path, 0, 2));
+    ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+    auto r = generate(**engine, (*tok)->encode("Hello", true, false), g);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_EQ(r->tokens.size(), 12u);
+  }
+}
+
 TEST(Synth, MixRulesApply) {
   REQUIRE_VOCAB();
   Scratch out("q4km");
@@ -334,6 +395,9 @@ TEST(Synth, BadShapesAreRefusedBeforeAnythingIsWritten) {
       {[](SynthOptions& o) { o.n_layer = 0; }, "must be positive"},
       {[](SynthOptions& o) { o.arch = "gpt2"; }, "unsupported --arch"},
       {[](SynthOptions& o) { o.head_dim = 15; }, "must be even"},
+      {[](SynthOptions& o) { o.window = 32; }, "gemma2/gemma3 only"},
+      {[](SynthOptions& o) { o.arch = "gemma2"; o.head_dim = 33; }, "must be even"},
+      {[](SynthOptions& o) { o.arch = "gemma3"; o.head_dim = 8192; }, "implausibly large"},
       {[](SynthOptions& o) { o.vocab_path = ""; }, "--vocab-from"},
   };
   for (const auto& c : cases) {

@@ -1,5 +1,6 @@
 // tern synth --arch A --dim D --layers L --heads H --kv-heads KV --ffn F
-//            --vocab-from VOCAB.gguf --type T -o OUT.gguf [--ctx N] [--seed S] [-t THREADS]
+//            --vocab-from VOCAB.gguf --type T -o OUT.gguf [--head-dim N] [--window N] [--ctx N] [--seed S]
+//            [-t THREADS]
 #include <cstdio>
 
 #include "args.h"
@@ -15,15 +16,18 @@ int cmd_synth(int argc, char** argv) {
   int n_threads = 0;
   bool pure = false;
   ArgParser args("synth",
-                 "tern synth --arch llama|llama3|qwen3|phi3 --dim D --layers L --heads H --kv-heads KV --ffn F --vocab-from VOCAB.gguf "
-                 "--type T -o OUT.gguf [--ctx N] [--seed S] [-t THREADS]");
-  args.add("--arch", &o.arch, "architecture: llama, llama3 (llama with Llama 3.1 rope_freqs), qwen3, phi3");
+                 "tern synth --arch llama|llama3|qwen3|phi3|gemma2|gemma3 --dim D --layers L --heads H --kv-heads KV "
+                 "--ffn F --vocab-from VOCAB.gguf --type T -o OUT.gguf [--head-dim N] [--window N] [--ctx N] [--seed S] "
+                 "[-t THREADS]");
+  args.add("--arch", &o.arch,
+           "architecture: llama, llama3 (llama with Llama 3.1 rope_freqs), qwen3, phi3, gemma2, gemma3");
   args.add("--dim", &o.n_embd, "embedding width");
   args.add("--layers", &o.n_layer, "number of blocks");
-  args.add("--heads", &o.n_head, "attention heads (must divide --dim)");
+  args.add("--heads", &o.n_head, "attention heads (must divide --dim unless --head-dim is given)");
   args.add("--kv-heads", &o.n_head_kv, "key/value heads (must divide --heads; default --heads)");
-  args.add("--head-dim", &o.head_dim, "head size (default --dim / --heads; Qwen3 uses 128)");
+  args.add("--head-dim", &o.head_dim, "head size (default --dim / --heads; Qwen3 uses 128, Gemma 256)");
   args.add("--ffn", &o.n_ff, "feed-forward width");
+  args.add("--window", &o.window, "gemma2/3: sliding window of the local layers (default 4096 gemma2, 1024 gemma3)");
   args.add("--vocab-from", &o.vocab_path, "GGUF whose tokenizer.* keys (and vocabulary size) are copied");
   args.add("--type", &type_name, "tensor type or mix, as for tern quantize: " + quant_scheme_names());
   args.add_flag("--pure", &pure, "every matrix the type's base type (no mix upgrades)");

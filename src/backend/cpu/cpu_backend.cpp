@@ -110,6 +110,12 @@ class CpuBackend final : public HostBackend {
   void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n) override {
     rows(n_rows, n, [&](int64_t t) { kernels::swiglu(gate + t * n, up + t * n, n); });
   }
+  void geglu(float* gate, const float* up, int64_t n_rows, int64_t n) override {
+    rows(n_rows, n, [&](int64_t t) { kernels::geglu(gate + t * n, up + t * n, n); });
+  }
+  void softcap(float* x, int64_t n_rows, int64_t n, float cap) override {
+    rows(n_rows, n, [&](int64_t t) { kernels::softcap(x + t * n, n, cap); });
+  }
   void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q, float* out) override {
     build_attention_blocks(shape, in, q, out, blocks_);
     kernels::attention(shape, blocks_, pool_);

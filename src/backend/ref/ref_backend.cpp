@@ -109,6 +109,12 @@ class RefBackend final : public HostBackend {
   void swiglu(float* gate, const float* up, int64_t n_rows, int64_t n) override {
     kernels::swiglu_reference(gate, up, n_rows * n);
   }
+  void geglu(float* gate, const float* up, int64_t n_rows, int64_t n) override {
+    kernels::geglu_reference(gate, up, n_rows * n);
+  }
+  void softcap(float* x, int64_t n_rows, int64_t n, float cap) override {
+    kernels::softcap_reference(x, n_rows * n, cap);
+  }
   void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q, float* out) override {
     build_attention_blocks(shape, in, q, out, blocks_);
     kernels::attention_reference(shape, blocks_);

@@ -130,11 +130,13 @@ __attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, int nr, c
 // needed) so that one query row's 64 scores accumulate in four 16-lane
 // registers with no horizontal sums; values are read row by row (converted
 // into scratch when half). Every sum runs in a fixed order.
-void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, int kv_head, int32_t kv_begin,
-                            int32_t kv_end, float* o, float* m, float* l, float* scratch) {
+template <bool kSoftcap>
+void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int kv_head, int32_t kv_begin,
+                         int32_t kv_end, float* o, float* m, float* l, float* scratch) {
   const int hd = s.head_dim;
   const int group = s.n_head / s.n_head_kv;
   const int n_rows = b.n_q * group;
+  const float inv_cap = kSoftcap ? 1.0f / s.softcap : 0.0f;
   const size_t elem = s.kv_f16 ? 2 : 4;
   const size_t row_bytes = static_cast<size_t>(s.n_head_kv) * hd * elem;
   const size_t head_offset = static_cast<size_t>(kv_head) * hd * elem;
@@ -203,15 +205,19 @@ void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, in
           continue;
         }
         const int row = row0 + r;
-        // Scale, mask (causal, window, past the tile's end) and the tile max,
-        // 16 positions at a time (written with vectors: the compiler leaves
-        // this loop scalar otherwise).
+        // Scale, soft-cap (when on), mask (causal, window, past the tile's
+        // end) and the tile max, 16 positions at a time (written with
+        // vectors: the compiler leaves this loop scalar otherwise).
         f32x16 vmax = kNegInf - f32x16{};
         for (int c = 0; c < kKvTile / 16; ++c) {
           const i32x16 j = kIota + 16 * c;
           const i32x16 pos = j + p0;
           const i32x16 valid = (j < n_pos) & (pos <= qpos[r]) & (pos >= lo[r]);
-          const f32x16 v = valid ? load16(p + 16 * c) * s.scale : kNegInf - f32x16{};
+          f32x16 v;
+          if constexpr (kSoftcap)
+            v = valid ? softcap16(load16(p + 16 * c) * s.scale, s.softcap, inv_cap) : kNegInf - f32x16{};
+          else
+            v = valid ? load16(p + 16 * c) * s.scale : kNegInf - f32x16{};
           store16(p + 16 * c, v);
           vmax = v > vmax ? v : vmax;
         }
@@ -249,6 +255,16 @@ void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, in
     }
     p0 += n_pos;
   }
+}
+
+// The table's entry: the soft-capped variant only when the shape asks for it,
+// so attention without a cap runs exactly the code it ran before.
+void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, int kv_head, int32_t kv_begin,
+                            int32_t kv_end, float* o, float* m, float* l, float* scratch) {
+  if (s.softcap > 0.0f)
+    attention_partial_t<true>(s, b, kv_head, kv_begin, kv_end, o, m, l, scratch);
+  else
+    attention_partial_t<false>(s, b, kv_head, kv_begin, kv_end, o, m, l, scratch);
 }
 
 }  // namespace

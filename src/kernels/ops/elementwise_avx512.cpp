@@ -4,6 +4,6 @@
 namespace tern::kernels {
 
 extern const ElementwiseKernels kElementwise_avx512;
-const ElementwiseKernels kElementwise_avx512 = {swiglu_impl};
+const ElementwiseKernels kElementwise_avx512 = {swiglu_impl, geglu_impl, softcap_impl};
 
 }  // namespace tern::kernels

@@ -144,6 +144,25 @@ void swiglu_reference(float* gate, const float* up, int64_t n) {
   }
 }
 
+void geglu(float* gate, const float* up, int64_t n) { elementwise_kernels().geglu(gate, up, n); }
+
+// g/2 (1 + tanh v) written as g / (1 + e^-2v): the same number, without the
+// cancellation of 1 + tanh v for negative g (tests check the identity).
+void geglu_reference(float* gate, const float* up, int64_t n) {
+  const double c = std::sqrt(2.0 / M_PI);
+  for (int64_t i = 0; i < n; ++i) {
+    const double g = gate[i];
+    const double v = c * (g + 0.044715 * g * g * g);
+    gate[i] = static_cast<float>(g / (1.0 + std::exp(-2.0 * v)) * up[i]);
+  }
+}
+
+void softcap(float* x, int64_t n, float cap) { elementwise_kernels().softcap(x, n, cap); }
+
+void softcap_reference(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>(cap * std::tanh(static_cast<double>(x[i]) / cap));
+}
+
 namespace {
 
 // YaRN: the dimension index at which a rotation completes n_rot turns over the original context.

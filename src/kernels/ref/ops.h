@@ -57,6 +57,16 @@ void swiglu(float* gate, const float* up, int64_t n);
 // The same with libm's exp, one element at a time: the oracle for tests.
 void swiglu_reference(float* gate, const float* up, int64_t n);
 
+// gate[i] = gelu_tanh(gate[i]) * up[i] (GELU's tanh approximation, as ggml's
+// and Gemma's), vectorised (kernels/elementwise.h).
+void geglu(float* gate, const float* up, int64_t n);
+// The same in double with libm's exp, one element at a time: the oracle.
+void geglu_reference(float* gate, const float* up, int64_t n);
+
+// x[i] = cap * tanh(x[i] / cap), cap > 0: vectorised, and libm's tanh in double.
+void softcap(float* x, int64_t n, float cap);
+void softcap_reference(float* x, int64_t n, float cap);
+
 enum class RopeLayout {
   Normal,  // rotate adjacent pairs (2i, 2i+1): llama, llama2.c, mistral GGUFs
   NeoX,    // rotate (i, i + n_rot/2): qwen2, gpt-neox

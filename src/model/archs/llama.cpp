@@ -19,7 +19,11 @@ extern const ArchInfo kLlama;
 // applies. llama.cpp reads optional q/k/v biases for llama (some fine-tunes
 // carry them); the sliding window is honoured when a file states one. Llama
 // 3.1+ files carry rope_freqs.weight: Meta's long-context frequency divisors.
-constinit const ArchInfo kLlama{"llama", kernels::RopeLayout::Normal, /*reads_sliding_window=*/true,
-                                /*reads_qkv_bias=*/true, llama_block, /*reads_rope_freqs=*/true};
+constinit const ArchInfo kLlama{.name = "llama",
+                                .rope_layout = kernels::RopeLayout::Normal,
+                                .reads_sliding_window = true,
+                                .reads_qkv_bias = true,
+                                .block = llama_block,
+                                .reads_rope_freqs = true};
 
 }  // namespace tern::archs
