@@ -6,6 +6,7 @@
 #include "args.h"
 #include "commands.h"
 #include "model/synth.h"
+#include "model/synth_embed.h"
 #include "quant_report.h"
 
 namespace tern::cli {
@@ -14,11 +15,13 @@ int cmd_synth(int argc, char** argv) {
   SynthOptions o;
   std::string type_name;
   int n_threads = 0;
+  std::string embed_path;
   bool pure = false;
   ArgParser args("synth",
                  "tern synth --arch llama|llama3|qwen3|phi3|gemma2|gemma3 --dim D --layers L --heads H --kv-heads KV "
                  "--ffn F --vocab-from VOCAB.gguf --type T -o OUT.gguf [--head-dim N] [--window N] [--ctx N] [--seed S] "
-                 "[-t THREADS]");
+                 "[-t THREADS]\n       tern synth --embed SMALL.gguf --dim D --layers L --heads H --kv-heads KV --ffn F "
+                 "--type T -o OUT.gguf");
   args.add("--arch", &o.arch,
            "architecture: llama, llama3 (llama with Llama 3.1 rope_freqs), qwen3, phi3, gemma2, gemma3");
   args.add("--dim", &o.n_embd, "embedding width");
@@ -32,6 +35,9 @@ int cmd_synth(int argc, char** argv) {
   args.add("--type", &type_name, "tensor type or mix, as for tern quantize: " + quant_scheme_names());
   args.add_flag("--pure", &pure, "every matrix the type's base type (no mix upgrades)");
   args.add("-o,--output", &o.out_path, "GGUF file to write");
+  args.add("--embed", &embed_path,
+           "SMALL.gguf: a model of the given shape that predicts exactly what SMALL does (its weights padded with "
+           "zeros, extra layers that add nothing; see docs/spec.md). Replaces --arch and --vocab-from");
   args.add("--ctx", &o.n_ctx, "context_length (default 4096)");
   args.add("--seed", &o.seed, "random seed (default 0); the same seed gives the same bytes");
   args.add("--name", &o.name, "general.name (default synth-<arch>-<dim>x<layers>)");
@@ -48,6 +54,16 @@ int cmd_synth(int argc, char** argv) {
                         "synth: unknown type '" + type_name + "' (known: " + quant_scheme_names() + ")"));
   o.scheme = pure ? pure_scheme(*scheme) : *scheme;
   if (n_threads < 0) return report(error(ErrorKind::InvalidArgument, "synth: -t must not be negative"));
+  if (!embed_path.empty()) {
+    if (o.out_path.empty()) return report(error(ErrorKind::InvalidArgument, "synth: -o is required"));
+    EmbedOptions e{embed_path, o.out_path, o.name, o.n_embd, o.n_layer, o.n_head, o.n_head_kv, o.n_ff, o.scheme};
+    ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
+    QuantReportPrinter printer;
+    auto r = synth_embed_model(e, pool, [&](const QuantizeProgress& p) { printer.on_progress(p); });
+    if (!r) return report(r.status());
+    printer.print_summary("wrote " + o.out_path + " (" + std::string(scheme->name) + ", " + embed_path + " embedded)", *r);
+    return 0;
+  }
   if (auto s = validate_synth_options(o); !s) return report(s);
   ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
   QuantReportPrinter printer;
