@@ -11,6 +11,7 @@
 
 #include "../core/file_test_util.h"
 #include "../model/model_fixture.h"
+#include "../model/one_by_one.h"
 #include "../model/synthetic_model.h"
 #include "engine/generate.h"
 #include "engine/inline_engine.h"
@@ -21,20 +22,7 @@
 namespace tern {
 namespace {
 
-// Logits of every token of `tokens` fed one at a time to the model directly.
-std::vector<std::vector<float>> one_by_one(const Model& m, const std::vector<TokenId>& tokens) {
-  auto runner = BatchRunner::create(m, 1, static_cast<int32_t>(tokens.size()));
-  EXPECT_TRUE(runner.is_ok());
-  std::vector<std::vector<float>> rows;
-  std::vector<float> logits;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    Batch b;
-    b.add(tokens[i], static_cast<int32_t>(i), SeqId(0), true);
-    EXPECT_TRUE(runner.value()->forward(b, logits).is_ok());
-    rows.push_back(logits);
-  }
-  return rows;
-}
+using test::logits_one_by_one;
 
 TEST(ModelRunner, SeveralLogitsRowsPerSequenceEqualFeedingThemOneByOne) {
   TERN_REQUIRE_STORIES();
@@ -68,7 +56,7 @@ TEST(ModelRunner, SeveralLogitsRowsPerSequenceEqualFeedingThemOneByOne) {
   ASSERT_TRUE(logits.is_ok()) << logits.status().message();
   const size_t nv = static_cast<size_t>(m.hparams().n_vocab);
   ASSERT_EQ(logits->size(), (40u + 7u) * nv);
-  const auto want_a = one_by_one(m, a), want_b = one_by_one(m, b);
+  const auto want_a = logits_one_by_one(m, a), want_b = logits_one_by_one(m, b);
   for (size_t t = 0; t < 40; ++t)
     ASSERT_EQ(0, std::memcmp(logits->data() + t * nv, want_a[t].data(), nv * sizeof(float))) << "a, token " << t;
   for (size_t t = 0; t < 7; ++t)

@@ -13,7 +13,7 @@
 
 #include "../model/model_fixture.h"
 #include "engine/generate.h"
-#include "model/batch_runner.h"
+#include "one_by_one.h"
 #include "model/model.h"
 #include "model/synth_embed.h"
 
@@ -43,28 +43,13 @@ EmbedOptions shape(const std::string& out, int dim, int layers, int heads, int k
   return o;
 }
 
-// Logits of every token fed one at a time.
-std::vector<std::vector<float>> logits_of(const Model& m, const std::vector<TokenId>& tokens) {
-  auto runner = BatchRunner::create(m, 1, static_cast<int32_t>(tokens.size()));
-  EXPECT_TRUE(runner.is_ok());
-  std::vector<std::vector<float>> rows;
-  std::vector<float> logits;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    Batch b;
-    b.add(tokens[i], static_cast<int32_t>(i), SeqId(0), true);
-    EXPECT_TRUE(runner.value()->forward(b, logits).is_ok());
-    rows.push_back(logits);
-  }
-  return rows;
-}
-
 TEST(SynthEmbed, LogitsEqualTheSmallModelsAtF32) {
   TERN_REQUIRE_STORIES();
   auto small = Model::load(test::stories_gguf());
   ASSERT_TRUE(small.is_ok());
   const std::vector<int> golden = test::golden_ids();
   const std::vector<TokenId> tokens(golden.begin(), golden.begin() + 48);
-  const auto want = logits_of(**small, tokens);
+  const auto want = test::logits_one_by_one(**small, tokens);
   // Head size 32 (ratio 4: Q scaled by 2) and 16 (ratio 2: by sqrt 2); more
   // kv heads and heads per group than the small model's 4 and 2.
   for (auto [dim, heads, kv] : {std::tuple{256, 8, 4}, std::tuple{384, 24, 6}}) {
@@ -76,7 +61,7 @@ TEST(SynthEmbed, LogitsEqualTheSmallModelsAtF32) {
     ASSERT_TRUE(big.is_ok()) << big.status().message();
     EXPECT_EQ((*big)->hparams().n_embd, dim);
     EXPECT_EQ((*big)->hparams().n_layer, 7);
-    const auto got = logits_of(**big, tokens);
+    const auto got = test::logits_one_by_one(**big, tokens);
     double worst = 0.0;
     for (size_t t = 0; t < tokens.size(); ++t)
       for (size_t v = 0; v < want[t].size(); ++v)
