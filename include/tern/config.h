@@ -20,7 +20,7 @@ enum class SchedulePolicy { Fcfs, Priority, ShortestJobFirst, FairShare };
 enum class PreemptionMode { Recompute, Swap };
 
 // Where speculative decoding's proposals come from (none: it is off).
-enum class SpecMethod { None, Ngram };
+enum class SpecMethod { None, Ngram, Draft };
 
 // How swapped-out KV blocks are kept in host memory.
 enum class SwapCompression { None, Lz4, Zstd };

@@ -7,12 +7,9 @@
 #include "core/log.h"
 #include "core/memory_info.h"
 #include "engine/kv_budget.h"
-#include "spec/ngram.h"
 
 namespace tern {
 namespace {
-
-constexpr int kMaxSpecTokens = 16;  // proposals one sequence may carry in a step
 
 // An explicit context (-c) must fit at least one sequence in the pool: else
 // every long request would be cut at the pool's edge with no hint why. (The
@@ -134,6 +131,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   }
   core->scheduler_ = std::make_unique<Scheduler>(sc);
   core->runner_ = std::make_unique<ModelRunner>(*core->model_, *core->kv_, static_cast<int32_t>(core->max_seq_positions_));
+  auto spec = Speculator::create(config, *core->model_, static_cast<int32_t>(core->max_seq_positions_));
+  TERN_RETURN_IF_ERROR(spec.status());
+  core->spec_ = std::move(spec).value();
   InputLimits limits;
   limits.n_vocab = hp.n_vocab;
   limits.n_ctx = core->n_ctx_;
@@ -178,8 +178,7 @@ void EngineCore::add(RequestId id, const PreparedRequest& p) {
   r.stop_token_ids = p.stop_token_ids;
   runner_->add_request(id, g.sampling, g.n_logprobs, p.prompt);
   scheduler_->add(std::move(r));
-  if (config_.spec != SpecMethod::None && g.spec_k != 0)
-    spec_[id].k_max = std::clamp(g.spec_k < 0 ? config_.spec_k : g.spec_k, 0, kMaxSpecTokens);
+  if (spec_) spec_->add(id, g.spec_k);
 }
 
 void EngineCore::cancel(RequestId id) { cancelled_.insert(id); }
@@ -206,7 +205,7 @@ void EngineCore::finish(RequestId id, FinishReason reason, std::vector<CoreOutpu
     scheduler_->record_output_length(n_generated);
   }
   runner_->remove_request(id);
-  spec_.erase(id);
+  if (spec_) spec_->remove(id);
   live_.erase(id);
   ++n_finished_;
   out.push_back(std::move(o));
@@ -268,58 +267,13 @@ Status EngineCore::step(std::vector<CoreOutput>& out) {
     else
       finish(u.id, finish_reason_of(u.stop), out, {}, &o);
   }
-  if (!spec_.empty()) speculate(so, *ro, updates);
+  if (spec_) spec_->step(so, *ro, updates, *scheduler_);
   if (decode_only) {
     ++decode_steps_;
     decode_tokens_ += static_cast<int64_t>(so.chunks.size());
     decode_time_s_ += now_s() - t_step;
   }
   return Status::ok();
-}
-
-// How many tokens to propose: the k that maximises tokens gained per unit of
-// verification cost, (1 + a + ... + a^k) / (1 + c k), with a the sequence's
-// recent acceptance rate and c the relative cost of one more verified token —
-// small while decode is bandwidth-bound (one weight pass serves all of them),
-// growing with the batch as the step turns compute-bound. k = 0 where it does
-// not pay; such a sequence probes with one proposal every 16 steps.
-int choose_spec_k(double a, int k_max, int n_batch, int& idle_steps) {
-  const double c = 0.08 * std::max(1.0, n_batch / 4.0);
-  int best_k = 0;
-  double best = 1.0, gain = 1.0, ak = 1.0;
-  for (int k = 1; k <= k_max; ++k) {
-    ak *= a;
-    gain += ak;
-    const double value = gain / (1.0 + c * k);
-    if (value > best) best = value, best_k = k;
-  }
-  if (best_k > 0 || k_max == 0) {
-    idle_steps = 0;
-    return best_k;
-  }
-  return ++idle_steps % 16 == 0 ? 1 : 0;
-}
-
-void EngineCore::speculate(const SchedulerOutput& so, const RunnerOutput& ro, const std::vector<RequestUpdate>& updates) {
-  for (size_t i = 0; i < so.chunks.size(); ++i) {
-    const ScheduledChunk& c = so.chunks[i];
-    if (c.n_spec == 0) continue;
-    auto it = spec_.find(c.id);
-    if (it == spec_.end()) continue;
-    const int32_t accepted = ro.results[i].n_accepted - (c.n_tokens - c.n_spec);
-    it->second.accept_rate = 0.7 * it->second.accept_rate + 0.3 * accepted / c.n_spec;
-  }
-  const int n_batch = static_cast<int>(so.chunks.size());
-  for (const RequestUpdate& u : updates) {
-    if (u.stop != StopReason::None) continue;
-    auto it = spec_.find(u.id);
-    const SchedRequest* r = scheduler_->find(u.id);
-    if (it == spec_.end() || !r) continue;
-    const int k = config_.spec_adaptive
-                      ? choose_spec_k(it->second.accept_rate, it->second.k_max, n_batch, it->second.idle_steps)
-                      : it->second.k_max;
-    if (k > 0) scheduler_->set_spec_tokens(u.id, spec::propose_ngram(r->tokens, k, {config_.spec_ngram_max, 1}));
-  }
 }
 
 // Step counters and memory-use figures over the sequences that ran.

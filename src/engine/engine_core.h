@@ -27,6 +27,7 @@
 #include "engine/input_processor.h"
 #include "engine/model_runner.h"
 #include "engine/output_processor.h"
+#include "engine/speculator.h"
 #include "model/model.h"
 #include "scheduler/kv_manager.h"
 #include "scheduler/scheduler.h"
@@ -74,9 +75,6 @@ class EngineCore {
   void finish(RequestId id, FinishReason reason, std::vector<CoreOutput>& out, const std::string& error = {},
               CoreOutput* last = nullptr);
   void record_step(const SchedulerOutput& so, int64_t n_tokens);
-  // Speculative decoding: learns from the step's verifications, then proposes
-  // the next tokens of every request still running.
-  void speculate(const SchedulerOutput& so, const RunnerOutput& ro, const std::vector<RequestUpdate>& updates);
 
   EngineConfig config_;
   std::unique_ptr<Model> model_;
@@ -92,14 +90,7 @@ class EngineCore {
   std::unordered_set<RequestId> live_;       // added and not finished
   std::unordered_set<RequestId> cancelled_;  // to finish at the next step
   std::vector<CoreOutput> pending_;          // finished at add() (max_tokens 0): reported by the next step
-  // Per speculating request: its cap on proposals and the recent share of
-  // proposals accepted (an EMA), from which each step's k is chosen.
-  struct SpecState {
-    int k_max = 0;
-    double accept_rate = 0.7;
-    int idle_steps = 0;  // steps proposed nothing by choice: probe again now and then
-  };
-  std::unordered_map<RequestId, SpecState> spec_;
+  std::unique_ptr<Speculator> spec_;  // null: no speculative decoding
   int32_t next_seq_ = 0;
 
   // Counters for stats().

@@ -57,6 +57,21 @@ inline std::vector<Collected> run_all(InlineEngine& core, const std::vector<Gene
   return out;
 }
 
+// The golden run: BOS, 200 greedy tokens.
+inline GenerationRequest golden_request() {
+  GenerationRequest r;
+  r.prompt_tokens = {1};
+  r.max_tokens = 200;
+  r.sampling.temperature = 0.0f;
+  return r;
+}
+
+// stories260K's golden 200 tokens after BOS.
+inline std::vector<TokenId> golden_continuation() {
+  const std::vector<int> golden = golden_ids();
+  return std::vector<TokenId>(golden.begin() + 1, golden.end());
+}
+
 inline std::string text_sample() {
   std::ifstream in(std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt");
   std::stringstream ss;

@@ -31,13 +31,8 @@ TEST(EngineCore, GreedyMatchesGoldenWithF32Kv) {
   c.kv_type = KvType::F32;
   auto core = make_core(c);
   ASSERT_TRUE(core);
-  GenerationRequest r;
-  r.prompt_tokens = {1};
-  r.max_tokens = 200;
-  r.sampling.temperature = 0.0f;
-  const auto out = run_all(*core, {r});
-  const auto golden = test::golden_ids();
-  EXPECT_EQ(out[0].tokens, std::vector<TokenId>(golden.begin() + 1, golden.end()));
+  const auto out = run_all(*core, {test::golden_request()});
+  EXPECT_EQ(out[0].tokens, test::golden_continuation());
   EXPECT_EQ(out[0].text, test::golden_text());
   ASSERT_TRUE(out[0].final_output);
   EXPECT_EQ(*out[0].final_output->finish, FinishReason::Length);

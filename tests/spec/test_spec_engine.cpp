@@ -13,6 +13,7 @@
 #include <map>
 
 #include "../engine/engine_run_util.h"
+#include "draft_models.h"
 
 namespace tern {
 namespace {
@@ -29,6 +30,13 @@ EngineConfig spec_config(int k = 4) {
   return c;
 }
 
+EngineConfig draft_config(const std::string& draft, int k = 4) {
+  EngineConfig c = spec_config(k);
+  c.spec = SpecMethod::Draft;
+  c.spec_draft_path = draft;
+  return c;
+}
+
 TEST(SpecEngine, GreedyAloneIsTheGoldenOutput) {
   TERN_REQUIRE_STORIES();
   for (int k : {1, 4, 16}) {
@@ -36,13 +44,8 @@ TEST(SpecEngine, GreedyAloneIsTheGoldenOutput) {
     c.kv_type = KvType::F32;
     auto core = make_core(c);
     ASSERT_TRUE(core);
-    GenerationRequest r;
-    r.prompt_tokens = {1};
-    r.max_tokens = 200;
-    r.sampling.temperature = 0.0f;
-    const auto out = run_all(*core, {r});
-    const auto golden = test::golden_ids();
-    EXPECT_EQ(out[0].tokens, std::vector<TokenId>(golden.begin() + 1, golden.end())) << "k " << k;
+    const auto out = run_all(*core, {test::golden_request()});
+    EXPECT_EQ(out[0].tokens, test::golden_continuation()) << "k " << k;
     EXPECT_EQ(out[0].text, test::golden_text()) << "k " << k;
     const EngineStats st = core->stats();
     EXPECT_GT(st.spec_proposed, 20) << "k " << k;  // the story repeats itself: lookup finds matches
@@ -55,6 +58,7 @@ TEST(SpecEngine, GreedyAloneIsTheGoldenOutput) {
 
 struct SpecCase {
   const char* name;
+  const char* proposer;  // "ngram", "q8" (a good draft), "random" (a bad one)
   int max_batched_tokens;
   bool prefix_caching;
   int n_blocks;  // 0 = plenty
@@ -74,7 +78,10 @@ TEST_P(SpecInvariance, GreedyTokensAndLogprobsMatchNoSpeculation) {
   const auto reqs = test::mixed_requests(plain->tokenizer(), /*greedy_only=*/true);
   const auto expected = run_all(*plain, reqs);
 
-  EngineConfig c = spec_config(6);
+  const std::string proposer = sc.proposer;
+  EngineConfig c = proposer == "ngram"  ? spec_config(6)
+                   : proposer == "q8" ? draft_config(test::draft_files().q8, 6)
+                                        : draft_config(test::draft_files().random, 6);
   c.max_num_seqs = 32;
   c.max_batched_tokens = sc.max_batched_tokens;
   c.prefix_caching = sc.prefix_caching;
@@ -97,7 +104,9 @@ TEST_P(SpecInvariance, GreedyTokensAndLogprobsMatchNoSpeculation) {
   }
   const EngineStats st = core->stats();
   EXPECT_GT(st.spec_proposed, 0);
-  EXPECT_GT(st.spec_accepted, 0);
+  if (proposer != "random") {  // the random draft is rejected nearly always: the rollback path
+    EXPECT_GT(st.spec_accepted, 0);
+  }
   if (sc.n_blocks > 0) {
     EXPECT_GT(st.n_preemptions, 0) << "the pool was meant to force preemption";
   }
@@ -109,11 +118,15 @@ TEST_P(SpecInvariance, GreedyTokensAndLogprobsMatchNoSpeculation) {
 
 INSTANTIATE_TEST_SUITE_P(
     Spec, SpecInvariance,
-    ::testing::Values(SpecCase{"concurrent", 512, false, 0, PreemptionMode::Recompute},
-                      SpecCase{"chunked", 48, false, 0, PreemptionMode::Recompute},
-                      SpecCase{"prefix", 96, true, 0, PreemptionMode::Recompute},
-                      SpecCase{"recompute", 128, true, 40, PreemptionMode::Recompute},
-                      SpecCase{"swap", 128, false, 40, PreemptionMode::Swap}),
+    ::testing::Values(SpecCase{"concurrent", "ngram", 512, false, 0, PreemptionMode::Recompute},
+                      SpecCase{"chunked", "ngram", 48, false, 0, PreemptionMode::Recompute},
+                      SpecCase{"prefix", "ngram", 96, true, 0, PreemptionMode::Recompute},
+                      SpecCase{"recompute", "ngram", 128, true, 40, PreemptionMode::Recompute},
+                      SpecCase{"swap", "ngram", 128, false, 40, PreemptionMode::Swap},
+                      SpecCase{"draft_concurrent", "q8", 512, false, 0, PreemptionMode::Recompute},
+                      SpecCase{"draft_chunked_prefix", "q8", 48, true, 0, PreemptionMode::Recompute},
+                      SpecCase{"draft_recompute", "q8", 128, true, 40, PreemptionMode::Recompute},
+                      SpecCase{"bad_draft_swap", "random", 128, false, 40, PreemptionMode::Swap}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // A stop token that the proposals carry: the output ends at its first
@@ -217,49 +230,95 @@ std::pair<double, double> two_sample_chi_square(const std::map<std::vector<Token
 }
 
 // The first three tokens' joint distribution with proposals equals the one
-// without (temperature 1, top-p 0.9; 20,000 seeded samples each). Accepting
-// proposals without the rejection step would fail this: lookup proposes
-// what followed earlier in the prompt, far likelier than the model says.
-TEST(SpecEngine, SampledDistributionIsUnchanged) {
+// without (temperature 1, top-p 0.9; 20,000 seeded samples each), for prompt
+// lookup and for a draft model (stories260K at Q8_0, proposing its argmax).
+// Accepting proposals without the rejection step would fail this: lookup
+// proposes what followed earlier in the prompt, the draft the most likely
+// token — both far likelier than the target's temperature-1 sampling says.
+std::map<std::vector<TokenId>, int> first_three(const EngineConfig& c, uint64_t seed0, int n, int64_t& accepted) {
+  auto core = make_core(c);
+  EXPECT_TRUE(core);
+  if (!core) return {};
+  // A prompt that repeats itself, so lookup has proposals for most draws.
+  const std::vector<TokenId> prompt =
+      core->tokenizer().encode("Tom had a red ball. Tom had a red ball. Tom had a red", true, false);
+  std::vector<GenerationRequest> reqs(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    GenerationRequest& r = reqs[static_cast<size_t>(i)];
+    r.prompt_tokens = prompt;
+    r.max_tokens = 3;
+    r.ignore_eos = true;
+    r.sampling.temperature = 1.0f;
+    r.sampling.top_k = 0;
+    r.sampling.top_p = 0.9f;
+    r.sampling.min_p = 0.0f;
+    r.sampling.seed = seed0 + static_cast<uint64_t>(i);
+  }
+  std::map<std::vector<TokenId>, int> hist;
+  for (const Collected& o : run_all(*core, reqs)) ++hist[o.tokens];
+  accepted = core->stats().spec_accepted;
+  return hist;
+}
+
+EngineConfig distribution_config(EngineConfig c) {
+  c.spec_adaptive = false;  // propose at every step, whatever the batch
+  c.max_num_seqs = 256;
+  c.max_batched_tokens = 4096;
+  return c;
+}
+
+class SpecDistribution : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(SpecDistribution, SampledFirstTokensAreDistributedAsWithout) {
   TERN_REQUIRE_STORIES();
   const int n = 20000;
-  auto draw = [&](bool spec, uint64_t seed0, int64_t& accepted) {
-    EngineConfig c = spec ? spec_config(4) : base_config();
-    c.spec_adaptive = false;  // propose at every step, whatever the batch
-    c.max_num_seqs = 256;
-    c.max_batched_tokens = 4096;
-    auto core = make_core(c);
-    EXPECT_TRUE(core);
-    // A prompt that repeats itself, so lookup has proposals for most draws.
-    const std::vector<TokenId> prompt = core->tokenizer().encode(
-        "Tom had a red ball. Tom had a red ball. Tom had a red", true, false);
-    std::vector<GenerationRequest> reqs(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) {
-      GenerationRequest& r = reqs[static_cast<size_t>(i)];
-      r.prompt_tokens = prompt;
-      r.max_tokens = 3;
-      r.ignore_eos = true;
-      r.sampling.temperature = 1.0f;
-      r.sampling.top_k = 0;
-      r.sampling.top_p = 0.9f;
-      r.sampling.min_p = 0.0f;
-      r.sampling.seed = seed0 + static_cast<uint64_t>(i);
-    }
-    std::map<std::vector<TokenId>, int> hist;
-    for (const Collected& o : run_all(*core, reqs)) ++hist[o.tokens];
-    accepted = core->stats().spec_accepted;
-    return hist;
-  };
-  int64_t acc_plain = 0, acc_spec = 0;
-  const auto plain = draw(false, 1, acc_plain);
-  const auto spec = draw(true, 1000001, acc_spec);
-  EXPECT_EQ(acc_plain, 0);
-  EXPECT_GT(acc_spec, n / 4) << "the proposals were meant to be exercised";
+  static const auto plain = [&] {
+    int64_t acc = 0;
+    auto h = first_three(distribution_config(base_config()), 1, n, acc);
+    EXPECT_EQ(acc, 0);
+    return h;
+  }();
+  const std::string proposer = GetParam();
+  const EngineConfig c = proposer == "ngram" ? spec_config(4) : draft_config(test::draft_files().q8, 4);
+  int64_t accepted = 0;
+  const auto spec = first_three(distribution_config(c), 1000001, n, accepted);
+  EXPECT_GT(accepted, n / 20) << "the proposals were meant to be exercised";
   const auto [chi2, crit] = two_sample_chi_square(plain, spec, n, n);
-  std::printf("spec distribution: %lld accepted, chi2 %.1f < %.1f, %zu triples\n", static_cast<long long>(acc_spec), chi2,
-              crit, plain.size());
+  std::printf("spec distribution (%s): %lld accepted, chi2 %.1f < %.1f, %zu triples\n", proposer.c_str(),
+              static_cast<long long>(accepted), chi2, crit, plain.size());
   EXPECT_LT(chi2, crit);
   EXPECT_GT(plain.size(), 5u) << "a distribution worth testing";
+}
+
+INSTANTIATE_TEST_SUITE_P(Spec, SpecDistribution, ::testing::Values("ngram", "draft"));
+
+TEST(SpecEngine, GreedyWithADraftModelIsTheGoldenOutput) {
+  TERN_REQUIRE_STORIES();
+  for (const std::string& draft : {test::draft_files().q8, test::draft_files().random}) {
+    EngineConfig c = draft_config(draft, 6);
+    c.kv_type = KvType::F32;
+    auto core = make_core(c);
+    ASSERT_TRUE(core);
+    const auto out = run_all(*core, {test::golden_request()});
+    EXPECT_EQ(out[0].tokens, test::golden_continuation()) << draft;
+    const EngineStats st = core->stats();
+    EXPECT_GT(st.spec_proposed, 0) << draft;
+    if (draft == test::draft_files().q8) {
+      EXPECT_GT(st.spec_accepted, st.spec_proposed * 8 / 10) << "stories260K at Q8_0 agrees with itself";
+      EXPECT_LT(st.n_steps, 80);  // 200 tokens, most steps accept several
+    }
+    EXPECT_EQ(st.kv_blocks_used, 0);
+  }
+}
+
+TEST(SpecEngine, ADraftWithAnotherVocabularyIsRefused) {
+  TERN_REQUIRE_STORIES();
+  auto core = InlineEngine::create(draft_config(test::draft_files().other_vocab));
+  ASSERT_FALSE(core.is_ok());
+  EXPECT_NE(core.status().message().find("vocabulary"), std::string::npos) << core.status().message();
+  auto missing = InlineEngine::create(draft_config("/nonexistent/draft.gguf"));
+  ASSERT_FALSE(missing.is_ok());
+  EXPECT_NE(missing.status().message().find("draft"), std::string::npos) << missing.status().message();
 }
 
 TEST(SpecEngine, PerRequestSpecKZeroTurnsItOff) {

@@ -30,9 +30,14 @@ void EngineFlags::add_to(ArgParser& args) {
 }
 
 Status apply_spec_flags(const std::string& draft, int spec_k, EngineConfig& c) {
-  if (draft.empty() || draft == "none") c.spec = SpecMethod::None;
-  else if (draft == "ngram") c.spec = SpecMethod::Ngram;
-  else return error(ErrorKind::InvalidArgument, "--draft '" + draft + "': expected none or ngram");
+  if (draft.empty() || draft == "none") {
+    c.spec = SpecMethod::None;
+  } else if (draft == "ngram") {
+    c.spec = SpecMethod::Ngram;
+  } else {  // a draft model's file (checked when the engine loads it)
+    c.spec = SpecMethod::Draft;
+    c.spec_draft_path = draft;
+  }
   if (spec_k < 1 || spec_k > 16) return error(ErrorKind::InvalidArgument, "--spec-k must be in 1..16");
   c.spec_k = spec_k;
   return Status::ok();

@@ -24,10 +24,10 @@ struct EngineFlags {
   std::string policy = "fcfs";
   std::string preemption = "recompute";
   std::string swap_compression = "none";
-  std::string draft;  // speculative decoding: "" / "none" off, "ngram" prompt lookup
+  std::string draft;  // speculative decoding: "" / "none" off, "ngram" prompt lookup, else a draft GGUF
   int spec_k = 4;
 
-  static constexpr const char* kDraftHelp = "speculative decoding proposer: none (default) or ngram (prompt lookup)";
+  static constexpr const char* kDraftHelp = "speculative decoding proposer: none (default), ngram (prompt lookup) or a draft model's GGUF (same vocabulary)";
   static constexpr const char* kSpecKHelp = "most proposed tokens per sequence and step, 1..16 (default 4)";
 
   void add_to(ArgParser& args);

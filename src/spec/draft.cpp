@@ -1,0 +1,146 @@
+#include "spec/draft.h"
+
+#include <algorithm>
+
+namespace tern::spec {
+namespace {
+
+// Token ids per draft forward pass: a long prompt is prefilled in pieces, so
+// the activations stay bounded.
+constexpr size_t kMaxPassTokens = 512;
+
+TokenId argmax(const float* row, int n) {
+  return static_cast<TokenId>(std::max_element(row, row + n) - row);
+}
+
+}  // namespace
+
+Status check_same_vocabulary(const gguf::GgufFile& draft, const gguf::GgufFile& target) {
+  auto a = draft.get_array("tokenizer.ggml.tokens", gguf::ValueType::String);
+  if (!a) return a.status().with_context("draft model (a draft needs the target's vocabulary)");
+  auto b = target.get_array("tokenizer.ggml.tokens", gguf::ValueType::String);
+  if (!b) return b.status().with_context("target model");
+  const auto &da = (*a)->items, &tb = (*b)->items;
+  if (da.size() != tb.size())
+    return error(ErrorKind::InvalidArgument, "draft model: its vocabulary has " + std::to_string(da.size()) +
+                                                 " tokens, the target's " + std::to_string(tb.size()) +
+                                                 " (a draft must share the target's tokens)");
+  for (size_t i = 0; i < da.size(); ++i) {
+    const std::string *x = da[i].as_string(), *y = tb[i].as_string();
+    if (!x || !y || *x != *y)
+      return error(ErrorKind::InvalidArgument, "draft model: token " + std::to_string(i) + " is '" +
+                                                   (x ? *x : std::string("?")) + "', the target's '" +
+                                                   (y ? *y : std::string("?")) +
+                                                   "' (a draft must share the target's tokens)");
+  }
+  return Status::ok();
+}
+
+Result<std::unique_ptr<DraftProposer>> DraftProposer::create(const std::string& draft_path,
+                                                              const gguf::GgufFile& target,
+                                                              std::shared_ptr<backend::Backend> backend, int max_seqs,
+                                                              int32_t max_positions) {
+  std::unique_ptr<DraftProposer> p(new DraftProposer());
+  auto model = Model::load(draft_path, std::move(backend));
+  if (!model) return model.status().with_context("draft model " + draft_path);
+  p->model_ = std::move(model).value();
+  TERN_RETURN_IF_ERROR(check_same_vocabulary(p->model_->file(), target).with_context(draft_path));
+  // F16 keys/values in 16-token blocks: the pool is address space, touched as used.
+  auto runner = BatchRunner::create(*p->model_, max_seqs, max_positions, KvType::F16, 16);
+  if (!runner) return runner.status().with_context("draft model " + draft_path);
+  p->runner_ = std::move(runner).value();
+  p->max_positions_ = max_positions;
+  p->fed_.resize(static_cast<size_t>(max_seqs));
+  for (int s = max_seqs; s-- > 0;) p->free_slots_.push_back(s);
+  return p;
+}
+
+int DraftProposer::slot_of(RequestId id) {
+  if (auto it = slot_.find(id); it != slot_.end()) return it->second;
+  if (free_slots_.empty()) return -1;
+  const int s = free_slots_.back();
+  free_slots_.pop_back();
+  slot_[id] = s;
+  return s;
+}
+
+void DraftProposer::release(RequestId id) {
+  auto it = slot_.find(id);
+  if (it == slot_.end()) return;
+  runner_->truncate(SeqId(it->second), 0);
+  fed_[static_cast<size_t>(it->second)].clear();
+  free_slots_.push_back(it->second);
+  slot_.erase(it);
+}
+
+Status DraftProposer::run(std::vector<float>& logits) {
+  const Status s = runner_->forward(batch_, logits);
+  batch_.clear();
+  return s;
+}
+
+Result<std::vector<std::vector<TokenId>>> DraftProposer::propose(std::span<const DraftRequest> requests) {
+  const int n_vocab = model_->hparams().n_vocab;
+  std::vector<std::vector<TokenId>> out(requests.size());
+  struct Active {
+    size_t i;      // index into requests
+    int slot;
+    int32_t pos;   // position of the next token fed
+  };
+  std::vector<Active> active;
+  // 1. Catch up: keep what the draft holds of each sequence, feed the rest;
+  //    the last real token's logits give the first proposal.
+  std::vector<size_t> want_row;  // request index of each logits row, in batch order
+  std::vector<float> logits;
+  auto flush = [&]() -> Status {
+    if (batch_.size() == 0) return Status::ok();
+    TERN_RETURN_IF_ERROR(run(logits));
+    for (size_t r = 0; r < want_row.size(); ++r)
+      out[want_row[r]].push_back(argmax(logits.data() + r * static_cast<size_t>(n_vocab), n_vocab));
+    want_row.clear();
+    return Status::ok();
+  };
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const DraftRequest& q = requests[i];
+    const int32_t n = static_cast<int32_t>(q.tokens.size());
+    const int k = std::min<int>(q.k, max_positions_ - n);
+    if (k <= 0 || n == 0) continue;
+    const int slot = slot_of(q.id);
+    if (slot < 0) continue;
+    std::vector<TokenId>& fed = fed_[static_cast<size_t>(slot)];
+    const size_t keep = static_cast<size_t>(
+        std::mismatch(fed.begin(), fed.end(), q.tokens.begin(), q.tokens.end()).first - fed.begin());
+    // The last real token is always fed again if held: its logits row is needed.
+    const size_t from = std::min(keep, q.tokens.size() - 1);
+    runner_->truncate(SeqId(slot), static_cast<int32_t>(from));
+    fed.assign(q.tokens.begin(), q.tokens.end());
+    for (size_t t = from; t < q.tokens.size(); ++t) {
+      const bool last = t + 1 == q.tokens.size();
+      batch_.add(q.tokens[t], static_cast<int32_t>(t), SeqId(slot), last);
+      if (last) want_row.push_back(i);
+      if (batch_.size() >= kMaxPassTokens) TERN_RETURN_IF_ERROR(flush());
+    }
+    active.push_back({i, slot, n});
+  }
+  TERN_RETURN_IF_ERROR(flush());
+  // 2. Draft: each step feeds every active sequence's latest proposal.
+  for (int step = 1;; ++step) {
+    std::vector<Active> next;
+    for (const Active& a : active) {
+      const DraftRequest& q = requests[a.i];
+      if (static_cast<int>(out[a.i].size()) >= std::min<int>(q.k, max_positions_ - static_cast<int32_t>(q.tokens.size())))
+        continue;
+      const TokenId t = out[a.i].back();
+      batch_.add(t, a.pos, SeqId(a.slot), true);
+      fed_[static_cast<size_t>(a.slot)].push_back(t);
+      want_row.push_back(a.i);
+      next.push_back({a.i, a.slot, a.pos + 1});
+    }
+    if (next.empty()) break;
+    TERN_RETURN_IF_ERROR(flush());
+    active = std::move(next);
+  }
+  return out;
+}
+
+}  // namespace tern::spec

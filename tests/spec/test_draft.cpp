@@ -1,0 +1,121 @@
+// The draft-model proposer: proposals are the draft's own greedy
+// continuation; after rejections (a sequence that diverged from what was
+// drafted) it proposes exactly what a fresh proposer would; many sequences
+// in one call propose what each would alone; slots run out and come back;
+// a draft with another vocabulary is refused by name.
+#include <gtest/gtest.h>
+
+#include "../model/model_fixture.h"
+#include "../model/one_by_one.h"
+#include "backend/backend.h"
+#include "draft_models.h"
+#include "spec/draft.h"
+
+namespace tern::spec {
+namespace {
+
+std::unique_ptr<DraftProposer> make(const std::string& draft, int max_seqs = 4) {
+  auto target = gguf::GgufFile::open(test::stories_gguf());
+  EXPECT_TRUE(target.is_ok());
+  auto p = DraftProposer::create(draft, *target, backend::make_backend(BackendKind::Cpu, 2), max_seqs, 512);
+  EXPECT_TRUE(p.is_ok()) << p.status().message();
+  return p.is_ok() ? std::move(p).value() : nullptr;
+}
+
+std::vector<TokenId> prompt(int n, int offset = 0) {
+  const std::vector<int> g = test::golden_ids();
+  return std::vector<TokenId>(g.begin() + offset, g.begin() + offset + n);
+}
+
+// The draft's greedy continuation of `tokens`, k tokens, fed one at a time.
+std::vector<TokenId> greedy(const Model& m, std::vector<TokenId> tokens, int k) {
+  std::vector<TokenId> out;
+  for (int i = 0; i < k; ++i) {
+    const auto rows = test::logits_one_by_one(m, tokens);
+    const std::vector<float>& last = rows.back();
+    const TokenId t = static_cast<TokenId>(std::max_element(last.begin(), last.end()) - last.begin());
+    out.push_back(t);
+    tokens.push_back(t);
+  }
+  return out;
+}
+
+TEST(DraftProposer, ProposesTheDraftsGreedyContinuation) {
+  TERN_REQUIRE_STORIES();
+  auto p = make(test::draft_files().random);
+  ASSERT_TRUE(p);
+  const std::vector<TokenId> t = prompt(20);
+  const DraftRequest q{RequestId(1), t, 5};
+  auto got = p->propose(std::span(&q, 1));
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  EXPECT_EQ((*got)[0], greedy(p->model(), t, 5));
+}
+
+TEST(DraftProposer, AfterARejectionItProposesWhatAFreshOneWould) {
+  TERN_REQUIRE_STORIES();
+  auto p = make(test::draft_files().random);
+  ASSERT_TRUE(p);
+  std::vector<TokenId> t = prompt(30);
+  for (int round = 0; round < 6; ++round) {
+    const DraftRequest q{RequestId(7), t, 4};
+    auto got = p->propose(std::span(&q, 1));
+    ASSERT_TRUE(got.is_ok());
+    auto fresh = make(test::draft_files().random);
+    auto want = fresh->propose(std::span(&q, 1));
+    ASSERT_TRUE(want.is_ok());
+    EXPECT_EQ((*got)[0], (*want)[0]) << "round " << round;
+    // The target accepts `round % 3` proposals, then replaces the next one
+    // with something else (or, every third round, takes all and one more).
+    const auto& prop = (*got)[0];
+    const size_t n_acc = round % 3 == 2 ? prop.size() : static_cast<size_t>(round % 3);
+    t.insert(t.end(), prop.begin(), prop.begin() + static_cast<long>(n_acc));
+    t.push_back(n_acc < prop.size() ? (prop[n_acc] + 1) % 512 : 3);
+  }
+}
+
+TEST(DraftProposer, ManySequencesInOneCallProposeWhatEachWouldAlone) {
+  TERN_REQUIRE_STORIES();
+  auto p = make(test::draft_files().q8);
+  ASSERT_TRUE(p);
+  const std::vector<TokenId> a = prompt(12), b = prompt(40, 50), c = prompt(3, 100);
+  const DraftRequest qs[] = {{RequestId(1), a, 3}, {RequestId(2), b, 6}, {RequestId(3), c, 1}};
+  auto got = p->propose(qs);
+  ASSERT_TRUE(got.is_ok());
+  for (size_t i = 0; i < 3; ++i) {
+    auto alone = make(test::draft_files().q8);
+    auto want = alone->propose(std::span(&qs[i], 1));
+    ASSERT_TRUE(want.is_ok());
+    EXPECT_EQ((*got)[i], (*want)[0]) << i;
+    EXPECT_EQ((*got)[i].size(), static_cast<size_t>(qs[i].k));
+  }
+}
+
+TEST(DraftProposer, SlotsRunOutAndComeBack) {
+  TERN_REQUIRE_STORIES();
+  auto p = make(test::draft_files().q8, 2);
+  ASSERT_TRUE(p);
+  const std::vector<TokenId> t = prompt(10);
+  const DraftRequest qs[] = {{RequestId(1), t, 2}, {RequestId(2), t, 2}, {RequestId(3), t, 2}};
+  auto got = p->propose(qs);
+  ASSERT_TRUE(got.is_ok());
+  EXPECT_EQ((*got)[0].size(), 2u);
+  EXPECT_EQ((*got)[1].size(), 2u);
+  EXPECT_TRUE((*got)[2].empty());  // no slot: no proposals, no error
+  p->release(RequestId(1));
+  auto again = p->propose(std::span(&qs[2], 1));
+  ASSERT_TRUE(again.is_ok());
+  EXPECT_EQ((*again)[0], (*got)[1]);  // same tokens, same proposals
+}
+
+TEST(DraftProposer, ADraftWithAnotherVocabularyIsRefused) {
+  TERN_REQUIRE_STORIES();
+  auto target = gguf::GgufFile::open(test::stories_gguf());
+  ASSERT_TRUE(target.is_ok());
+  auto p = DraftProposer::create(test::draft_files().other_vocab, *target, backend::make_backend(BackendKind::Cpu, 1),
+                                 2, 64);
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("vocabulary"), std::string::npos) << p.status().message();
+}
+
+}  // namespace
+}  // namespace tern::spec
