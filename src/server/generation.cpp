@@ -304,6 +304,8 @@ GenerationRequest engine_request(const GenerationParams& p, const std::vector<in
   g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : n_ctx - static_cast<int>(g.prompt_tokens.size());
   g.stop = p.stop;
   g.ignore_eos = p.ignore_eos;
+  g.spec_k = p.spec_k;
+  g.stop_token_ids = p.stop_token_ids;
   g.n_logprobs = p.n_logprobs;
   g.priority = p.priority;
   g.tenant = p.user;

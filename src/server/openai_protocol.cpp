@@ -214,7 +214,17 @@ std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams&
   f.integer("priority", INT32_MIN, INT32_MAX, p.priority);
   f.boolean("ignore_eos", p.ignore_eos);
   f.string("user", p.user);
+  f.integer("spec_k", 0, 16, p.spec_k);
   if (f.error) return f.error;
+  if (const json* ids = f.get("stop_token_ids")) {
+    if (!ids->is_array() || ids->size() > 64)
+      return bad("stop_token_ids", "'stop_token_ids' must be an array of at most 64 token ids");
+    for (const json& id : *ids) {
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+        return bad("stop_token_ids", "'stop_token_ids' must hold non-negative integer token ids");
+      p.stop_token_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+    }
+  }
   if (auto e = parse_stop(f, p.stop)) return e;
 
   if (chat) {

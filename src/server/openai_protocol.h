@@ -58,6 +58,9 @@ struct GenerationParams {
   int priority = 0;
   bool ignore_eos = false;
   std::string user;
+  // Extensions (ignored by clients that do not send them):
+  int spec_k = -1;                     // speculative proposals per step: -1 the server's, 0 off
+  std::vector<int32_t> stop_token_ids;  // generating one of these ends the choice (vLLM's field)
 };
 
 inline constexpr int kMaxN = 16;

@@ -1,0 +1,73 @@
+// Speculative decoding behind the OpenAI API: a server started with prompt
+// lookup answers greedy completions exactly as one without it, per request
+// `spec_k: 0` turns it off, /metrics and /stats count proposals, and the
+// `stop_token_ids` extension ends a choice with finish_reason "stop";
+// bad values of both fields are 400s naming the field.
+#include <gtest/gtest.h>
+
+#include "live_server.h"
+
+namespace tern::server {
+namespace {
+
+const char* kGreedy = R"({"prompt":"Once upon a time","max_tokens":80,"temperature":0,"ignore_eos":true)";
+
+std::string text_of(int port, const std::string& extra) {
+  const auto r = fetch(port, "POST", "/v1/completions", std::string(kGreedy) + extra + "}");
+  EXPECT_EQ(r.status, 200) << r.body;
+  const json j = body_json(r);
+  return j.is_discarded() ? "" : j["choices"][0]["text"].get<std::string>();
+}
+
+TEST(ServerSpec, LookupGivesTheSameTextAndIsCounted) {
+  TERN_REQUIRE_STORIES();
+  std::string plain_text;
+  {
+    LiveServer plain(base_config());
+    plain_text = text_of(plain.port(), "");
+  }
+  ServerConfig cfg = base_config();
+  cfg.engine.spec = SpecMethod::Ngram;
+  cfg.engine.spec_k = 6;
+  LiveServer s(cfg);
+  EXPECT_EQ(text_of(s.port(), ""), plain_text);
+  const json after_one = body_json(fetch(s.port(), "GET", "/stats"));
+  EXPECT_GT(after_one["spec_proposed"].get<int64_t>(), 0);
+  EXPECT_EQ(text_of(s.port(), R"(,"spec_k":0)"), plain_text);
+  const json after_two = body_json(fetch(s.port(), "GET", "/stats"));
+  EXPECT_EQ(after_two["spec_proposed"], after_one["spec_proposed"]) << "spec_k 0 proposes nothing";
+  const std::string metrics = fetch(s.port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("tern_spec_proposed_tokens_total{"), std::string::npos);
+  EXPECT_NE(metrics.find("tern_spec_accepted_tokens_total{"), std::string::npos);
+}
+
+TEST(ServerSpec, StopTokenIdsEndAChoice) {
+  TERN_REQUIRE_STORIES();
+  LiveServer s(base_config());
+  // The first token of the greedy continuation (the tokens of prompt + its
+  // text past the prompt's own), then that token as a stop.
+  const json first = body_json(
+      fetch(s.port(), "POST", "/v1/completions", R"({"prompt":"Once upon a time","max_tokens":1,"temperature":0})"));
+  auto tokens_of = [&](const std::string& text) {
+    return body_json(fetch(s.port(), "POST", "/tokenize", json{{"prompt", text}}.dump()))["tokens"];
+  };
+  const json both = tokens_of("Once upon a time" + first["choices"][0]["text"].get<std::string>());
+  const json prompt = tokens_of("Once upon a time");
+  ASSERT_EQ(both.size(), prompt.size() + 1) << both.dump() << " vs " << prompt.dump();
+  const int id = both.back().get<int>();
+  const auto r = fetch(s.port(), "POST", "/v1/completions",
+                       R"({"prompt":"Once upon a time","max_tokens":50,"temperature":0,"stop_token_ids":[)" +
+                           std::to_string(id) + "]}");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = body_json(r);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["usage"]["completion_tokens"], 1);
+  for (const char* bad : {R"("stop_token_ids":[-1])", R"("stop_token_ids":"x")", R"("stop_token_ids":[100000])",
+                          R"("spec_k":17)", R"("spec_k":-1)"}) {
+    const auto e = fetch(s.port(), "POST", "/v1/completions", R"({"prompt":"a","max_tokens":2,)" + std::string(bad) + "}");
+    EXPECT_EQ(e.status, 400) << bad << ": " << e.body;
+  }
+}
+
+}  // namespace
+}  // namespace tern::server
