@@ -19,8 +19,9 @@ enum class SchedulePolicy { Fcfs, Priority, ShortestJobFirst, FairShare };
 // What happens to a running request when KV blocks run out.
 enum class PreemptionMode { Recompute, Swap };
 
-// Where speculative decoding's proposals come from (none: it is off).
-enum class SpecMethod { None, Ngram, Draft };
+// Where speculative decoding's proposals come from (none: it is off): prompt
+// lookup, a draft model's file, or the model itself re-encoded at low precision.
+enum class SpecMethod { None, Ngram, Draft, SelfDraft };
 
 // How swapped-out KV blocks are kept in host memory.
 enum class SwapCompression { None, Lz4, Zstd };

@@ -61,6 +61,7 @@ struct EngineConfig {
   int spec_k = 4;          // most proposed tokens per sequence and step (adapts down per sequence)
   int spec_ngram_max = 3;  // prompt lookup: longest suffix matched
   std::string spec_draft_path;  // SpecMethod::Draft: a GGUF sharing the model's vocabulary
+  std::string spec_self_type = "Q4_0";  // SpecMethod::SelfDraft: the type the model is re-encoded to
   bool spec_adaptive = true;  // false: always propose spec_k (benchmarks, tests)
   double watermark = 0.01;
   double ageing_per_s = 1.0;

@@ -1,10 +1,15 @@
 #include "engine/speculator.h"
 
 #include <algorithm>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 #include "backend/backend.h"
 #include "core/log.h"
+#include "model/quantize.h"
 #include "spec/ngram.h"
 
 namespace tern {
@@ -26,23 +31,57 @@ int choose_spec_k(double a, int k_max, int n_batch, double d, int& idle_steps) {
   return ++idle_steps % 16 == 0 ? 1 : 0;
 }
 
+namespace {
+
+// The model re-encoded at spec_self_type into a temporary file (removed by
+// the caller once the draft has mapped it): one file on disk, loaded once.
+Result<std::string> write_self_draft(const EngineConfig& config) {
+  const QuantScheme* scheme = find_quant_scheme(config.spec_self_type);
+  if (!scheme)
+    return error(ErrorKind::InvalidArgument, "--draft self:" + config.spec_self_type + ": unknown type (known: " +
+                                                 quant_scheme_names() + ")");
+  const char* dir = std::getenv("TMPDIR");
+  std::string path = std::string(dir && *dir ? dir : "/tmp") + "/tern-self-draft-XXXXXX";
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) return error(ErrorKind::IoError, "self-draft: cannot create a temporary file in " + path);
+  ::close(fd);
+  ThreadPool pool(config.n_threads > 0 ? config.n_threads : ThreadPool::default_threads());
+  auto r = quantize_gguf(QuantizeOptions{config.model_path, path, *scheme}, pool);
+  if (!r) {
+    std::remove(path.c_str());
+    return r.status().with_context("self-draft (" + config.spec_self_type + ")");
+  }
+  return path;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<Speculator>> Speculator::create(const EngineConfig& config, const Model& target,
                                                        int32_t max_positions) {
   if (config.spec == SpecMethod::None) return std::unique_ptr<Speculator>();
   std::unique_ptr<Speculator> s(new Speculator());
   s->config_ = config;
-  if (config.spec == SpecMethod::Draft) {
-    if (config.spec_draft_path.empty())
+  std::string draft_path = config.spec_draft_path;
+  if (config.spec == SpecMethod::SelfDraft) {
+    auto path = write_self_draft(config);
+    TERN_RETURN_IF_ERROR(path.status());
+    draft_path = *path;
+  }
+  if (config.spec == SpecMethod::Draft || config.spec == SpecMethod::SelfDraft) {
+    if (draft_path.empty())
       return error(ErrorKind::InvalidArgument, "speculative decoding with a draft model needs its path");
-    auto draft = spec::DraftProposer::create(config.spec_draft_path, target.file(),
+    auto draft = spec::DraftProposer::create(draft_path, target.file(),
                                              backend::make_backend(config.backend, config.n_threads),
                                              config.max_num_seqs, max_positions + kMaxSpecTokens);
+    // A self-draft's file goes once mapped: the mapping keeps its pages.
+    if (config.spec == SpecMethod::SelfDraft) std::remove(draft_path.c_str());
     TERN_RETURN_IF_ERROR(draft.status());
     s->draft_ = std::move(draft).value();
     s->draft_cost_ = target.weight_bytes() > 0 ? static_cast<double>(s->draft_->weight_bytes()) /
                                                      static_cast<double>(target.weight_bytes())
                                                : 0.0;
-    TERN_LOG_INFO("spec: draft %s (%.1f%% of the target's weight bytes)", config.spec_draft_path.c_str(),
+    TERN_LOG_INFO("spec: draft %s (%.1f%% of the target's weight bytes)",
+                  config.spec == SpecMethod::SelfDraft ? ("self:" + config.spec_self_type).c_str() : draft_path.c_str(),
                   100.0 * s->draft_cost_);
   }
   return s;

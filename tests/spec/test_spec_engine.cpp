@@ -311,6 +311,24 @@ TEST(SpecEngine, GreedyWithADraftModelIsTheGoldenOutput) {
   }
 }
 
+TEST(SpecEngine, SelfDraftIsTheModelReencoded) {
+  TERN_REQUIRE_STORIES();
+  EngineConfig c = spec_config(6);
+  c.spec = SpecMethod::SelfDraft;
+  c.spec_self_type = "Q8_0";
+  c.kv_type = KvType::F32;
+  auto core = make_core(c);
+  ASSERT_TRUE(core);
+  const auto out = run_all(*core, {test::golden_request()});
+  EXPECT_EQ(out[0].tokens, test::golden_continuation());
+  const EngineStats st = core->stats();
+  EXPECT_GT(st.spec_accepted, st.spec_proposed * 8 / 10) << "the model at Q8_0 agrees with itself";
+  c.spec_self_type = "Q9_9";
+  auto bad = InlineEngine::create(c);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("self:Q9_9"), std::string::npos) << bad.status().message();
+}
+
 TEST(SpecEngine, ADraftWithAnotherVocabularyIsRefused) {
   TERN_REQUIRE_STORIES();
   auto core = InlineEngine::create(draft_config(test::draft_files().other_vocab));

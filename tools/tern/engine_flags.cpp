@@ -34,6 +34,9 @@ Status apply_spec_flags(const std::string& draft, int spec_k, EngineConfig& c) {
     c.spec = SpecMethod::None;
   } else if (draft == "ngram") {
     c.spec = SpecMethod::Ngram;
+  } else if (draft.rfind("self:", 0) == 0) {  // the model itself, re-encoded (checked when the engine loads it)
+    c.spec = SpecMethod::SelfDraft;
+    c.spec_self_type = draft.substr(5);
   } else {  // a draft model's file (checked when the engine loads it)
     c.spec = SpecMethod::Draft;
     c.spec_draft_path = draft;

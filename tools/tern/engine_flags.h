@@ -27,7 +27,7 @@ struct EngineFlags {
   std::string draft;  // speculative decoding: "" / "none" off, "ngram" prompt lookup, else a draft GGUF
   int spec_k = 4;
 
-  static constexpr const char* kDraftHelp = "speculative decoding proposer: none (default), ngram (prompt lookup) or a draft model's GGUF (same vocabulary)";
+  static constexpr const char* kDraftHelp = "speculative decoding proposer: none (default), ngram (prompt lookup), a draft model's GGUF (same vocabulary) or self:TYPE (the model re-encoded, e.g. self:Q4_0)";
   static constexpr const char* kSpecKHelp = "most proposed tokens per sequence and step, 1..16 (default 4)";
 
   void add_to(ArgParser& args);
