@@ -97,6 +97,8 @@ struct EngineStats {
   double decode_time_s = 0;
   // Speculative decoding: tokens proposed and verified, and of them accepted.
   int64_t spec_proposed = 0, spec_accepted = 0;
+  int64_t spec_verifies = 0;    // sequence-steps that carried proposals (accepted / this: mean accepted length)
+  double spec_draft_time_s = 0;  // spent proposing (the draft model's passes)
 };
 
 struct ModelInfo {

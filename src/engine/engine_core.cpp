@@ -242,6 +242,7 @@ Status EngineCore::step(std::vector<CoreOutput>& out) {
   const std::vector<RequestUpdate> updates = scheduler_->update(so, ro->results, *kv_);  // 3. progress
   record_step(so, ro->n_tokens);
   spec_proposed_ += ro->n_spec_proposed;
+  for (const ScheduledChunk& c : so.chunks) spec_verifies_ += c.n_spec > 0;
   spec_accepted_ += ro->n_spec_accepted;
 
   std::unordered_map<RequestId, size_t> chunk_of;
@@ -325,6 +326,8 @@ EngineStats EngineCore::stats() const {
   st.decode_time_s = decode_time_s_;
   st.spec_proposed = spec_proposed_;
   st.spec_accepted = spec_accepted_;
+  st.spec_verifies = spec_verifies_;
+  st.spec_draft_time_s = spec_ ? spec_->draft_time_s() : 0.0;
   return st;
 }
 

@@ -27,6 +27,28 @@ TEST(Cli, GreedyRunPrintsGoldenText) {
   EXPECT_NE(o.err.find("tok/s"), std::string::npos) << "timings belong on stderr";
 }
 
+TEST(Cli, SpeculativeRunPrintsGoldenTextAndCounts) {
+  TERN_REQUIRE_STORIES();
+  const std::string m = quote(test::stories_gguf());
+  for (const std::string& draft : {std::string("ngram"), test::stories_gguf(), std::string("self:Q8_0")}) {
+    auto o = run_tern("run -m " + m + " -p '' -n 200 --temp 0 -t 2 --draft " + quote(draft) + " --spec-k 6");
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(o.out, test::golden_text()) << draft;
+    EXPECT_NE(o.err.find("accepted"), std::string::npos) << o.err;
+  }
+  auto bad = run_tern("run -m " + m + " -p '' -n 4 --draft /nonexistent.gguf");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("draft"), std::string::npos) << bad.err;
+  auto bad_k = run_tern("run -m " + m + " -p '' -n 4 --draft ngram --spec-k 40");
+  EXPECT_NE(bad_k.exit_code, 0);
+  EXPECT_NE(bad_k.err.find("--spec-k"), std::string::npos) << bad_k.err;
+  // tern bench --draft: both engines, the same output, a JSON row per batch.
+  auto bench = run_tern("bench -m " + m + " --draft " + m + " -n 16 -b 1,3 -r 1 -t 2 --json");
+  ASSERT_EQ(bench.exit_code, 0) << bench.err;
+  EXPECT_NE(bench.out.find("\"batch\": 3"), std::string::npos) << bench.out;
+  EXPECT_EQ(bench.out.find("\"same_output\": false"), std::string::npos) << bench.out;
+}
+
 TEST(Cli, GreedyIsDeterministicAndSeedReproducible) {
   TERN_REQUIRE_STORIES();
   const std::string m = quote(test::stories_gguf());

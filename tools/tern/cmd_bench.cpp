@@ -54,13 +54,16 @@ int cmd_bench(int argc, char** argv) {
   // `tern bench serve|sweep ...`: the serving load generator (cmd_bench_serve.cpp).
   if (argc >= 1 && std::string(argv[0]) == "serve") return cmd_bench_serve(argc - 1, argv + 1);
   if (argc >= 1 && std::string(argv[0]) == "sweep") return cmd_bench_sweep(argc - 1, argv + 1);
+  for (int i = 0; i < argc; ++i)  // with a proposer: speculative decoding's speed-up (cmd_bench_spec.cpp)
+    if (std::string(argv[i]) == "--draft" || std::string(argv[i]).rfind("--draft=", 0) == 0) return cmd_bench_spec(argc, argv);
   std::string model_path, batches_text;
   int n_threads = 0;
   bool json = false;
   float price_per_hour = 0.0f;
   BenchOptions o;
   ArgParser args("bench", "tern bench -m MODEL [-p 512] [-n 128] [-b BATCHES] [-t THREADS] [-r REPS] [--json] "
-                          "[--price-per-hour P]\n       tern bench serve|sweep --url URL ... (see tern bench serve --help)");
+                          "[--price-per-hour P]\n       tern bench -m MODEL --draft ngram|DRAFT.gguf|self:TYPE ... (speculative decoding; see --draft --help)\n"
+                          "       tern bench serve|sweep --url URL ... (see tern bench serve --help)");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-p,--n-prompt", &o.n_prompt, "prompt tokens for pp (default 512, 0 skips)");
   args.add("-n,--n-gen", &o.n_gen, "generated tokens for tg (default 128, 0 skips)");

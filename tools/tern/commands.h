@@ -13,7 +13,8 @@ int cmd_perplexity(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_bench_serve(int argc, char** argv);  // tern bench serve: serving load generator
-int cmd_bench_sweep(int argc, char** argv);  // tern bench sweep: the same over rates/concurrencies
+int cmd_bench_sweep(int argc, char** argv);
+int cmd_bench_spec(int argc, char** argv);   // tern bench --draft: speculative decoding's speed-up  // tern bench sweep: the same over rates/concurrencies
 int cmd_serve(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
