@@ -203,6 +203,11 @@ std::string Metrics::render(const EngineStats& s, const std::string& model_name,
   sample(out, "tern_spec_proposed_tokens_total", static_cast<double>(s.spec_proposed), model);
   head(out, "tern_spec_accepted_tokens_total", "counter", "Speculative decoding: proposed tokens accepted.");
   sample(out, "tern_spec_accepted_tokens_total", static_cast<double>(s.spec_accepted), model);
+  head(out, "tern_spec_verify_steps_total", "counter",
+       "Speculative decoding: sequence-steps that verified proposals (accepted / this = mean accepted length).");
+  sample(out, "tern_spec_verify_steps_total", static_cast<double>(s.spec_verifies), model);
+  head(out, "tern_spec_draft_seconds_total", "counter", "Speculative decoding: time spent proposing (draft model passes).");
+  sample(out, "tern_spec_draft_seconds_total", s.spec_draft_time_s, model);
   head(out, "tern_http_buffered_bytes", "gauge", "Request bodies not yet handled plus response bytes not yet sent.");
   sample(out, "tern_http_buffered_bytes", static_cast<double>(http_buffered_bytes));
   head(out, "tern_http_connections", "gauge", "Open client connections.");

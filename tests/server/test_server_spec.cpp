@@ -39,6 +39,8 @@ TEST(ServerSpec, LookupGivesTheSameTextAndIsCounted) {
   const std::string metrics = fetch(s.port(), "GET", "/metrics").body;
   EXPECT_NE(metrics.find("tern_spec_proposed_tokens_total{"), std::string::npos);
   EXPECT_NE(metrics.find("tern_spec_accepted_tokens_total{"), std::string::npos);
+  EXPECT_NE(metrics.find("tern_spec_verify_steps_total{"), std::string::npos);
+  EXPECT_NE(metrics.find("tern_spec_draft_seconds_total{"), std::string::npos);
 }
 
 TEST(ServerSpec, StopTokenIdsEndAChoice) {

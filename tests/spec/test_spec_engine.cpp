@@ -339,6 +339,60 @@ TEST(SpecEngine, ADraftWithAnotherVocabularyIsRefused) {
   EXPECT_NE(missing.status().message().find("draft"), std::string::npos) << missing.status().message();
 }
 
+// A stress run with a draft that is always wrong (every step rolls back),
+// prefix caching and a pool small enough to preempt: the block manager's
+// invariants hold after every step, and the prefix index holds only what
+// was accepted — prompts that extend the first phase's full sequences hit
+// the cache and continue exactly as a fresh engine without speculation does.
+TEST(SpecEngine, KvInvariantsHoldAndTheCacheHoldsOnlyAcceptedTokens) {
+  TERN_REQUIRE_STORIES();
+  auto probe = make_core(base_config());
+  ASSERT_TRUE(probe);
+  EngineConfig c = draft_config(test::draft_files().random, 8);
+  c.spec_adaptive = false;  // propose every step: every step has a rollback
+  c.max_batched_tokens = 128;
+  c.kv_memory_bytes = probe->stats().kv_block_bytes * 48;
+  auto core = make_core(c);
+  ASSERT_TRUE(core);
+  const auto reqs = test::mixed_requests(core->tokenizer(), /*greedy_only=*/true);
+  std::vector<Collected> out(reqs.size());
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto p = core->prepare(reqs[i]);
+    ASSERT_TRUE(p.is_ok());
+    core->add(RequestId(i + 1), std::move(p).value(), [&out, i](const RequestOutput& o) {
+      if (o.has_token) out[i].tokens.push_back(o.token);
+    });
+  }
+  int steps = 0;
+  while (core->has_work() && steps < 100000) {
+    ASSERT_TRUE(core->step().is_ok());
+    ++steps;
+    const std::string bad = core->core().kv().blocks().check_invariants();
+    ASSERT_TRUE(bad.empty()) << "after step " << steps << ": " << bad;
+  }
+  EXPECT_GT(core->stats().n_preemptions, 0);
+  EXPECT_GT(core->stats().spec_proposed, 1000);
+  // Phase 2: each full sequence (prompt + output) as a prompt, 12 more tokens.
+  std::vector<GenerationRequest> more;
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    GenerationRequest r = reqs[i];
+    r.prompt_tokens.insert(r.prompt_tokens.end(), out[i].tokens.begin(), out[i].tokens.end());
+    r.max_tokens = 12;
+    r.n_logprobs = -1;
+    more.push_back(std::move(r));
+  }
+  const int64_t hits_before = core->stats().prefix_hit_tokens;
+  const auto got = run_all(*core, more);
+  EXPECT_GT(core->stats().prefix_hit_tokens - hits_before, 32 * 16) << "the sequences' blocks were cached";
+  EngineConfig fresh_cfg = base_config();
+  fresh_cfg.prefix_caching = false;
+  auto fresh = make_core(fresh_cfg);
+  ASSERT_TRUE(fresh);
+  const auto want = run_all(*fresh, more);
+  for (size_t i = 0; i < more.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
+  EXPECT_TRUE(core->core().kv().blocks().check_invariants().empty());
+}
+
 TEST(SpecEngine, PerRequestSpecKZeroTurnsItOff) {
   TERN_REQUIRE_STORIES();
   auto core = make_core(spec_config(4));
