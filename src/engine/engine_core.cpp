@@ -197,6 +197,7 @@ void EngineCore::finish(RequestId id, FinishReason reason, std::vector<CoreOutpu
   o.error = error_message;
   o.t_s = now_s();
   if (const SchedRequest* r = scheduler_->find(id)) {
+    if (spec_) spec_->remove(id, r->tokens);  // before the scheduler forgets the tokens
     o.n_tokens_prompt = r->n_prompt;
     o.n_tokens_cached = std::max(0, r->n_cached);
     o.n_preemptions = r->n_preemptions;

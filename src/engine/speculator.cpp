@@ -92,7 +92,8 @@ void Speculator::add(RequestId id, int request_k) {
   state_[id].k_max = std::clamp(request_k < 0 ? config_.spec_k : request_k, 0, kMaxSpecTokens);
 }
 
-void Speculator::remove(RequestId id) {
+void Speculator::remove(RequestId id, std::span<const TokenId> tokens) {
+  if (config_.spec == SpecMethod::Ngram && state_.contains(id)) suffixes_.add(tokens);
   state_.erase(id);
   if (draft_) draft_->release(id);
 }
@@ -119,8 +120,12 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
     const int k = config_.spec_adaptive ? choose_spec_k(st.accept_rate, st.k_max, n_batch, draft_cost_, st.idle_steps)
                                         : st.k_max;
     if (k <= 0) continue;
-    if (config_.spec == SpecMethod::Ngram)
-      scheduler.set_spec_tokens(u.id, spec::propose_ngram(r->tokens, k, {config_.spec_ngram_max, 1}));
+    if (config_.spec == SpecMethod::Ngram) {
+      std::vector<TokenId> p = spec::propose_ngram(r->tokens, k, {config_.spec_ngram_max, config_.spec_ngram_max});
+      if (p.empty()) p = suffixes_.propose(r->tokens, k);  // another request's continuation
+      if (p.empty()) p = spec::propose_ngram(r->tokens, k, {std::max(1, config_.spec_ngram_max - 1), 1});
+      scheduler.set_spec_tokens(u.id, std::move(p));
+    }
     else if (!draft_failed_)
       drafts.push_back({u.id, r->tokens, k});
   }

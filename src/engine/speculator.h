@@ -3,7 +3,9 @@
 // rate) and proposes the next tokens of every request still decoding, which
 // the scheduler carries into the next step (SchedRequest::spec_tokens).
 //
-// Proposers: prompt lookup (spec/ngram.h) or a draft model (spec/draft.h).
+// Proposers: prompt lookup (spec/ngram.h: the sequence's own tokens first,
+// then spec/suffix_cache.h: what finished requests produced after the same
+// three tokens) or a draft model (spec/draft.h).
 // How many per request (choose_k): the k maximising expected tokens per unit
 // of cost, (1 + a + ... + a^k) / (1 + (c + d) k), with a the request's recent
 // acceptance rate (an EMA), c the relative cost of one more verified token —
@@ -20,6 +22,7 @@
 #include "engine/model_runner.h"
 #include "scheduler/scheduler.h"
 #include "spec/draft.h"
+#include "spec/suffix_cache.h"
 #include "tern/engine.h"
 
 namespace tern {
@@ -39,7 +42,9 @@ class Speculator {
   // A request joins with its own cap (GenerationRequest::spec_k: -1 the
   // engine's, 0 none); leaves when it ends.
   void add(RequestId id, int request_k);
-  void remove(RequestId id);
+  // `tokens`: the finished sequence (prompt and output), which joins prompt
+  // lookup's cross-request cache; empty when it ended without running.
+  void remove(RequestId id, std::span<const TokenId> tokens = {});
 
   // After Scheduler::update: learn, then set the next proposals.
   void step(const SchedulerOutput& so, const RunnerOutput& ro, const std::vector<RequestUpdate>& updates,
@@ -55,6 +60,7 @@ class Speculator {
   };
   EngineConfig config_;
   std::unique_ptr<spec::DraftProposer> draft_;
+  spec::SuffixCache suffixes_;  // prompt lookup: what finished requests produced
   double draft_cost_ = 0.0;  // d above
   bool draft_failed_ = false;
   std::unordered_map<RequestId, State> state_;
