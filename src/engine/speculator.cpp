@@ -121,9 +121,10 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
                                         : st.k_max;
     if (k <= 0) continue;
     if (config_.spec == SpecMethod::Ngram) {
-      std::vector<TokenId> p = spec::propose_ngram(r->tokens, k, {config_.spec_ngram_max, config_.spec_ngram_max});
-      if (p.empty()) p = suffixes_.propose(r->tokens, k);  // another request's continuation
-      if (p.empty()) p = spec::propose_ngram(r->tokens, k, {std::max(1, config_.spec_ngram_max - 1), 1});
+      // What a finished request produced after the same tokens (repeated
+      // traffic), else the sequence's own history (quoting its input).
+      std::vector<TokenId> p = suffixes_.propose(r->tokens, k);
+      if (p.empty()) p = spec::propose_ngram(r->tokens, k, {config_.spec_ngram_max, 1});
       scheduler.set_spec_tokens(u.id, std::move(p));
     }
     else if (!draft_failed_)

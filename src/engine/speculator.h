@@ -3,9 +3,9 @@
 // rate) and proposes the next tokens of every request still decoding, which
 // the scheduler carries into the next step (SchedRequest::spec_tokens).
 //
-// Proposers: prompt lookup (spec/ngram.h: the sequence's own tokens first,
-// then spec/suffix_cache.h: what finished requests produced after the same
-// three tokens) or a draft model (spec/draft.h).
+// Proposers: prompt lookup (spec/suffix_cache.h: what finished requests
+// produced after the same three tokens first, then spec/ngram.h: the
+// sequence's own history) or a draft model (spec/draft.h).
 // How many per request (choose_k): the k maximising expected tokens per unit
 // of cost, (1 + a + ... + a^k) / (1 + (c + d) k), with a the request's recent
 // acceptance rate (an EMA), c the relative cost of one more verified token —
