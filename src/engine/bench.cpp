@@ -15,20 +15,21 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-struct Stats {
-  double mean = 0, std = 0;
-};
-Stats stats(const std::vector<double>& v) {
-  Stats s;
+}  // namespace
+
+SampleStats sample_stats(const std::vector<double>& v) {
+  SampleStats s;
   if (v.empty()) return s;
   for (double x : v) s.mean += x;
-  s.mean /= v.size();
+  s.mean /= static_cast<double>(v.size());
   if (v.size() > 1) {
     for (double x : v) s.std += (x - s.mean) * (x - s.mean);
-    s.std = std::sqrt(s.std / (v.size() - 1));
+    s.std = std::sqrt(s.std / static_cast<double>(v.size() - 1));
   }
   return s;
 }
+
+namespace {
 
 std::vector<TokenId> random_tokens(int n, int n_vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -108,7 +109,7 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o,
       if (!s) return s.status();
       if (rep > 0) rates.push_back(o.n_prompt / *s);
     }
-    const Stats st = stats(rates);
+    const SampleStats st = sample_stats(rates);
     r.pp = {o.n_prompt, st.mean, st.std};
   }
   if (o.n_gen > 0) {
@@ -119,7 +120,7 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o,
       if (!s) return s.status();
       if (rep > 0) rates.push_back(o.n_gen / *s);
     }
-    const Stats st = stats(rates);
+    const SampleStats st = sample_stats(rates);
     r.tg = {o.n_gen, st.mean, st.std};
   }
   // Steady-state memory: weights touched by pp/tg, the KV cache and buffers.
@@ -136,7 +137,7 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o,
       if (!s) return s.status();
       if (rep > 0) rates.push_back(static_cast<double>(b) * steps / *s);
     }
-    const Stats st = stats(rates);
+    const SampleStats st = sample_stats(rates);
     r.batched.push_back({b, steps, st.mean, st.std});
   }
   return r;

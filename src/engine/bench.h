@@ -23,6 +23,12 @@ struct BenchOptions {
   uint64_t seed = 42;
 };
 
+// Mean and sample standard deviation (0 for fewer than two values).
+struct SampleStats {
+  double mean = 0, std = 0;
+};
+SampleStats sample_stats(const std::vector<double>& values);
+
 struct Throughput {
   int tokens = 0;
   double tok_s = 0;      // mean over repetitions

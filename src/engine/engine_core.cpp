@@ -196,8 +196,10 @@ void EngineCore::finish(RequestId id, FinishReason reason, std::vector<CoreOutpu
   o.finish = reason;
   o.error = error_message;
   o.t_s = now_s();
-  if (const SchedRequest* r = scheduler_->find(id)) {
-    if (spec_) spec_->remove(id, r->tokens);  // before the scheduler forgets the tokens
+  const SchedRequest* r = scheduler_->find(id);
+  // Before the scheduler forgets the tokens (prompt lookup keeps them).
+  if (spec_) spec_->remove(id, r ? std::span<const TokenId>(r->tokens) : std::span<const TokenId>());
+  if (r) {
     o.n_tokens_prompt = r->n_prompt;
     o.n_tokens_cached = std::max(0, r->n_cached);
     o.n_preemptions = r->n_preemptions;
@@ -206,7 +208,6 @@ void EngineCore::finish(RequestId id, FinishReason reason, std::vector<CoreOutpu
     scheduler_->record_output_length(n_generated);
   }
   runner_->remove_request(id);
-  if (spec_) spec_->remove(id);
   live_.erase(id);
   ++n_finished_;
   out.push_back(std::move(o));
@@ -243,7 +244,7 @@ Status EngineCore::step(std::vector<CoreOutput>& out) {
   const std::vector<RequestUpdate> updates = scheduler_->update(so, ro->results, *kv_);  // 3. progress
   record_step(so, ro->n_tokens);
   spec_proposed_ += ro->n_spec_proposed;
-  for (const ScheduledChunk& c : so.chunks) spec_verifies_ += c.n_spec > 0;
+  spec_verifies_ += ro->n_spec_verifies;
   spec_accepted_ += ro->n_spec_accepted;
 
   std::unordered_map<RequestId, size_t> chunk_of;

@@ -133,6 +133,7 @@ Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Sched
       const std::span<float> rows(logits_.data() + row * n_vocab, static_cast<size_t>(n_rows[i]) * n_vocab);
       row += static_cast<size_t>(n_rows[i]);
       out.n_spec_proposed += c.n_spec;
+      ++out.n_spec_verifies;
       out.n_spec_accepted += verify_chunk(st, *sched.find(c.id), c, rows, res, out.logprobs[i]);
       continue;
     }

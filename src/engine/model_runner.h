@@ -44,6 +44,7 @@ struct RunnerOutput {
   std::vector<std::vector<TokenLogprobs>> logprobs;  // parallel: one per new token when asked, else empty
   int64_t n_tokens = 0;                           // tokens run through the model
   int64_t n_spec_proposed = 0, n_spec_accepted = 0;  // proposals verified this step, and kept
+  int64_t n_spec_verifies = 0;                       // chunks that carried proposals
 };
 
 class ModelRunner {

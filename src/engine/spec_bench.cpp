@@ -1,8 +1,9 @@
 #include "engine/spec_bench.h"
 
 #include <chrono>
-#include <cmath>
 
+
+#include "engine/bench.h"
 #include "engine/inline_engine.h"
 
 namespace tern {
@@ -35,14 +36,6 @@ Result<Run> run_batch(InlineEngine& e, const std::vector<std::string>& prompts, 
   while (e.has_work()) TERN_RETURN_IF_ERROR(e.step());
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return run;
-}
-
-void mean_std(const std::vector<double>& v, double& mean, double& sd) {
-  mean = sd = 0;
-  for (double x : v) mean += x;
-  mean /= static_cast<double>(v.size());
-  for (double x : v) sd += (x - mean) * (x - mean);
-  sd = v.size() > 1 ? std::sqrt(sd / static_cast<double>(v.size() - 1)) : 0.0;
 }
 
 }  // namespace
@@ -82,8 +75,9 @@ Result<std::vector<SpecBenchRow>> bench_speculative(const EngineConfig& plain_cf
       row.verifies += after.spec_verifies - before.spec_verifies;
       row.draft_share += after.spec_draft_time_s - before.spec_draft_time_s;
     }
-    mean_std(plain_rates, row.plain_tok_s, row.plain_std);
-    mean_std(spec_rates, row.spec_tok_s, row.spec_std);
+    const SampleStats plain_st = sample_stats(plain_rates), spec_st = sample_stats(spec_rates);
+    row.plain_tok_s = plain_st.mean, row.plain_std = plain_st.std;
+    row.spec_tok_s = spec_st.mean, row.spec_std = spec_st.std;
     row.draft_share = spec_seconds > 0 ? row.draft_share / spec_seconds : 0.0;
     rows.push_back(row);
   }

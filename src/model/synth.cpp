@@ -232,25 +232,18 @@ void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, const ArchSh
 // A generated tensor: dims = {row length, n_rows}; 1-D tensors are norms (all ones).
 TensorJob make_job(const SynthOptions& o, const QuantModelInfo& model, const std::string& name,
                    std::vector<uint64_t> dims) {
-  TensorJob job;
-  job.name = name;
-  const uint32_t n_dims = static_cast<uint32_t>(dims.size());
-  const TypeChoice choice = choose_tensor_type(o.scheme, model, name, n_dims, dims[0], GgmlType::F32);
-  job.type = choice.type;
-  job.fell_back = choice.fell_back;
-  job.n_bytes_in = 4 * dims[0] * (n_dims > 1 ? dims[1] : 1);
   const int64_t n_cols = static_cast<int64_t>(dims[0]);
-  if (n_dims == 1) {
-    job.source = [n_cols](int64_t, float* row) { std::fill(row, row + n_cols, 1.0f); };
+  RowSource source;
+  if (dims.size() == 1) {
+    source = [n_cols](int64_t, float* row) { std::fill(row, row + n_cols, 1.0f); };
   } else {
     const uint64_t seed = o.seed, hash = fnv1a(name);
     const float std_dev = o.weight_std;
-    job.source = [seed, hash, std_dev, n_cols](int64_t i_row, float* row) {
+    source = [seed, hash, std_dev, n_cols](int64_t i_row, float* row) {
       fill_normal_row(row_seed(seed, hash, i_row), std_dev, row, n_cols);
     };
   }
-  job.dims = std::move(dims);
-  return job;
+  return generated_tensor_job(o.scheme, model, name, std::move(dims), std::move(source));
 }
 
 // A 1-D F32 tensor of fixed values (RoPE factors).
@@ -265,6 +258,20 @@ TensorJob values_job(const std::string& name, std::vector<float> values) {
 }
 
 }  // namespace
+
+TensorJob generated_tensor_job(const QuantScheme& scheme, const QuantModelInfo& model, const std::string& name,
+                               std::vector<uint64_t> dims, RowSource source) {
+  TensorJob job;
+  job.name = name;
+  const uint32_t n_dims = static_cast<uint32_t>(dims.size());
+  const TypeChoice choice = choose_tensor_type(scheme, model, name, n_dims, dims[0], GgmlType::F32);
+  job.type = choice.type;
+  job.fell_back = choice.fell_back;
+  job.n_bytes_in = 4 * dims[0] * (n_dims > 1 ? dims[1] : 1);
+  job.dims = std::move(dims);
+  job.source = std::move(source);
+  return job;
+}
 
 Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, const QuantizeProgressFn& progress) {
   TERN_RETURN_IF_ERROR(validate_synth_options(o));

@@ -73,6 +73,12 @@ struct SynthOptions {
 // for RoPE) before reading or writing anything.
 Status validate_synth_options(const SynthOptions& options);
 
+// A tensor whose F32 rows come from `source` (dims = {row length, n_rows},
+// or {n} for a 1-D one), encoded as `scheme`'s rules choose for its name —
+// what synth_model and synth_embed_model write.
+TensorJob generated_tensor_job(const QuantScheme& scheme, const QuantModelInfo& model, const std::string& name,
+                               std::vector<uint64_t> dims, RowSource source);
+
 Result<QuantizeReport> synth_model(const SynthOptions& options, ThreadPool& pool,
                                    const QuantizeProgressFn& progress = {});
 

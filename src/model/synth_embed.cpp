@@ -7,12 +7,12 @@
 #include "gguf/reader.h"
 #include "model/gguf_names.h"
 #include "model/hparams.h"
+#include "model/synth.h"
 #include "quant/quant.h"
 
 namespace tern {
 namespace {
 
-using gguf::GgmlType;
 using gguf::Value;
 using gguf_names::Key;
 using gguf_names::key;
@@ -59,20 +59,6 @@ Status check_shapes(const HParams& s, const Shapes& x) {
   if (x.Hs % x.hs != 0) return bad("the head size " + std::to_string(x.Hs) + " must be a multiple of the small one's (" +
                                    std::to_string(x.hs) + ")");
   return Status::ok();
-}
-
-TensorJob job(const EmbedOptions& o, const QuantModelInfo& model, const std::string& name,
-              std::vector<uint64_t> dims, RowSource source) {
-  TensorJob j;
-  j.name = name;
-  const uint32_t n_dims = static_cast<uint32_t>(dims.size());
-  const TypeChoice c = choose_tensor_type(o.scheme, model, name, n_dims, dims[0], GgmlType::F32);
-  j.type = n_dims == 1 ? GgmlType::F32 : c.type;
-  j.fell_back = c.fell_back;
-  j.n_bytes_in = 4 * dims[0] * (n_dims > 1 ? dims[1] : 1);
-  j.dims = std::move(dims);
-  j.source = std::move(source);
-  return j;
 }
 
 // Row sources. `src_row[R]` is the small row big row R copies (-1: zero).
@@ -175,7 +161,7 @@ Result<QuantizeReport> synth_embed_model(const EmbedOptions& o, ThreadPool& pool
 
   std::vector<TensorJob> jobs;
   auto add = [&](Tensor t, int il, std::vector<uint64_t> dims, RowSource src) {
-    jobs.push_back(job(o, model, tensor_name(t, il), std::move(dims), std::move(src)));
+    jobs.push_back(generated_tensor_job(o.scheme, model, tensor_name(t, il), std::move(dims), std::move(src)));
   };
   auto small = [&](Tensor t, int il) { return read_f32(*file, tensor_name(t, il)); };
   auto embd = small(Tensor::TokenEmbd, -1);

@@ -243,13 +243,9 @@ TokenId Sampler::sample(std::span<float> logits) {
 Sampler::Verdict Sampler::verify(std::span<float> logits, TokenId proposed) {
   TERN_ASSERT(logits.size() == static_cast<size_t>(n_vocab_));
   apply_penalties(logits);
-  if (params_.temperature <= 0.0f) {
-    const TokenId best = argmax(logits);
-    return {best == proposed, best};
-  }
-  const double u = next_uniform();
+  const double u = params_.temperature > 0.0f ? next_uniform() : 0.0;  // one draw, as sample()
   double kept = 0.0;
-  if (!filtered_candidates(logits, kept)) {
+  if (params_.temperature <= 0.0f || !filtered_candidates(logits, kept)) {  // greedy, or no softmax exists
     const TokenId best = argmax(logits);
     return {best == proposed, best};
   }

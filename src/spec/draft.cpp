@@ -86,6 +86,7 @@ Result<std::vector<std::vector<TokenId>>> DraftProposer::propose(std::span<const
     size_t i;      // index into requests
     int slot;
     int32_t pos;   // position of the next token fed
+    int k;         // proposals it gets (fewer than asked near the position limit)
   };
   std::vector<Active> active;
   // 1. Catch up: keep what the draft holds of each sequence, feed the rest;
@@ -120,21 +121,19 @@ Result<std::vector<std::vector<TokenId>>> DraftProposer::propose(std::span<const
       if (last) want_row.push_back(i);
       if (batch_.size() >= kMaxPassTokens) TERN_RETURN_IF_ERROR(flush());
     }
-    active.push_back({i, slot, n});
+    active.push_back({i, slot, n, k});
   }
   TERN_RETURN_IF_ERROR(flush());
   // 2. Draft: each step feeds every active sequence's latest proposal.
-  for (int step = 1;; ++step) {
+  for (;;) {
     std::vector<Active> next;
     for (const Active& a : active) {
-      const DraftRequest& q = requests[a.i];
-      if (static_cast<int>(out[a.i].size()) >= std::min<int>(q.k, max_positions_ - static_cast<int32_t>(q.tokens.size())))
-        continue;
+      if (static_cast<int>(out[a.i].size()) >= a.k) continue;
       const TokenId t = out[a.i].back();
       batch_.add(t, a.pos, SeqId(a.slot), true);
       fed_[static_cast<size_t>(a.slot)].push_back(t);
       want_row.push_back(a.i);
-      next.push_back({a.i, a.slot, a.pos + 1});
+      next.push_back({a.i, a.slot, a.pos + 1, a.k});
     }
     if (next.empty()) break;
     TERN_RETURN_IF_ERROR(flush());

@@ -20,19 +20,6 @@
 namespace tern::cli {
 namespace {
 
-Result<std::vector<int>> parse_list(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end || v < 1 || v > 4096)
-      return error(ErrorKind::InvalidArgument, "bench: -b expects a comma-separated list of batch sizes in [1, 4096], got '" + text + "'");
-    out.push_back(static_cast<int>(v));
-  }
-  return out;
-}
 
 // The weight type holding most of the model's bytes, e.g. "Q4_K".
 std::string dominant_type(const Model& m) {
@@ -48,6 +35,20 @@ std::string dominant_type(const Model& m) {
 bool is_float_type(const std::string& t) { return t == "F32" || t == "F16" || t == "BF16"; }
 
 }  // namespace
+
+Result<std::vector<int>> parse_batch_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end || v < 1 || v > 4096)
+      return error(ErrorKind::InvalidArgument, "bench: -b expects a comma-separated list of batch sizes in [1, 4096], got '" + text + "'");
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
 
 int cmd_bench(int argc, char** argv) {
   std::string backend_name = "cpu";
@@ -82,7 +83,7 @@ int cmd_bench(int argc, char** argv) {
   if (model_path.empty()) return report(error(ErrorKind::InvalidArgument, "bench: -m MODEL is required"));
   if (n_threads < 0) return report(error(ErrorKind::InvalidArgument, "bench: -t must be >= 1"));
   if (!batches_text.empty()) {
-    auto list = parse_list(batches_text);
+    auto list = parse_batch_list(batches_text);
     if (!list) return report(list.status());
     o.batches = *list;
   }

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <sstream>
 
 #include "args.h"
 #include "backend_flag.h"
@@ -40,15 +39,9 @@ int cmd_bench_spec(int argc, char** argv) {
   }
   if (model_path.empty() || draft.empty())
     return report(error(ErrorKind::InvalidArgument, "bench: -m MODEL and --draft are required"));
-  o.batches.clear();
-  std::stringstream ss(batches);
-  for (std::string item; std::getline(ss, item, ',');) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end || v < 1 || v > 1024)
-      return report(error(ErrorKind::InvalidArgument, "bench: -b expects batch sizes in [1, 1024], got '" + batches + "'"));
-    o.batches.push_back(static_cast<int>(v));
-  }
+  auto list = parse_batch_list(batches);
+  if (!list) return report(list.status());
+  o.batches = *list;
   EngineConfig plain;
   plain.model_path = model_path;
   plain.n_threads = n_threads;

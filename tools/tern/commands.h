@@ -2,6 +2,9 @@
 // arguments after the subcommand name and returns the process exit code.
 #pragma once
 
+#include <string>
+#include <vector>
+
 #include "core/status.h"
 
 namespace tern::cli {
@@ -14,7 +17,9 @@ int cmd_convert(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_bench_serve(int argc, char** argv);  // tern bench serve: serving load generator
 int cmd_bench_sweep(int argc, char** argv);
-int cmd_bench_spec(int argc, char** argv);   // tern bench --draft: speculative decoding's speed-up  // tern bench sweep: the same over rates/concurrencies
+int cmd_bench_spec(int argc, char** argv);
+// tern bench's -b: comma-separated batch sizes in [1, 4096].
+Result<std::vector<int>> parse_batch_list(const std::string& text);   // tern bench --draft: speculative decoding's speed-up  // tern bench sweep: the same over rates/concurrencies
 int cmd_serve(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
