@@ -1,0 +1,178 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+#include <map>
+
+namespace tern::grammar {
+
+TokenTrie::TokenTrie(const std::vector<std::string>& pieces) : n_tokens_(pieces.size()) {
+  // Built as a map-based trie, then flattened into sorted edge arrays (a
+  // node's edges contiguous), which the mask walk reads linearly.
+  struct Build {
+    std::map<uint8_t, uint32_t> kids;
+    std::vector<int32_t> toks;
+  };
+  std::vector<Build> b(1);
+  for (size_t id = 0; id < pieces.size(); ++id) {
+    if (pieces[id].empty()) continue;
+    uint32_t n = 0;
+    for (char c : pieces[id]) {
+      const uint8_t byte = static_cast<uint8_t>(c);
+      auto it = b[n].kids.find(byte);
+      if (it == b[n].kids.end()) {
+        const uint32_t child = static_cast<uint32_t>(b.size());
+        b[n].kids.emplace(byte, child);
+        b.emplace_back();
+        n = child;
+      } else {
+        n = it->second;
+      }
+    }
+    b[n].toks.push_back(static_cast<int32_t>(id));
+  }
+  nodes_.resize(b.size());
+  for (size_t i = 0; i < b.size(); ++i) {
+    Node& nd = nodes_[i];
+    nd.first_edge = static_cast<uint32_t>(edges_.size());
+    nd.n_edges = static_cast<uint32_t>(b[i].kids.size());
+    for (auto [byte, child] : b[i].kids) edges_.push_back({byte, child});
+    nd.first_token = static_cast<uint32_t>(tokens_.size());
+    nd.n_tokens = static_cast<uint32_t>(b[i].toks.size());
+    tokens_.insert(tokens_.end(), b[i].toks.begin(), b[i].toks.end());
+  }
+}
+
+Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : g_(std::move(grammar)) {
+  Set start;
+  for (uint32_t a : g_->rules[g_->root].alts) expand(cont(a, 0, kEnd), start);
+  std::sort(start.begin(), start.end());
+  start.erase(std::unique(start.begin(), start.end()), start.end());
+  history_.push_back(std::move(start));
+}
+
+uint32_t Matcher::cont(uint32_t alt, uint32_t idx, uint32_t parent) {
+  if (idx >= g_->alts[alt].size()) return parent;
+  const Node key{alt, idx, parent};
+  auto it = ids_.find(key);
+  if (it != ids_.end()) return it->second;
+  const uint32_t id = static_cast<uint32_t>(nodes_.size());
+  nodes_.push_back(key);
+  ids_.emplace(key, id);
+  return id;
+}
+
+void Matcher::expand(uint32_t c, Set& out) {
+  if (auto it = expanded_.find(c); it != expanded_.end()) {
+    out.insert(out.end(), it->second.begin(), it->second.end());
+    return;
+  }
+  // Iterative (a chain of nullable completions can be as deep as the
+  // nesting of the text), with a seen-list so shared continuations expand once.
+  Set result;
+  std::vector<uint32_t> seen;
+  work_.assign(1, c);
+  while (!work_.empty()) {
+    const uint32_t x = work_.back();
+    work_.pop_back();
+    if (std::find(seen.begin(), seen.end(), x) != seen.end()) continue;
+    seen.push_back(x);
+    if (x == kEnd) {
+      result.push_back(kEnd);
+      continue;
+    }
+    const Node nd = nodes_[x];
+    const Symbol& s = g_->alts[nd.alt][nd.idx];
+    if (s.kind == Symbol::Kind::Bytes) {
+      result.push_back(x);
+      continue;
+    }
+    const uint32_t after = cont(nd.alt, nd.idx + 1, nd.parent);
+    for (uint32_t a : g_->rules[s.id].alts) work_.push_back(cont(a, 0, after));
+  }
+  std::sort(result.begin(), result.end());
+  out.insert(out.end(), result.begin(), result.end());
+  expanded_.emplace(c, std::move(result));
+}
+
+bool Matcher::step(const Set& from, uint8_t b, Set& next) {
+  next.clear();
+  for (uint32_t x : from) {
+    if (x == kEnd) continue;
+    const Node nd = nodes_[x];
+    const Symbol& s = g_->alts[nd.alt][nd.idx];
+    if (!g_->byte_sets[s.id].has(b)) continue;
+    expand(cont(nd.alt, nd.idx + 1, nd.parent), next);
+    if (next.size() > 4 * kMaxStacks) break;
+  }
+  std::sort(next.begin(), next.end());
+  next.erase(std::unique(next.begin(), next.end()), next.end());
+  if (next.size() > kMaxStacks) {
+    overflowed_ = true;
+    next.clear();
+    return false;
+  }
+  return true;
+}
+
+bool Matcher::accept(std::string_view bytes) {
+  Set cur = history_.back(), next;
+  for (char c : bytes) {
+    if (!step(cur, static_cast<uint8_t>(c), next) || next.empty()) return false;
+    cur.swap(next);
+  }
+  history_.push_back(std::move(cur));
+  return true;
+}
+
+void Matcher::rollback(size_t n) {
+  n = std::min(n, n_accepted());
+  history_.resize(history_.size() - n);
+}
+
+bool Matcher::can_end() const {
+  const Set& s = history_.back();
+  return !s.empty() && s.back() == kEnd;
+}
+
+bool Matcher::finished() const {
+  const Set& s = history_.back();
+  return s.size() == 1 && s[0] == kEnd;
+}
+
+bool Matcher::allows(std::string_view bytes) {
+  Set cur = history_.back(), next;
+  for (char c : bytes) {
+    if (!step(cur, static_cast<uint8_t>(c), next) || next.empty()) return false;
+    cur.swap(next);
+  }
+  return true;
+}
+
+void Matcher::mask(const TokenTrie& trie, std::vector<uint8_t>& allowed) {
+  allowed.assign(trie.n_tokens(), 0);
+  // Depth-first over the trie; sets[d] is the stack set after the first d
+  // bytes of the current path.
+  struct Frame {
+    uint32_t node, next_edge;
+  };
+  std::vector<Set> sets{history_.back()};
+  std::vector<Frame> path{{0, 0}};
+  while (!path.empty()) {
+    Frame& f = path.back();
+    const TokenTrie::Node& nd = trie.node(f.node);
+    if (f.next_edge == nd.n_edges) {
+      path.pop_back();
+      sets.pop_back();
+      continue;
+    }
+    const TokenTrie::Edge& e = trie.edge(nd.first_edge + f.next_edge++);
+    Set next;
+    if (!step(sets.back(), e.byte, next) || next.empty()) continue;
+    const TokenTrie::Node& child = trie.node(e.child);
+    for (uint32_t t = 0; t < child.n_tokens; ++t) allowed[static_cast<size_t>(trie.token(child.first_token + t))] = 1;
+    sets.push_back(std::move(next));
+    path.push_back({e.child, 0});
+  }
+}
+
+}  // namespace tern::grammar

@@ -1,0 +1,121 @@
+// grammar/matcher.h — runs a Grammar (grammar/grammar.h) over generated
+// bytes, one sequence at a time: which tokens may come next (a mask over the
+// vocabulary), accepting the chosen token, and rolling back tokens that
+// speculative decoding rejected.
+//
+// How: a pushdown recogniser. The state is the set of parse stacks that are
+// alive after the bytes so far; each stack's top is a byte-set symbol waiting
+// for the next byte (rules are expanded until a byte set is on top, which
+// always ends because the grammar has no left recursion). Stacks are
+// persistent linked lists of (alternative, position, parent) nodes,
+// hash-consed, so identical stacks are one id, sets of stacks are sorted id
+// vectors, and a byte step shares every unchanged tail. The end marker kEnd
+// in a set means "the root rule may end here".
+//
+// Masks walk a byte trie of the vocabulary (TokenTrie), advancing the stack
+// set one byte per trie edge, so tokens sharing a prefix share the work and a
+// dead prefix prunes its whole subtree.
+//
+// Ambiguous grammars can multiply stacks; a step that would hold more than
+// kMaxStacks is refused as if the byte did not match, and overflowed() says
+// so, instead of letting memory grow without bound.
+//
+// Threading: one thread at a time per Matcher; copies are independent (a
+// sequence forked for n > 1 copies its matcher).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace tern::grammar {
+
+// The vocabulary as a byte trie: token id -> its bytes as generated text
+// (pieces). Tokens with no bytes (special/control tokens) are not in the trie.
+class TokenTrie {
+ public:
+  explicit TokenTrie(const std::vector<std::string>& pieces);
+  size_t n_tokens() const { return n_tokens_; }
+
+  struct Node {
+    uint32_t first_edge = 0, n_edges = 0;    // into edges_
+    uint32_t first_token = 0, n_tokens = 0;  // into tokens_: ids whose piece ends here
+  };
+  struct Edge {
+    uint8_t byte = 0;
+    uint32_t child = 0;
+  };
+  const Node& node(uint32_t i) const { return nodes_[i]; }
+  const Edge& edge(uint32_t i) const { return edges_[i]; }
+  int32_t token(uint32_t i) const { return tokens_[i]; }
+
+ private:
+  std::vector<Node> nodes_;  // [0] is the root
+  std::vector<Edge> edges_;
+  std::vector<int32_t> tokens_;
+  size_t n_tokens_ = 0;
+};
+
+class Matcher {
+ public:
+  static constexpr size_t kMaxStacks = 1u << 14;
+  static constexpr uint32_t kEnd = UINT32_MAX;
+
+  explicit Matcher(std::shared_ptr<const Grammar> grammar);
+
+  // Feeds the bytes of one token. False, with the state unchanged, when the
+  // grammar cannot continue with all of them.
+  bool accept(std::string_view bytes);
+  // Undoes the last n accept() calls that succeeded (n <= n_accepted()).
+  void rollback(size_t n);
+  size_t n_accepted() const { return history_.size() - 1; }
+  // The bytes so far form a complete sentence of the grammar (end-of-text may come).
+  bool can_end() const;
+  // No byte can follow (the sentence is complete and closed).
+  bool finished() const;
+  // Whether accept(bytes) would succeed; no state change.
+  bool allows(std::string_view bytes);
+  // allowed[id] = 1 for each trie token that may come next, 0 otherwise; the
+  // vector is resized to trie.n_tokens() (ids outside the trie stay 0).
+  void mask(const TokenTrie& trie, std::vector<uint8_t>& allowed);
+  // A step was refused because the grammar was too ambiguous (kMaxStacks).
+  bool overflowed() const { return overflowed_; }
+
+ private:
+  struct Node {
+    uint32_t alt, idx, parent;  // waiting for symbol idx of alternative alt; then continue with parent
+  };
+  struct KeyHash {
+    size_t operator()(const Node& n) const {
+      return (size_t{n.alt} * 0x9E3779B97F4A7C15ull) ^ (size_t{n.idx} * 0xC2B2AE3D27D4EB4Full) ^ n.parent;
+    }
+  };
+  struct KeyEq {
+    bool operator()(const Node& a, const Node& b) const {
+      return a.alt == b.alt && a.idx == b.idx && a.parent == b.parent;
+    }
+  };
+  using Set = std::vector<uint32_t>;  // sorted, unique stack ids (and kEnd)
+
+  // The stack continuing at symbol idx of alt, then parent (parent itself when idx is past the end).
+  uint32_t cont(uint32_t alt, uint32_t idx, uint32_t parent);
+  // Appends the stacks with a byte set on top that `c` expands to.
+  void expand(uint32_t c, Set& out);
+  // next = the stacks after byte b from `from`. False on overflow.
+  bool step(const Set& from, uint8_t b, Set& next);
+
+  std::shared_ptr<const Grammar> g_;
+  std::vector<Node> nodes_;
+  std::unordered_map<Node, uint32_t, KeyHash, KeyEq> ids_;
+  std::unordered_map<uint32_t, Set> expanded_;  // memo of expand() per continuation
+  std::vector<Set> history_;                    // [0] initial; back() current
+  bool overflowed_ = false;
+  std::vector<uint32_t> work_;  // scratch of expand()
+};
+
+}  // namespace tern::grammar
