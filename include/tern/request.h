@@ -32,6 +32,16 @@ struct SamplingParams {
   Status validate() const;
 };
 
+// Output constrained to a grammar (src/grammar/): the generated text must be
+// a sentence of it, and end-of-text is sampled only where the sentence is
+// complete. text: GBNF (llama.cpp's grammar syntax), a JSON Schema (JSON
+// text), or a regular expression; JsonObject needs none (any JSON object).
+enum class ConstraintKind { None, Gbnf, JsonSchema, Regex, JsonObject };
+struct OutputConstraint {
+  ConstraintKind kind = ConstraintKind::None;
+  std::string text;
+};
+
 enum class FinishReason { Length, Stop, Eos, Context, Cancelled, Error };
 const char* finish_reason_name(FinishReason r);
 
@@ -47,6 +57,7 @@ struct GenerationRequest {
   int priority = 0;                  // lower = more urgent
   std::vector<int32_t> stop_token_ids;  // generating one of these ends the request (kept in the output)
   int spec_k = -1;                   // speculative proposals per step: -1 the engine's setting, 0 off
+  OutputConstraint constraint;       // none by default; cannot be combined with ignore_eos
   std::string tenant;
 };
 

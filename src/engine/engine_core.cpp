@@ -176,9 +176,21 @@ void EngineCore::add(RequestId id, const PreparedRequest& p) {
   r.max_positions = static_cast<int32_t>(std::min<int64_t>(max_seq_positions_, INT32_MAX));
   r.tokens = p.prompt;
   r.stop_token_ids = p.stop_token_ids;
-  runner_->add_request(id, g.sampling, g.n_logprobs, p.prompt);
+  if (p.grammar)
+    runner_->add_request(id, g.sampling, g.n_logprobs, p.prompt, p.grammar, constraint_vocab(), p.stop_token_ids);
+  else
+    runner_->add_request(id, g.sampling, g.n_logprobs, p.prompt);
   scheduler_->add(std::move(r));
   if (spec_) spec_->add(id, g.spec_k);
+}
+
+std::shared_ptr<const grammar::TokenVocab> EngineCore::constraint_vocab() {
+  if (!constraint_vocab_) {
+    std::vector<std::string> pieces(static_cast<size_t>(model_->hparams().n_vocab));
+    for (size_t t = 0; t < pieces.size(); ++t) pieces[t] = tokenizer_->token_to_piece(static_cast<TokenId>(t));
+    constraint_vocab_ = std::make_shared<const grammar::TokenVocab>(std::move(pieces));
+  }
+  return constraint_vocab_;
 }
 
 void EngineCore::cancel(RequestId id) { cancelled_.insert(id); }

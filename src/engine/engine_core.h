@@ -75,6 +75,8 @@ class EngineCore {
   void finish(RequestId id, FinishReason reason, std::vector<CoreOutput>& out, const std::string& error = {},
               CoreOutput* last = nullptr);
   void record_step(const SchedulerOutput& so, int64_t n_tokens);
+  // The vocabulary's pieces and trie for constrained requests, built at the first one.
+  std::shared_ptr<const grammar::TokenVocab> constraint_vocab();
 
   EngineConfig config_;
   std::unique_ptr<Model> model_;
@@ -91,6 +93,7 @@ class EngineCore {
   std::unordered_set<RequestId> cancelled_;  // to finish at the next step
   std::vector<CoreOutput> pending_;          // finished at add() (max_tokens 0): reported by the next step
   std::unique_ptr<Speculator> spec_;  // null: no speculative decoding
+  std::shared_ptr<const grammar::TokenVocab> constraint_vocab_;
   int32_t next_seq_ = 0;
 
   // Counters for stats().

@@ -27,6 +27,7 @@ Result<GenerateResult> generate(Engine& engine, std::vector<TokenId> prompt, con
   req.max_tokens = o.max_tokens;
   req.stop = o.stop;
   req.ignore_eos = o.ignore_eos;
+  req.constraint = o.constraint;
   std::mutex mu;
   std::condition_variable cv;
   GenerateResult result;

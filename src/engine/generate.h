@@ -23,6 +23,7 @@ struct GenerateOptions {
   int max_tokens = 128;
   std::vector<std::string> stop;
   bool ignore_eos = false;
+  OutputConstraint constraint;
 };
 
 struct GenerateResult {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "grammar/constraint.h"
+
 namespace tern {
 
 InputProcessor::InputProcessor(const Tokenizer& tokenizer, InputLimits limits) : tok_(tokenizer), limits_(limits) {
@@ -62,6 +64,14 @@ Result<PreparedRequest> InputProcessor::prepare(GenerationRequest request) const
       return error(ErrorKind::InvalidArgument, "stop token id " + std::to_string(t) + " is outside the vocabulary of " +
                                                    std::to_string(n_vocab));
     p.stop_token_ids.push_back(t);
+  }
+  if (request.constraint.kind != ConstraintKind::None) {
+    // The grammar decides where the text ends; past its end only end-of-text fits.
+    if (request.ignore_eos)
+      return error(ErrorKind::InvalidArgument, "ignore_eos cannot be combined with a grammar or response format");
+    auto g = grammar::compile_constraint(request.constraint);
+    TERN_RETURN_IF_ERROR(g.status());
+    p.grammar = std::move(g).value();
   }
   p.request = std::move(request);
   return p;

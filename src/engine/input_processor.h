@@ -2,15 +2,18 @@
 // engine core: sampling parameters, token ids, the prompt against the context
 // and the KV pool, max_tokens — each with one message, for every caller
 // (`tern run`, `tern batch`, `tern serve`). It also tokenises text prompts and
-// works out the stop token ids (end-of-generation ids unless ignore_eos).
+// works out the stop token ids (end-of-generation ids unless ignore_eos), and
+// compiles an output constraint (grammar/constraint.h, cached).
 // Immutable after construction; prepare() and check_context() are safe from
 // any thread.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/status.h"
+#include "grammar/grammar.h"
 #include "tern/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -21,6 +24,7 @@ struct PreparedRequest {
   GenerationRequest request;
   std::vector<TokenId> prompt;
   std::vector<TokenId> stop_token_ids;  // sampling one of these ends the request (Eos)
+  std::shared_ptr<const grammar::Grammar> grammar;  // request.constraint compiled; null when none
 };
 
 struct InputLimits {

@@ -1,5 +1,7 @@
 #include "engine/model_runner.h"
 
+#include <algorithm>
+#include <limits>
 #include <string>
 
 #include "core/assert.h"
@@ -11,10 +13,42 @@ ModelRunner::ModelRunner(const Model& model, KvManager& kv, int32_t n_ctx_seq) :
 }
 
 void ModelRunner::add_request(RequestId id, const SamplingParams& params, int n_logprobs,
-                              std::span<const TokenId> prompt) {
+                              std::span<const TokenId> prompt, std::shared_ptr<const grammar::Grammar> grammar,
+                              std::shared_ptr<const grammar::TokenVocab> vocab, std::vector<TokenId> end_ids) {
   auto st = std::make_unique<RequestState>(RequestState{Sampler(params, model_.hparams().n_vocab), n_logprobs});
   for (TokenId t : prompt) st->sampler.accept(t);
+  if (grammar) {
+    TERN_ASSERT_MSG(vocab != nullptr, "runner: a grammar needs the vocabulary's pieces");
+    st->matcher = std::make_unique<grammar::Matcher>(std::move(grammar));
+    st->vocab = std::move(vocab);
+    st->end_ids = std::move(end_ids);
+  }
   requests_[id] = std::move(st);
+}
+
+void ModelRunner::constrain(RequestState& st, std::span<float> row) {
+  if (!st.matcher) return;
+  st.matcher->mask(st.vocab->trie, st.mask);
+  const size_t n = std::min(row.size(), st.mask.size());
+  std::vector<float> end_logits;
+  for (TokenId e : st.end_ids) end_logits.push_back(row[static_cast<size_t>(e)]);
+  bool any = false;
+  for (size_t t = 0; t < row.size(); ++t) {
+    if (t < n && st.mask[t]) any = true;
+    else row[t] = -std::numeric_limits<float>::infinity();
+  }
+  // End-of-text where the sentence is complete — and also when nothing else
+  // fits (a grammar needing bytes no token has): ending beats sampling from nothing.
+  if (st.matcher->can_end() || !any)
+    for (size_t i = 0; i < st.end_ids.size(); ++i) row[static_cast<size_t>(st.end_ids[i])] = end_logits[i];
+}
+
+void ModelRunner::accept_token(RequestState& st, TokenId tok) {
+  st.sampler.accept(tok);
+  if (!st.matcher || std::find(st.end_ids.begin(), st.end_ids.end(), tok) != st.end_ids.end()) return;
+  // The mask allowed it, so the grammar takes it.
+  const bool ok = st.matcher->accept(st.vocab->pieces[static_cast<size_t>(tok)]);
+  TERN_ASSERT_MSG(ok, "runner: the grammar refused a token its own mask allowed");
 }
 
 void ModelRunner::remove_request(RequestId id) { requests_.erase(id); }
@@ -77,7 +111,7 @@ int32_t ModelRunner::verify_chunk(RequestState& st, const SchedRequest& r, const
   std::vector<float> raw;
   auto emit = [&](std::span<float> row, TokenId tok) {
     res.new_tokens.push_back(tok);
-    st.sampler.accept(tok);  // the penalties of the next row see it, as without speculation
+    accept_token(st, tok);  // the penalties and the grammar of the next row see it, as without speculation
     if (st.n_logprobs < 0) return;
     TokenLogprobs lp;
     lp.logprob = Sampler::log_softmax_at(raw, tok);
@@ -89,6 +123,7 @@ int32_t ModelRunner::verify_chunk(RequestState& st, const SchedRequest& r, const
   for (int32_t j = 0; j <= c.n_spec; ++j) {
     const std::span<float> row = rows.subspan(static_cast<size_t>(j) * n_vocab, n_vocab);
     if (st.n_logprobs >= 0) raw.assign(row.begin(), row.end());
+    constrain(st, row);
     if (j == c.n_spec) {  // every proposal accepted: the last row gives one token more
       const TokenId tok = st.sampler.sample(row);
       emit(row, tok);
@@ -143,8 +178,9 @@ Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Sched
     // Log-probabilities from the raw logits: sample() applies penalties in place.
     std::vector<float> raw;
     if (st.n_logprobs >= 0) raw.assign(logits.begin(), logits.end());
+    constrain(st, logits);
     const TokenId tok = st.sampler.sample(logits);
-    st.sampler.accept(tok);
+    accept_token(st, tok);
     res.new_tokens.push_back(tok);
     if (st.n_logprobs >= 0) {
       lp.logprob = Sampler::log_softmax_at(raw, tok);

@@ -12,8 +12,12 @@
 // match, or exact rejection sampling) until one is rejected — its
 // replacement ends the chunk — or all are accepted and the last row gives
 // one token more. It returns, per chunk, what Scheduler::update() takes
-// (n_accepted counts the proposals kept). Samplers (and, later, constraints)
-// live here, one per request.
+// (n_accepted counts the proposals kept). Samplers and output constraints
+// live here, one per request: a constrained request's rows are masked by its
+// grammar matcher before sampling or verification (tokens the grammar cannot
+// take get -inf; end-of-text only where the sentence is complete), and each
+// emitted token is fed to the matcher, so speculative proposals are checked
+// by the same mask as sampled tokens.
 //
 // Any number of logits rows per sequence can be asked for (logits_rows):
 // their values are the same bits as feeding the tokens one by one.
@@ -25,6 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "grammar/matcher.h"
 #include "model/model.h"
 #include "sampling/sampler.h"
 #include "scheduler/kv_manager.h"
@@ -53,7 +58,12 @@ class ModelRunner {
   ModelRunner(const Model& model, KvManager& kv, int32_t n_ctx_seq = 0);
 
   // Sampler state for a request (penalties see the prompt, as `tern run` always did).
-  void add_request(RequestId id, const SamplingParams& params, int n_logprobs, std::span<const TokenId> prompt);
+  // grammar (with the vocabulary's pieces and trie in `vocab`): the request's
+  // constraint, null for none; end_ids: the tokens that end it (allowed only
+  // where the grammar's sentence is complete).
+  void add_request(RequestId id, const SamplingParams& params, int n_logprobs, std::span<const TokenId> prompt,
+                   std::shared_ptr<const grammar::Grammar> grammar = nullptr,
+                   std::shared_ptr<const grammar::TokenVocab> vocab = nullptr, std::vector<TokenId> end_ids = {});
   void remove_request(RequestId id);
 
   // One forward pass over every chunk; an error fails the whole step.
@@ -68,7 +78,15 @@ class ModelRunner {
   struct RequestState {
     Sampler sampler;
     int n_logprobs = -1;
+    std::unique_ptr<grammar::Matcher> matcher;  // null: unconstrained
+    std::shared_ptr<const grammar::TokenVocab> vocab;
+    std::vector<TokenId> end_ids;
+    std::vector<uint8_t> mask;  // scratch [n_vocab]
   };
+  // Masks a row to what the request's grammar allows next (no-op when unconstrained).
+  void constrain(RequestState& st, std::span<float> row);
+  // Records an emitted token: penalties, then the grammar.
+  void accept_token(RequestState& st, TokenId tok);
   // Verifies a chunk's proposals row by row (rows: [n_spec + 1][n_vocab]),
   // filling its result; returns how many proposals were accepted.
   int32_t verify_chunk(RequestState& st, const SchedRequest& r, const ScheduledChunk& c, std::span<float> rows,

@@ -61,6 +61,14 @@ class TokenTrie {
   size_t n_tokens_ = 0;
 };
 
+// What constrained sampling needs of a vocabulary: each token's bytes as
+// generated text ("" for control tokens, which no grammar matches) and their trie.
+struct TokenVocab {
+  explicit TokenVocab(std::vector<std::string> token_pieces) : pieces(std::move(token_pieces)), trie(pieces) {}
+  std::vector<std::string> pieces;
+  TokenTrie trie;
+};
+
 class Matcher {
  public:
   static constexpr size_t kMaxStacks = 1u << 14;

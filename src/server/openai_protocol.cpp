@@ -151,6 +151,49 @@ class Fields {
   const json& obj_;
 };
 
+// response_format ({"type": "text" | "json_object" | "json_schema",
+// "json_schema": {"name", "schema", "strict"}}) and the extensions grammar,
+// regex and json_schema: at most one constraint. The grammar itself is
+// compiled (and its errors reported) when the engine prepares the request.
+std::optional<ApiError> parse_constraint(Fields& f, OutputConstraint& out) {
+  int n_given = 0;
+  if (const json* rf = f.get("response_format")) {
+    const json* type = rf->is_object() && rf->contains("type") ? &(*rf)["type"] : nullptr;
+    const std::string t = type && type->is_string() ? type->get<std::string>() : "";
+    if (t == "json_object") {
+      out = {ConstraintKind::JsonObject, {}};
+      ++n_given;
+    } else if (t == "json_schema") {
+      const json* js = rf->contains("json_schema") ? &(*rf)["json_schema"] : nullptr;
+      if (!js || !js->is_object() || !js->contains("schema") ||
+          !((*js)["schema"].is_object() || (*js)["schema"].is_boolean()))
+        return bad("response_format", "'response_format' of type json_schema needs 'json_schema': {\"schema\": {...}}");
+      out = {ConstraintKind::JsonSchema, (*js)["schema"].dump()};
+      ++n_given;
+    } else if (t != "text") {
+      return bad("response_format", "'response_format' type must be text, json_object or json_schema");
+    }
+  }
+  if (const json* g = f.get("grammar")) {
+    if (!g->is_string() || g->get<std::string>().empty()) return bad("grammar", "'grammar' must be GBNF text");
+    out = {ConstraintKind::Gbnf, g->get<std::string>()};
+    ++n_given;
+  }
+  if (const json* r = f.get("regex")) {
+    if (!r->is_string() || r->get<std::string>().empty()) return bad("regex", "'regex' must be a regular expression");
+    out = {ConstraintKind::Regex, r->get<std::string>()};
+    ++n_given;
+  }
+  if (const json* s = f.get("json_schema")) {
+    if (!s->is_object() && !s->is_boolean()) return bad("json_schema", "'json_schema' must be a JSON Schema object");
+    out = {ConstraintKind::JsonSchema, s->dump()};
+    ++n_given;
+  }
+  if (n_given > 1)
+    return bad("response_format", "give at most one of response_format (json), grammar, regex and json_schema");
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_stop(Fields& f, std::vector<std::string>& out) {
   const json* v = f.get("stop");
   if (!v) return std::nullopt;
@@ -246,11 +289,7 @@ std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams&
     return bad("tools", "tool calling is not supported by this server");
   if (const json* lb = f.get("logit_bias"); lb && !(lb->is_object() && lb->empty()))
     return bad("logit_bias", "'logit_bias' is not supported by this server");
-  if (const json* rf = f.get("response_format")) {
-    const json* type = rf->is_object() && rf->contains("type") ? &(*rf)["type"] : nullptr;
-    if (!type || !type->is_string() || type->get<std::string>() != "text")
-      return bad("response_format", "only 'response_format': {\"type\": \"text\"} is supported");
-  }
+  if (auto e = parse_constraint(f, p.constraint)) return e;
   if (const json* bo = f.get("best_of")) {
     if (!bo->is_number_integer() || bo->get<int64_t>() != p.n)
       return bad("best_of", "'best_of' other than n is not supported");

@@ -61,6 +61,9 @@ struct GenerationParams {
   // Extensions (ignored by clients that do not send them):
   int spec_k = -1;                     // speculative proposals per step: -1 the server's, 0 off
   std::vector<int32_t> stop_token_ids;  // generating one of these ends the choice (vLLM's field)
+  // response_format json_object / json_schema, or the extensions `grammar`
+  // (GBNF), `regex` and `json_schema` (a schema, as llama-server takes it).
+  OutputConstraint constraint;
 };
 
 inline constexpr int kMaxN = 16;

@@ -66,7 +66,11 @@ TEST(OpenAiProtocol, BadFieldsNameTheirParam) {
       {R"({"messages":[{"role":"user","content":"x"}],"top_logprobs":2})", "top_logprobs"},
       {R"({"messages":[{"role":"user","content":"x"}],"stop":""})", "stop"},
       {R"({"messages":[{"role":"user","content":"x"}],"stream_options":5})", "stream_options"},
-      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})", "response_format"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"xml"}})", "response_format"},
+      {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})", "response_format"},
+      {R"({"messages":[{"role":"user","content":"x"}],"grammar":5})", "grammar"},
+      {R"({"messages":[{"role":"user","content":"x"}],"regex":""})", "regex"},
+      {R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\"","regex":"a"})", "response_format"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":3000000000})", "max_tokens"},
   };
   for (const auto& [body, param] : cases) {
@@ -77,6 +81,25 @@ TEST(OpenAiProtocol, BadFieldsNameTheirParam) {
     EXPECT_EQ(std::get<ApiError>(r).param, param);
     EXPECT_FALSE(std::get<ApiError>(r).message.empty());
   }
+}
+
+TEST(OpenAiProtocol, ConstraintsFromResponseFormatAndExtensions) {
+  auto constraint = [](const char* body) { return std::get<ChatRequest>(parse_chat_request(body)).params.constraint; };
+  EXPECT_EQ(constraint(R"({"messages":[{"role":"user","content":"x"}]})").kind, ConstraintKind::None);
+  EXPECT_EQ(constraint(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"text"}})").kind,
+            ConstraintKind::None);
+  EXPECT_EQ(constraint(R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_object"}})").kind,
+            ConstraintKind::JsonObject);
+  const OutputConstraint s = constraint(
+      R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"p","strict":true,"schema":{"type":"object"}}}})");
+  EXPECT_EQ(s.kind, ConstraintKind::JsonSchema);
+  EXPECT_EQ(s.text, R"({"type":"object"})");
+  const OutputConstraint g = constraint(R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\""})");
+  EXPECT_EQ(g.kind, ConstraintKind::Gbnf);
+  EXPECT_EQ(g.text, R"(root ::= "a")");
+  EXPECT_EQ(constraint(R"({"messages":[{"role":"user","content":"x"}],"regex":"[0-9]+"})").kind, ConstraintKind::Regex);
+  EXPECT_EQ(constraint(R"({"messages":[{"role":"user","content":"x"}],"json_schema":{"type":"string"}})").kind,
+            ConstraintKind::JsonSchema);
 }
 
 TEST(OpenAiProtocol, CompletionPromptShapes) {

@@ -17,13 +17,14 @@
 namespace tern::cli {
 
 int cmd_run(int argc, char** argv) {
-  std::string model_path, prompt, prompt_file, stop, backend_name = "cpu", draft;
+  std::string model_path, prompt, prompt_file, stop, backend_name = "cpu", draft, grammar_file, schema_file, regex;
   int n_predict = 128, n_threads = 0, n_ctx = 0, spec_k = 4;
-  bool echo = false, ignore_eos = false, have_seed = false;
+  bool echo = false, ignore_eos = false, have_seed = false, json_object = false;
   uint64_t seed = 0;
   SamplingParams sp;
   ArgParser args("run", "tern run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
-                        "[--seed S] [-t THREADS] [--draft ngram [--spec-k K]] [--echo]");
+                        "[--seed S] [-t THREADS] [--draft ngram [--spec-k K]] [--echo] "
+                        "[--grammar-file F | --json-schema-file F | --regex R | --json]");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-p,--prompt", &prompt, "prompt text (empty = BOS only)");
   args.add("-f,--file", &prompt_file, "read the prompt from a file (regular file, up to 1 GiB)");
@@ -44,6 +45,10 @@ int cmd_run(int argc, char** argv) {
   args.add("--draft", &draft, EngineFlags::kDraftHelp);
   args.add("--spec-k", &spec_k, EngineFlags::kSpecKHelp);
   args.add_flag("--echo", &echo, "print the prompt before the continuation");
+  args.add("--grammar-file", &grammar_file, "constrain the output to a GBNF grammar (llama.cpp's syntax) read from F");
+  args.add("--json-schema-file", &schema_file, "constrain the output to JSON matching the JSON Schema in F");
+  args.add("--regex", &regex, "constrain the output to text matching this regular expression");
+  args.add_flag("--json", &json_object, "constrain the output to a JSON object");
   args.add_flag("--ignore-eos", &ignore_eos, "keep generating after end-of-text tokens");
   seed = SamplingParams{}.seed;
   if (auto s = args.parse(argc, argv); !s) return report(s);
@@ -87,6 +92,7 @@ int cmd_run(int argc, char** argv) {
   o.max_tokens = n_predict;
   o.ignore_eos = ignore_eos;
   if (!stop.empty()) o.stop.push_back(stop);
+  if (auto st = constraint_from_flags(grammar_file, schema_file, regex, json_object, o.constraint); !st) return report(st);
   if (echo)
     if (auto st = write_stdout(prompt); !st) return report(st);
   // A failed write stops generation at once: nobody can read the rest.

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "backend_flag.h"
+#include "core/input_file.h"
 
 namespace tern::cli {
 
@@ -115,6 +116,24 @@ Status EngineFlags::apply(EngineConfig& c) const {
       return error(ErrorKind::InvalidArgument, "--tenant-weights item '" + item + "': expected NAME=WEIGHT with WEIGHT > 0");
     c.tenant_weights.emplace_back(item.substr(0, eq), w);
     pos = comma + 1;
+  }
+  return Status::ok();
+}
+
+Status constraint_from_flags(const std::string& grammar_file, const std::string& schema_file,
+                             const std::string& regex, bool json_object, OutputConstraint& out) {
+  const int n = !grammar_file.empty() + !schema_file.empty() + !regex.empty() + json_object;
+  if (n > 1)
+    return error(ErrorKind::InvalidArgument, "--grammar-file, --json-schema-file, --regex and --json are exclusive");
+  if (!grammar_file.empty() || !schema_file.empty()) {
+    auto text = read_file(grammar_file.empty() ? schema_file : grammar_file);
+    TERN_RETURN_IF_ERROR(text.status());
+    out.kind = grammar_file.empty() ? ConstraintKind::JsonSchema : ConstraintKind::Gbnf;
+    out.text = std::move(text).value();
+  } else if (!regex.empty()) {
+    out = {ConstraintKind::Regex, regex};
+  } else if (json_object) {
+    out = {ConstraintKind::JsonObject, {}};
   }
   return Status::ok();
 }

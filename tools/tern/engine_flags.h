@@ -41,4 +41,9 @@ Status apply_spec_flags(const std::string& draft, int spec_k, EngineConfig& conf
 // "4G" / "512M" / "64K" / "123" (bytes) or "0.25" (fraction of available RAM).
 Status parse_kv_memory(const std::string& text, EngineConfig& config);
 
+// --grammar-file F (GBNF), --json-schema-file F, --regex R, --json: at most
+// one; files are read whole (regular files, up to 1 GiB).
+Status constraint_from_flags(const std::string& grammar_file, const std::string& schema_file,
+                             const std::string& regex, bool json_object, OutputConstraint& out);
+
 }  // namespace tern::cli

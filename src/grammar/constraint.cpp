@@ -1,0 +1,79 @@
+#include "grammar/constraint.h"
+
+#include <deque>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "grammar/gbnf.h"
+
+namespace tern::grammar {
+
+const char* const kJsonGbnf = R"G(
+root    ::= object
+value   ::= object | array | string | number | "true" | "false" | "null"
+object  ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
+member  ::= string ws ":" ws value
+array   ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
+string  ::= "\"" char* "\""
+char    ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
+number  ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+ws      ::= [ \t\n\r]{0,20}
+)G";
+
+namespace {
+
+Result<Grammar> compile_uncached(const OutputConstraint& c) {
+  switch (c.kind) {
+    case ConstraintKind::Gbnf:
+      return parse_gbnf(c.text);
+    case ConstraintKind::JsonObject:
+      return parse_gbnf(kJsonGbnf);
+    case ConstraintKind::JsonSchema:
+      return error(ErrorKind::Unsupported, "grammar: JSON Schema constraints are not supported yet");
+    case ConstraintKind::Regex:
+      return error(ErrorKind::Unsupported, "grammar: regular expression constraints are not supported yet");
+    case ConstraintKind::None:
+      break;
+  }
+  return error(ErrorKind::InvalidArgument, "grammar: no constraint");
+}
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<const Grammar>> map;
+  std::deque<std::string> order;  // insertion order, oldest first
+};
+
+Cache& cache() {
+  static Cache c;
+  return c;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Grammar>> compile_constraint(const OutputConstraint& c) {
+  if (c.kind == ConstraintKind::None) return std::shared_ptr<const Grammar>();
+  std::string key(1, static_cast<char>('0' + static_cast<int>(c.kind)));
+  key += c.text;
+  Cache& k = cache();
+  {
+    std::lock_guard<std::mutex> lock(k.mu);
+    if (auto it = k.map.find(key); it != k.map.end()) return it->second;
+  }
+  // Compiled outside the lock: a big schema must not stall other requests.
+  auto g = compile_uncached(c);
+  TERN_RETURN_IF_ERROR(g.status());
+  auto shared = std::make_shared<const Grammar>(std::move(g).value());
+  std::lock_guard<std::mutex> lock(k.mu);
+  if (k.map.emplace(key, shared).second) {
+    k.order.push_back(key);
+    while (k.order.size() > kCacheEntries) {
+      k.map.erase(k.order.front());
+      k.order.pop_front();
+    }
+  }
+  return shared;
+}
+
+}  // namespace tern::grammar
