@@ -6,6 +6,8 @@
 #include <unordered_map>
 
 #include "grammar/gbnf.h"
+#include "grammar/json_schema.h"
+#include "grammar/regex.h"
 
 namespace tern::grammar {
 
@@ -17,7 +19,7 @@ member  ::= string ws ":" ws value
 array   ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
 string  ::= "\"" char* "\""
 char    ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
-number  ::= "-"? ( "0" | [1-9] [0-9]* ) ( "." [0-9]+ )? ( [eE] [-+]? [0-9]+ )?
+number  ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?
 ws      ::= [ \t\n\r]{0,20}
 )G";
 
@@ -29,10 +31,16 @@ Result<Grammar> compile_uncached(const OutputConstraint& c) {
       return parse_gbnf(c.text);
     case ConstraintKind::JsonObject:
       return parse_gbnf(kJsonGbnf);
-    case ConstraintKind::JsonSchema:
-      return error(ErrorKind::Unsupported, "grammar: JSON Schema constraints are not supported yet");
-    case ConstraintKind::Regex:
-      return error(ErrorKind::Unsupported, "grammar: regular expression constraints are not supported yet");
+    case ConstraintKind::JsonSchema: {
+      auto gbnf = json_schema_to_gbnf(c.text);
+      TERN_RETURN_IF_ERROR(gbnf.status());
+      return parse_gbnf(*gbnf);
+    }
+    case ConstraintKind::Regex: {
+      auto expr = regex_to_gbnf(c.text);
+      TERN_RETURN_IF_ERROR(expr.status());
+      return parse_gbnf("root ::= " + *expr);
+    }
     case ConstraintKind::None:
       break;
   }

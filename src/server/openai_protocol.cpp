@@ -377,6 +377,18 @@ std::optional<ApiError> parse_messages(const json& j, std::vector<ChatMessage>& 
   return std::nullopt;
 }
 
+// The request body is parsed into a key-sorted json; a schema's property
+// order is the order generated JSON must follow, so take the schema again
+// from the body with its keys in the order the client wrote them.
+void keep_schema_order(std::string_view body, OutputConstraint& c) {
+  if (c.kind != ConstraintKind::JsonSchema) return;
+  const auto o = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (o.is_discarded()) return;
+  if (o.contains("json_schema")) c.text = o["json_schema"].dump();
+  else if (o.contains("response_format") && o["response_format"].contains("json_schema"))
+    c.text = o["response_format"]["json_schema"]["schema"].dump();
+}
+
 }  // namespace
 
 ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
@@ -386,6 +398,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
   ChatRequest r;
   if (auto err = parse_messages(*j, r.messages)) return *err;
   if (auto err = parse_common(*j, /*chat=*/true, r.params)) return *err;
+  keep_schema_order(body, r.params.constraint);
   return r;
 }
 
@@ -437,6 +450,7 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body) {
   f.boolean("echo", r.echo);
   if (f.error) return *f.error;
   if (auto err = parse_common(*j, /*chat=*/false, r.params)) return *err;
+  keep_schema_order(body, r.params.constraint);
   if (r.params.n * static_cast<int>(r.prompts.size()) > 64)
     return bad("n", "prompts x n must be at most 64 choices per request");
   if (r.echo && r.params.n_logprobs >= 0)

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "../grammar/schema_validator.h"
 #include "engine_run_util.h"
+#include "grammar/constraint.h"
 #include "grammar/gbnf.h"
 #include "grammar/matcher.h"
 
@@ -83,6 +85,41 @@ TEST(Constrained, JsonRecordsParseWithTheRightFields) {
     EXPECT_TRUE(j["pets"].is_array());
     EXPECT_LE(j["pets"].size(), 3u);
   }
+}
+
+TEST(Constrained, JsonSchemaOutputsValidateAgainstAnIndependentValidator) {
+  const char* schema = R"({"type":"object","properties":{
+      "name":{"type":"string","minLength":1,"maxLength":12},
+      "age":{"type":"integer","minimum":1,"maximum":120},
+      "mood":{"enum":["happy","sad"]},
+      "friends":{"type":"array","items":{"type":"string","maxLength":8},"maxItems":2}},
+      "required":["name","age","mood"]})";
+  const grammar::testing::SchemaValidator validator(nlohmann::ordered_json::parse(schema));
+  auto core = test::make_core(test::base_config());
+  ASSERT_TRUE(core);
+  std::vector<GenerationRequest> reqs;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    GenerationRequest r = constrained("", 1.5f, seed, 200);
+    r.constraint = {ConstraintKind::JsonSchema, schema};
+    reqs.push_back(r);
+  }
+  const auto out = test::run_all(*core, reqs);
+  auto g = grammar::compile_constraint({ConstraintKind::JsonSchema, schema});
+  ASSERT_TRUE(g.is_ok());
+  int n_complete = 0;
+  for (const auto& o : out) {
+    ASSERT_TRUE(o.final_output);
+    if (o.final_output->finish == FinishReason::Eos) {
+      ++n_complete;
+      const auto j = nlohmann::ordered_json::parse(o.text, nullptr, false);
+      ASSERT_FALSE(j.is_discarded()) << o.text;
+      EXPECT_TRUE(validator.valid(j)) << o.text;
+    } else {
+      grammar::Matcher m(*g);
+      EXPECT_TRUE(m.accept(o.text)) << o.text;
+    }
+  }
+  EXPECT_GE(n_complete, 8);
 }
 
 TEST(Constrained, JsonObjectModeGivesAnObjectPrefix) {

@@ -211,6 +211,17 @@ test('grammar-constrained output: a GBNF extension field, streaming and not, and
   // response_format json_object: the reply starts as a JSON object.
   const j = await client.chat.completions.create({ ...greedy, messages, max_tokens: 30, response_format: { type: 'json_object' } });
   assert.match(j.choices[0].message.content, /^\s*\{/);
+  // response_format json_schema (strict, as SDKs send it): the reply parses and has the fields.
+  const schema = { type: 'object', properties: { name: { type: 'string', maxLength: 10 }, age: { type: 'integer', minimum: 1, maximum: 99 } },
+    required: ['name', 'age'], additionalProperties: false };
+  for (const seed of [1, 2]) {
+    const s = await client.chat.completions.create({ model: 'stories260K', messages, max_tokens: 80, temperature: 1.0, seed,
+      response_format: { type: 'json_schema', json_schema: { name: 'person', strict: true, schema } } });
+    assert.equal(s.choices[0].finish_reason, 'stop');
+    const obj = JSON.parse(s.choices[0].message.content);
+    assert.deepEqual(Object.keys(obj), ['name', 'age']);
+    assert.ok(Number.isInteger(obj.age) && obj.age >= 1 && obj.age <= 99);
+  }
   // A grammar that does not compile is a 400 naming the problem.
   await assert.rejects(client.completions.create({ model: 'stories260K', prompt: 'x', max_tokens: 5, grammar: 'root ::= nowhere' }),
     (e) => e instanceof OpenAI.BadRequestError && /'nowhere' is used but not defined/.test(e.message));

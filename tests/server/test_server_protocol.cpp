@@ -94,6 +94,9 @@ TEST(OpenAiProtocol, ConstraintsFromResponseFormatAndExtensions) {
       R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"p","strict":true,"schema":{"type":"object"}}}})");
   EXPECT_EQ(s.kind, ConstraintKind::JsonSchema);
   EXPECT_EQ(s.text, R"({"type":"object"})");
+  // The schema keeps the client's key order: generated JSON follows it.
+  EXPECT_EQ(constraint(R"({"messages":[{"role":"user","content":"x"}],"json_schema":{"properties":{"z":{},"a":{}}}})").text,
+            R"({"properties":{"z":{},"a":{}}})");
   const OutputConstraint g = constraint(R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\""})");
   EXPECT_EQ(g.kind, ConstraintKind::Gbnf);
   EXPECT_EQ(g.text, R"(root ::= "a")");
