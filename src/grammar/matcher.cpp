@@ -148,14 +148,14 @@ bool Matcher::allows(std::string_view bytes) {
   return true;
 }
 
-void Matcher::mask(const TokenTrie& trie, std::vector<uint8_t>& allowed) {
-  allowed.assign(trie.n_tokens(), 0);
+void Matcher::walk_trie(const TokenTrie& trie, const Set& from, std::vector<uint64_t>& bits) {
+  bits.assign((trie.n_tokens() + 63) / 64, 0);
   // Depth-first over the trie; sets[d] is the stack set after the first d
   // bytes of the current path.
   struct Frame {
     uint32_t node, next_edge;
   };
-  std::vector<Set> sets{history_.back()};
+  std::vector<Set> sets{from};
   std::vector<Frame> path{{0, 0}};
   while (!path.empty()) {
     Frame& f = path.back();
@@ -169,10 +169,52 @@ void Matcher::mask(const TokenTrie& trie, std::vector<uint8_t>& allowed) {
     Set next;
     if (!step(sets.back(), e.byte, next) || next.empty()) continue;
     const TokenTrie::Node& child = trie.node(e.child);
-    for (uint32_t t = 0; t < child.n_tokens; ++t) allowed[static_cast<size_t>(trie.token(child.first_token + t))] = 1;
+    for (uint32_t t = 0; t < child.n_tokens; ++t) {
+      const auto id = static_cast<size_t>(trie.token(child.first_token + t));
+      bits[id >> 6] |= uint64_t{1} << (id & 63);
+    }
     sets.push_back(std::move(next));
     path.push_back({e.child, 0});
   }
+}
+
+const std::vector<uint64_t>& Matcher::stack_mask(const TokenTrie& trie, uint32_t x) {
+  auto it = mask_cache_.find(x);
+  if (it != mask_cache_.end()) {
+    mask_order_.erase(std::find(mask_order_.begin(), mask_order_.end(), x));
+    mask_order_.push_back(x);
+    return it->second;
+  }
+  if (mask_order_.size() >= kMaskCacheEntries) {
+    mask_cache_.erase(mask_order_.front());
+    mask_order_.erase(mask_order_.begin());
+  }
+  std::vector<uint64_t> bits;
+  walk_trie(trie, Set{x}, bits);
+  mask_order_.push_back(x);
+  return mask_cache_.emplace(x, std::move(bits)).first->second;
+}
+
+void Matcher::mask(const TokenTrie& trie, std::vector<uint8_t>& allowed) {
+  if (cached_trie_ != &trie) {
+    mask_cache_.clear();
+    mask_order_.clear();
+    cached_trie_ = &trie;
+  }
+  const Set& cur = history_.back();
+  const size_t n_stacks = cur.size() - (can_end() ? 1 : 0);
+  std::vector<uint64_t> bits((trie.n_tokens() + 63) / 64, 0);
+  if (n_stacks <= kMaxCachedStacks) {
+    for (uint32_t x : cur) {
+      if (x == kEnd) continue;
+      const std::vector<uint64_t>& m = stack_mask(trie, x);
+      for (size_t w = 0; w < bits.size(); ++w) bits[w] |= m[w];
+    }
+  } else {
+    walk_trie(trie, cur, bits);
+  }
+  allowed.resize(trie.n_tokens());
+  for (size_t t = 0; t < allowed.size(); ++t) allowed[t] = static_cast<uint8_t>((bits[t >> 6] >> (t & 63)) & 1);
 }
 
 }  // namespace tern::grammar

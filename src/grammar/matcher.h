@@ -14,7 +14,12 @@
 //
 // Masks walk a byte trie of the vocabulary (TokenTrie), advancing the stack
 // set one byte per trie edge, so tokens sharing a prefix share the work and a
-// dead prefix prunes its whole subtree.
+// dead prefix prunes its whole subtree. Because stacks are hash-consed, the
+// same stack comes back whenever generation returns to the same place — every
+// character of a JSON string, every digit of a number — so the tokens one
+// stack allows are kept per stack id (kMaskCacheEntries, most recent), and a
+// state of a few stacks is the OR of their cached masks: a trie walk only
+// the first time a stack is seen.
 //
 // Ambiguous grammars can multiply stacks; a step that would hold more than
 // kMaxStacks is refused as if the byte did not match, and overflowed() says
@@ -72,6 +77,8 @@ struct TokenVocab {
 class Matcher {
  public:
   static constexpr size_t kMaxStacks = 1u << 14;
+  static constexpr size_t kMaskCacheEntries = 256;
+  static constexpr size_t kMaxCachedStacks = 64;  // more stacks than this: one joint trie walk instead
   static constexpr uint32_t kEnd = UINT32_MAX;
 
   explicit Matcher(std::shared_ptr<const Grammar> grammar);
@@ -116,6 +123,10 @@ class Matcher {
   void expand(uint32_t c, Set& out);
   // next = the stacks after byte b from `from`. False on overflow.
   bool step(const Set& from, uint8_t b, Set& next);
+  // Sets bit t of `bits` for each trie token that some stack of `from` takes.
+  void walk_trie(const TokenTrie& trie, const Set& from, std::vector<uint64_t>& bits);
+  // The tokens stack x alone takes, cached.
+  const std::vector<uint64_t>& stack_mask(const TokenTrie& trie, uint32_t x);
 
   std::shared_ptr<const Grammar> g_;
   std::vector<Node> nodes_;
@@ -124,6 +135,9 @@ class Matcher {
   std::vector<Set> history_;                    // [0] initial; back() current
   bool overflowed_ = false;
   std::vector<uint32_t> work_;  // scratch of expand()
+  const TokenTrie* cached_trie_ = nullptr;  // the trie mask_cache_ was built with
+  std::unordered_map<uint32_t, std::vector<uint64_t>> mask_cache_;
+  std::vector<uint32_t> mask_order_;  // cached stack ids, least recently used first
 };
 
 }  // namespace tern::grammar
