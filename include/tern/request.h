@@ -7,6 +7,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tern/ids.h"
@@ -58,6 +59,9 @@ struct GenerationRequest {
   std::vector<int32_t> stop_token_ids;  // generating one of these ends the request (kept in the output)
   int spec_k = -1;                   // speculative proposals per step: -1 the engine's setting, 0 off
   OutputConstraint constraint;       // none by default; cannot be combined with ignore_eos
+  // (token id, bias) added to the model's logits before sampling (OpenAI's
+  // logit_bias: -100 all but bans a token, +100 all but forces it); |bias| <= 100.
+  std::vector<std::pair<int32_t, float>> logit_bias;
   std::string tenant;
 };
 

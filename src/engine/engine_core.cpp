@@ -176,10 +176,17 @@ void EngineCore::add(RequestId id, const PreparedRequest& p) {
   r.max_positions = static_cast<int32_t>(std::min<int64_t>(max_seq_positions_, INT32_MAX));
   r.tokens = p.prompt;
   r.stop_token_ids = p.stop_token_ids;
-  if (p.grammar)
-    runner_->add_request(id, g.sampling, g.n_logprobs, p.prompt, p.grammar, constraint_vocab(), p.stop_token_ids);
-  else
-    runner_->add_request(id, g.sampling, g.n_logprobs, p.prompt);
+  RunnerRequest rr;
+  rr.sampling = g.sampling;
+  rr.n_logprobs = g.n_logprobs;
+  rr.prompt = p.prompt;
+  rr.logit_bias = g.logit_bias;
+  if (p.grammar) {
+    rr.grammar = p.grammar;
+    rr.vocab = constraint_vocab();
+    rr.end_ids = p.stop_token_ids;
+  }
+  runner_->add_request(id, rr);
   scheduler_->add(std::move(r));
   if (spec_) spec_->add(id, g.spec_k);
 }

@@ -65,6 +65,13 @@ Result<PreparedRequest> InputProcessor::prepare(GenerationRequest request) const
                                                    std::to_string(n_vocab));
     p.stop_token_ids.push_back(t);
   }
+  for (const auto& [tok, bias] : request.logit_bias) {
+    if (tok < 0 || tok >= n_vocab)
+      return error(ErrorKind::InvalidArgument, "logit_bias token id " + std::to_string(tok) +
+                                                   " is outside the vocabulary of " + std::to_string(n_vocab));
+    if (!(bias >= -100.0f && bias <= 100.0f))
+      return error(ErrorKind::InvalidArgument, "logit_bias values must be between -100 and 100");
+  }
   if (request.constraint.kind != ConstraintKind::None) {
     // The grammar decides where the text ends; past its end only end-of-text fits.
     if (request.ignore_eos)

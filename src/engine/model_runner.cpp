@@ -12,21 +12,21 @@ ModelRunner::ModelRunner(const Model& model, KvManager& kv, int32_t n_ctx_seq) :
   input_.n_ctx_seq = n_ctx_seq;
 }
 
-void ModelRunner::add_request(RequestId id, const SamplingParams& params, int n_logprobs,
-                              std::span<const TokenId> prompt, std::shared_ptr<const grammar::Grammar> grammar,
-                              std::shared_ptr<const grammar::TokenVocab> vocab, std::vector<TokenId> end_ids) {
-  auto st = std::make_unique<RequestState>(RequestState{Sampler(params, model_.hparams().n_vocab), n_logprobs});
-  for (TokenId t : prompt) st->sampler.accept(t);
-  if (grammar) {
-    TERN_ASSERT_MSG(vocab != nullptr, "runner: a grammar needs the vocabulary's pieces");
-    st->matcher = std::make_unique<grammar::Matcher>(std::move(grammar));
-    st->vocab = std::move(vocab);
-    st->end_ids = std::move(end_ids);
+void ModelRunner::add_request(RequestId id, const RunnerRequest& r) {
+  auto st = std::make_unique<RequestState>(RequestState{Sampler(r.sampling, model_.hparams().n_vocab), r.n_logprobs});
+  for (TokenId t : r.prompt) st->sampler.accept(t);
+  st->logit_bias = r.logit_bias;
+  if (r.grammar) {
+    TERN_ASSERT_MSG(r.vocab != nullptr, "runner: a grammar needs the vocabulary's pieces");
+    st->matcher = std::make_unique<grammar::Matcher>(r.grammar);
+    st->vocab = r.vocab;
+    st->end_ids = r.end_ids;
   }
   requests_[id] = std::move(st);
 }
 
 void ModelRunner::constrain(RequestState& st, std::span<float> row) {
+  for (const auto& [tok, bias] : st.logit_bias) row[static_cast<size_t>(tok)] += bias;
   if (!st.matcher) return;
   st.matcher->mask(st.vocab->trie, st.mask);
   const size_t n = std::min(row.size(), st.mask.size());

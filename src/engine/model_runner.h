@@ -52,18 +52,24 @@ struct RunnerOutput {
   int64_t n_spec_verifies = 0;                       // chunks that carried proposals
 };
 
+// What the runner keeps for one request.
+struct RunnerRequest {
+  SamplingParams sampling;
+  int n_logprobs = -1;
+  std::span<const TokenId> prompt;                    // the penalties see it, as `tern run` always did
+  std::vector<std::pair<TokenId, float>> logit_bias;  // added to each row (after log-probabilities are taken)
+  std::shared_ptr<const grammar::Grammar> grammar;    // null: unconstrained
+  std::shared_ptr<const grammar::TokenVocab> vocab;   // the vocabulary's pieces and trie; required with a grammar
+  std::vector<TokenId> end_ids;                       // tokens that end the request: allowed only where the grammar can end
+};
+
 class ModelRunner {
  public:
   // n_ctx_seq: the positions one sequence may reach (ForwardInput::n_ctx_seq); 0 = the model's.
   ModelRunner(const Model& model, KvManager& kv, int32_t n_ctx_seq = 0);
 
   // Sampler state for a request (penalties see the prompt, as `tern run` always did).
-  // grammar (with the vocabulary's pieces and trie in `vocab`): the request's
-  // constraint, null for none; end_ids: the tokens that end it (allowed only
-  // where the grammar's sentence is complete).
-  void add_request(RequestId id, const SamplingParams& params, int n_logprobs, std::span<const TokenId> prompt,
-                   std::shared_ptr<const grammar::Grammar> grammar = nullptr,
-                   std::shared_ptr<const grammar::TokenVocab> vocab = nullptr, std::vector<TokenId> end_ids = {});
+  void add_request(RequestId id, const RunnerRequest& r);
   void remove_request(RequestId id);
 
   // One forward pass over every chunk; an error fails the whole step.
@@ -81,9 +87,11 @@ class ModelRunner {
     std::unique_ptr<grammar::Matcher> matcher;  // null: unconstrained
     std::shared_ptr<const grammar::TokenVocab> vocab;
     std::vector<TokenId> end_ids;
+    std::vector<std::pair<TokenId, float>> logit_bias;
     std::vector<uint8_t> mask;  // scratch [n_vocab]
   };
-  // Masks a row to what the request's grammar allows next (no-op when unconstrained).
+  // The request's logit bias, then its grammar's mask (tokens the grammar
+  // cannot take get -inf): what every row goes through before sampling or verification.
   void constrain(RequestState& st, std::span<float> row);
   // Records an emitted token: penalties, then the grammar.
   void accept_token(RequestState& st, TokenId tok);

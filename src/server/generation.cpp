@@ -307,6 +307,7 @@ GenerationRequest engine_request(const GenerationParams& p, const std::vector<in
   g.spec_k = p.spec_k;
   g.stop_token_ids = p.stop_token_ids;
   g.constraint = p.constraint;
+  g.logit_bias = p.logit_bias;
   g.n_logprobs = p.n_logprobs;
   g.priority = p.priority;
   g.tenant = p.user;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <nlohmann/json.hpp>
 
@@ -287,8 +288,20 @@ std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams&
   // Features that would change the answer: refuse rather than ignore.
   if (const json* t = f.get("tools"); t && !(t->is_array() && t->empty()))
     return bad("tools", "tool calling is not supported by this server");
-  if (const json* lb = f.get("logit_bias"); lb && !(lb->is_object() && lb->empty()))
-    return bad("logit_bias", "'logit_bias' is not supported by this server");
+  if (const json* lb = f.get("logit_bias")) {
+    if (!lb->is_object() || lb->size() > kMaxLogitBias)
+      return bad("logit_bias", "'logit_bias' must be an object of at most " + std::to_string(kMaxLogitBias) +
+                                   " token ids (as strings) to numbers");
+    for (const auto& [key, v] : lb->items()) {
+      char* end = nullptr;
+      const long id = std::strtol(key.c_str(), &end, 10);
+      if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX)
+        return bad("logit_bias", "'logit_bias' keys must be token ids, not '" + key + "'");
+      if (!v.is_number() || !(v.get<double>() >= -100.0 && v.get<double>() <= 100.0))
+        return bad("logit_bias", "'logit_bias' values must be numbers between -100 and 100");
+      p.logit_bias.emplace_back(static_cast<int32_t>(id), v.get<float>());
+    }
+  }
   if (auto e = parse_constraint(f, p.constraint)) return e;
   if (const json* bo = f.get("best_of")) {
     if (!bo->is_number_integer() || bo->get<int64_t>() != p.n)

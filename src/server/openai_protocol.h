@@ -5,8 +5,8 @@
 // JSON the OpenAI API documents for the fields we implement (plus the vLLM-
 // style extensions top_k, min_p, repetition_penalty, priority, ignore_eos) and
 // reject with an ApiError naming the offending `param` anything of the wrong
-// type or out of range, and features we cannot honour (tools, logit_bias,
-// structured output) — never silently ignore something that would change
+// type or out of range, and features we cannot honour (tools, schema
+// keywords the grammar compiler refuses) — never silently ignore something that would change
 // the answer. Unknown fields are ignored, as vLLM does. Defaults follow
 // OpenAI: temperature 1, top_p 1, no top-k/min-p, n 1; max_tokens defaults to
 // 16 for completions and to "until the context ends" (-1) for chat.
@@ -64,11 +64,13 @@ struct GenerationParams {
   // response_format json_object / json_schema, or the extensions `grammar`
   // (GBNF), `regex` and `json_schema` (a schema, as llama-server takes it).
   OutputConstraint constraint;
+  std::vector<std::pair<int32_t, float>> logit_bias;  // token id -> bias in [-100, 100]
 };
 
 inline constexpr int kMaxN = 16;
 inline constexpr int kMaxJsonDepth = 64;  // deeper request bodies are refused before parsing
 inline constexpr int kMaxStop = 16;
+inline constexpr size_t kMaxLogitBias = 1024;
 
 struct ChatRequest {
   GenerationParams params;

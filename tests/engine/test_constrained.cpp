@@ -181,3 +181,52 @@ TEST(Constrained, BadRequestsAreRefusedWithAReason) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+GenerationRequest greedy_golden(int max_tokens) {
+  GenerationRequest r = test::golden_request();
+  r.max_tokens = max_tokens;
+  return r;
+}
+
+TEST(LogitBias, BansAndForcesTokens) {
+  auto core = test::make_core(test::base_config());
+  ASSERT_TRUE(core);
+  const std::vector<TokenId> golden = test::golden_continuation();
+  GenerationRequest ban = greedy_golden(20);
+  ban.logit_bias = {{golden[0], -100.0f}};
+  GenerationRequest force = greedy_golden(10);
+  force.logit_bias = {{golden[5], 100.0f}};
+  force.ignore_eos = true;
+  GenerationRequest mild = greedy_golden(20);
+  mild.logit_bias = {{golden[0], 0.001f}};  // too small to change an argmax with a real margin
+  const auto out = test::run_all(*core, {ban, force, mild});
+  ASSERT_FALSE(out[0].tokens.empty());
+  EXPECT_NE(out[0].tokens[0], golden[0]);
+  for (TokenId t : out[0].tokens) EXPECT_NE(t, golden[0]);
+  EXPECT_EQ(out[1].tokens, std::vector<TokenId>(10, golden[5]));
+  EXPECT_EQ(out[2].tokens, std::vector<TokenId>(golden.begin(), golden.begin() + 20));
+}
+
+TEST(LogitBias, SameUnderSpeculativeDecodingAndOutOfRangeIdsAreRefused) {
+  const std::vector<TokenId> golden = test::golden_continuation();
+  GenerationRequest r = greedy_golden(80);
+  r.logit_bias = {{golden[3], -100.0f}, {golden[7], -3.0f}};
+  EngineConfig sc = test::base_config();
+  sc.spec = SpecMethod::Ngram;
+  auto plain = test::make_core(test::base_config());
+  auto spec = test::make_core(sc);
+  ASSERT_TRUE(plain && spec);
+  EXPECT_EQ(test::run_all(*plain, {r})[0].tokens, test::run_all(*spec, {r})[0].tokens);
+  r.logit_bias = {{1 << 20, 1.0f}};
+  auto p = plain->prepare(r);
+  ASSERT_FALSE(p.is_ok());
+  EXPECT_NE(p.status().message().find("outside the vocabulary"), std::string::npos);
+  r.logit_bias = {{5, 500.0f}};
+  EXPECT_FALSE(plain->prepare(r).is_ok());
+}
+
+}  // namespace
+}  // namespace tern

@@ -1,6 +1,8 @@
 // Request parsing, error bodies and the Prometheus exposition, without a socket.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "server/http_framing.h"
@@ -70,6 +72,10 @@ TEST(OpenAiProtocol, BadFieldsNameTheirParam) {
       {R"({"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema"}})", "response_format"},
       {R"({"messages":[{"role":"user","content":"x"}],"grammar":5})", "grammar"},
       {R"({"messages":[{"role":"user","content":"x"}],"regex":""})", "regex"},
+      {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"12":101}})", "logit_bias"},
+      {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"-3":1}})", "logit_bias"},
+      {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"7":"x"}})", "logit_bias"},
+      {R"({"messages":[{"role":"user","content":"x"}],"logit_bias":[1]})", "logit_bias"},
       {R"({"messages":[{"role":"user","content":"x"}],"grammar":"root ::= \"a\"","regex":"a"})", "response_format"},
       {R"({"messages":[{"role":"user","content":"x"}],"max_tokens":3000000000})", "max_tokens"},
   };
@@ -103,6 +109,14 @@ TEST(OpenAiProtocol, ConstraintsFromResponseFormatAndExtensions) {
   EXPECT_EQ(constraint(R"({"messages":[{"role":"user","content":"x"}],"regex":"[0-9]+"})").kind, ConstraintKind::Regex);
   EXPECT_EQ(constraint(R"({"messages":[{"role":"user","content":"x"}],"json_schema":{"type":"string"}})").kind,
             ConstraintKind::JsonSchema);
+}
+
+TEST(OpenAiProtocol, LogitBias) {
+  auto r = std::get<ChatRequest>(
+      parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"logit_bias":{"12":-100,"400":2.5}})"));
+  std::vector<std::pair<int32_t, float>> bias = r.params.logit_bias;
+  std::sort(bias.begin(), bias.end());
+  EXPECT_EQ(bias, (std::vector<std::pair<int32_t, float>>{{12, -100.0f}, {400, 2.5f}}));
 }
 
 TEST(OpenAiProtocol, CompletionPromptShapes) {
