@@ -417,24 +417,29 @@ bool check_model(Server::State& st, const Responder& r, const std::string& endpo
 
 }  // namespace
 
-Result<std::vector<int32_t>> chat_prompt_tokens(const Server::State& st, std::vector<ChatMessage> messages,
-                                                bool add_generation_prompt) {
+Result<std::string> chat_prompt_text(const Server::State& st, std::vector<ChatMessage> messages,
+                                     bool add_generation_prompt) {
   ChatTemplateInputs in;
   in.messages = std::move(messages);
   // Special-token text a client typed stays text: quoted here, it survives
   // rendering and is tokenised as plain text, while the template's own
   // control tokens (and bos/eos_token) keep their meaning.
-  const bool quote = !st.config.special_tokens_in_content;
-  if (quote)
+  if (!st.config.special_tokens_in_content)
     for (ChatMessage& m : in.messages) m.content = st.engine->quote_special(m.content);
   in.add_generation_prompt = add_generation_prompt;
   in.bos_token = st.info.bos_token;
   in.eos_token = st.info.eos_token;
-  auto text = st.chat_template->render(in);
+  return st.chat_template->render(in);
+}
+
+Result<std::vector<int32_t>> chat_prompt_tokens(const Server::State& st, std::vector<ChatMessage> messages,
+                                                bool add_generation_prompt) {
+  auto text = chat_prompt_text(st, std::move(messages), add_generation_prompt);
   TERN_RETURN_IF_ERROR(text.status());
   // Templates that write BOS themselves must not get a second one.
-  const bool has_bos = !in.bos_token.empty() && text.value().rfind(in.bos_token, 0) == 0;
-  std::vector<int32_t> tokens = st.engine->tokenize(text.value(), !has_bos, quote);
+  const std::string& bos = st.info.bos_token;
+  const bool has_bos = !bos.empty() && text.value().rfind(bos, 0) == 0;
+  std::vector<int32_t> tokens = st.engine->tokenize(text.value(), !has_bos, !st.config.special_tokens_in_content);
   if (tokens.empty()) return error(ErrorKind::InvalidArgument, "the rendered prompt has no tokens");
   return tokens;
 }

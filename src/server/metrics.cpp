@@ -44,7 +44,7 @@ std::string escape_label(std::string_view s) {
 // nothing else, so no request can add a series.
 constexpr std::string_view kRouteLabels[] = {
     "/",           "/health",     "/metrics",         "/stats",
-    "/tokenize",   "/detokenize", "/v1/models",       "/v1/models/{id}",
+    "/tokenize",   "/detokenize", "/apply-template",  "/v1/models",       "/v1/models/{id}",
     "/v1/chat/completions",       "/v1/completions",  "other",
 };
 

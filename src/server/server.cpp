@@ -104,6 +104,24 @@ void handle_tokenize(Server::State& st, const HttpRequest& req, const Responder&
             dump({{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", st.info.n_ctx}}));
 }
 
+// POST /apply-template {"messages": [...], "add_generation_prompt"?: true}:
+// the prompt text /v1/chat/completions would run for these messages.
+void handle_apply_template(Server::State& st, const HttpRequest& req, const Responder& r) {
+  const std::string endpoint = "/apply-template";
+  auto parsed = parse_tokenize_request(req.body);
+  if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(st, r, endpoint, *e);
+  TokenizeRequest& t = std::get<TokenizeRequest>(parsed);
+  if (t.messages.empty()) {
+    ApiError e;
+    e.param = "messages";
+    e.message = "'messages' (an array of chat messages) is required";
+    return send_error(st, r, endpoint, e);
+  }
+  auto text = chat_prompt_text(st, std::move(t.messages), t.add_generation_prompt);
+  if (!text.is_ok()) return send_error(st, r, endpoint, api_error_from_status(text.status(), "messages"));
+  send_json(st, r, endpoint, 200, dump({{"prompt", text.value()}}));
+}
+
 void handle_detokenize(Server::State& st, const HttpRequest& req, const Responder& r) {
   const std::string endpoint = "/detokenize";
   auto parsed = parse_detokenize_request(req.body);
@@ -141,6 +159,7 @@ std::optional<Route> find_route(const std::string& path) {
       {"/stats", {"/stats", true, false, false}},
       {"/tokenize", {"/tokenize", false, true, false}},
       {"/detokenize", {"/detokenize", false, true, false}},
+      {"/apply-template", {"/apply-template", false, true, false}},
       {"/v1/models", {"/v1/models", true, false, false}},
       {"/v1/chat/completions", {"/v1/chat/completions", false, true, false}},
       {"/v1/completions", {"/v1/completions", false, true, false}},
@@ -218,6 +237,7 @@ void route(const std::shared_ptr<Server::State>& sp, HttpRequest req, Responder 
     if (p == "/v1/chat/completions") return handle_chat(sp, std::move(req), std::move(r));
     if (p == "/v1/completions") return handle_completion(sp, std::move(req), std::move(r));
     if (p == "/tokenize") return handle_tokenize(*sp, req, r);
+    if (p == "/apply-template") return handle_apply_template(*sp, req, r);
     handle_detokenize(*sp, req, r);
   });
 }
@@ -275,7 +295,11 @@ Status Server::load_model() {
   st.model_name = st.config.served_model_name;
   if (st.model_name.empty()) st.model_name = st.info.name;
   if (st.model_name.empty()) st.model_name = std::filesystem::path(st.config.engine.model_path).stem().string();
-  if (!st.info.chat_template.empty()) {
+  if (!st.config.chat_template.empty()) {
+    auto t = ChatTemplate::parse(st.config.chat_template);
+    if (!t.is_ok()) return t.status().with_context("the chat template given with --chat-template-file");
+    st.chat_template = std::move(t).value();
+  } else if (!st.info.chat_template.empty()) {
     auto t = ChatTemplate::parse(st.info.chat_template);
     if (t.is_ok())
       st.chat_template = std::move(t).value();

@@ -38,6 +38,9 @@ struct ServerConfig {
   // is tokenised as plain text unless this is set: a user cannot forge the
   // template's control tokens.
   bool special_tokens_in_content = false;
+  // A Jinja chat template used instead of the model's (--chat-template-file);
+  // one that does not parse stops the server at load.
+  std::string chat_template;
 };
 
 class Server {

@@ -54,6 +54,9 @@ void send_error(Server::State& st, const Responder& r, const std::string& endpoi
 // A chat's prompt tokens: rendered with the model's template, special-token
 // text in message content kept as text unless the server allows it, BOS added
 // unless the template wrote it (generation.cpp).
+// The chat template applied to `messages` (the text /apply-template returns).
+Result<std::string> chat_prompt_text(const Server::State& st, std::vector<ChatMessage> messages,
+                                     bool add_generation_prompt);
 Result<std::vector<int32_t>> chat_prompt_tokens(const Server::State& st, std::vector<ChatMessage> messages,
                                                 bool add_generation_prompt);
 

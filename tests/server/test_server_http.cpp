@@ -343,3 +343,50 @@ TEST(ServerLoading, HealthIs503UntilTheModelIsLoaded) {
 
 }  // namespace
 }  // namespace tern::server
+
+namespace tern::server {
+namespace {
+
+class ServerTemplate : public SharedServerTest<ServerTemplate> {};
+
+TEST_F(ServerTemplate, ApplyTemplateReturnsWhatChatWouldTokenize) {
+  const char* msgs = R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}]})";
+  const json a = body_json(fetch(port(), "POST", "/apply-template", msgs));
+  ASSERT_TRUE(a["prompt"].is_string()) << a.dump();
+  const std::string prompt = a["prompt"];
+  EXPECT_NE(prompt.find("Be brief."), std::string::npos);
+  EXPECT_NE(prompt.find("Hi"), std::string::npos);
+  // The same messages through /tokenize give the tokens of that text.
+  const json t = body_json(fetch(port(), "POST", "/tokenize", msgs));
+  const json pt = body_json(fetch(port(), "POST", "/tokenize",
+                                  json{{"prompt", prompt}, {"add_special_tokens", true}}.dump()));
+  EXPECT_EQ(t["tokens"], pt["tokens"]);
+  // Without the generation prompt the text is a prefix of the one with it.
+  const json b = body_json(fetch(port(), "POST", "/apply-template",
+      R"({"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"Hi"}],"add_generation_prompt":false})"));
+  EXPECT_EQ(prompt.rfind(b["prompt"].get<std::string>(), 0), 0u);
+  EXPECT_LT(b["prompt"].get<std::string>().size(), prompt.size());
+  expect_error(fetch(port(), "POST", "/apply-template", R"({"prompt":"x"})"), 400, "messages");
+  expect_error(fetch(port(), "POST", "/apply-template", R"({"messages":"x"})"), 400, "messages");
+}
+
+TEST(ServerTemplateFile, AChatTemplateFileReplacesTheModels) {
+  if (test::stories_gguf().empty()) GTEST_SKIP();
+  ServerConfig cfg = base_config();
+  cfg.chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+                      "{% if add_generation_prompt %}<assistant>{% endif %}";
+  LiveServer s(cfg);
+  const json a = body_json(fetch(s.port(), "POST", "/apply-template", R"({"messages":[{"role":"user","content":"Hi"}]})"));
+  EXPECT_EQ(a["prompt"], "<user>Hi<assistant>");
+  ServerConfig bad = base_config();
+  bad.chat_template = "{% for m in messages %}";  // never closed
+  Server broken(bad);
+  ASSERT_TRUE(broken.start().is_ok());
+  const Status st = broken.load_model();
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("--chat-template-file"), std::string::npos);
+  broken.shutdown(0);
+}
+
+}  // namespace
+}  // namespace tern::server

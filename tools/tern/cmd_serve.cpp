@@ -36,7 +36,7 @@ Status read_key_file(const std::string& path, std::string& key) {
 int cmd_serve(int argc, char** argv) {
   server::ServerConfig cfg;
   EngineFlags flags;
-  std::string api_key_file, max_body = "8M";
+  std::string api_key_file, max_body = "8M", chat_template_file;
   float shutdown_timeout_s = 30.0f;
   float header_timeout_s = 10.0f;
   ArgParser args("serve", "tern serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F] "
@@ -58,6 +58,7 @@ int cmd_serve(int argc, char** argv) {
   args.add_flag("--special-tokens-in-content", &cfg.special_tokens_in_content,
                 "tokenize special-token text in chat message content as those tokens (default: as plain text)");
   args.add("--shutdown-timeout", &shutdown_timeout_s, "seconds in-flight requests get to finish on SIGTERM (30)");
+  args.add("--chat-template-file", &chat_template_file, "a Jinja chat template to use instead of the model's");
   flags.add_to(args);
   // Tells "--api-key ''" (a mistake that would turn authentication off) from no flag.
   const std::string kUnset = "\x01unset";
@@ -95,6 +96,11 @@ int cmd_serve(int argc, char** argv) {
     if (auto s = parse_kv_memory(max_body, probe); !s || probe.kv_memory_bytes <= 0)
       return report(error(ErrorKind::InvalidArgument, "serve: --max-body '" + max_body + "': expected bytes (8M, 65536)"));
     cfg.http.max_body_bytes = probe.kv_memory_bytes;
+  }
+  if (!chat_template_file.empty()) {
+    auto text = read_file(chat_template_file);
+    if (!text) return report(text.status());
+    cfg.chat_template = std::move(text).value();
   }
   if (auto s = flags.apply(cfg.engine); !s) return report(s);
   raise_fd_limit();
