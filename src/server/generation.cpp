@@ -418,7 +418,7 @@ bool check_model(Server::State& st, const Responder& r, const std::string& endpo
 }  // namespace
 
 Result<std::string> chat_prompt_text(const Server::State& st, std::vector<ChatMessage> messages,
-                                     bool add_generation_prompt) {
+                                     const ChatPromptOptions& opts) {
   ChatTemplateInputs in;
   in.messages = std::move(messages);
   // Special-token text a client typed stays text: quoted here, it survives
@@ -426,15 +426,24 @@ Result<std::string> chat_prompt_text(const Server::State& st, std::vector<ChatMe
   // control tokens (and bos/eos_token) keep their meaning.
   if (!st.config.special_tokens_in_content)
     for (ChatMessage& m : in.messages) m.content = st.engine->quote_special(m.content);
-  in.add_generation_prompt = add_generation_prompt;
+  in.add_generation_prompt = opts.add_generation_prompt && !opts.continue_final_message;
   in.bos_token = st.info.bos_token;
   in.eos_token = st.info.eos_token;
-  return st.chat_template->render(in);
+  const std::string last = in.messages.empty() ? std::string() : in.messages.back().content;
+  auto text = st.chat_template->render(in);
+  if (!text.is_ok() || !opts.continue_final_message) return text;
+  // As transformers does: keep the text up to the end of the final
+  // message's content, dropping the end-of-turn the template wrote after it.
+  const size_t at = last.empty() ? std::string::npos : text.value().rfind(last);
+  if (at == std::string::npos)
+    return error(ErrorKind::InvalidArgument,
+                 "continue_final_message: the chat template does not write the final message's content as given");
+  return text.value().substr(0, at + last.size());
 }
 
 Result<std::vector<int32_t>> chat_prompt_tokens(const Server::State& st, std::vector<ChatMessage> messages,
-                                                bool add_generation_prompt) {
-  auto text = chat_prompt_text(st, std::move(messages), add_generation_prompt);
+                                                const ChatPromptOptions& opts) {
+  auto text = chat_prompt_text(st, std::move(messages), opts);
   TERN_RETURN_IF_ERROR(text.status());
   // Templates that write BOS themselves must not get a second one.
   const std::string& bos = st.info.bos_token;
@@ -450,7 +459,7 @@ void handle_chat(const std::shared_ptr<Server::State>& st, HttpRequest req, Resp
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(*st, r, endpoint, *e);
   ChatRequest& chat = std::get<ChatRequest>(parsed);
   if (!check_model(*st, r, endpoint, chat.params.model)) return;
-  auto prompt = chat_prompt_tokens(*st, std::move(chat.messages), /*add_generation_prompt=*/true);
+  auto prompt = chat_prompt_tokens(*st, std::move(chat.messages), chat.prompt);
   if (!prompt.is_ok()) return send_error(*st, r, endpoint, api_error_from_status(prompt.status(), "messages"));
   std::vector<std::vector<int32_t>> prompts{std::move(prompt).value()};
   auto job = make_job(st, std::move(r), true, std::move(chat.params));

@@ -402,6 +402,21 @@ void keep_schema_order(std::string_view body, OutputConstraint& c) {
     c.text = o["response_format"]["json_schema"]["schema"].dump();
 }
 
+std::optional<ApiError> parse_prompt_options(Fields& f, const std::vector<ChatMessage>& messages, ChatPromptOptions& o) {
+  const bool agp_given = f.get("add_generation_prompt") != nullptr;
+  f.boolean("add_generation_prompt", o.add_generation_prompt);
+  f.boolean("continue_final_message", o.continue_final_message);
+  if (f.error) return f.error;
+  if (o.continue_final_message) {
+    if (agp_given && o.add_generation_prompt)
+      return bad("continue_final_message", "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+    o.add_generation_prompt = false;
+    if (messages.empty() || messages.back().role != "assistant")
+      return bad("continue_final_message", "'continue_final_message' needs the last message to be the assistant's");
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
@@ -411,6 +426,8 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
   ChatRequest r;
   if (auto err = parse_messages(*j, r.messages)) return *err;
   if (auto err = parse_common(*j, /*chat=*/true, r.params)) return *err;
+  Fields f(*j);
+  if (auto err = parse_prompt_options(f, r.messages, r.prompt)) return *err;
   keep_schema_order(body, r.params.constraint);
   return r;
 }
@@ -479,7 +496,7 @@ ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view body) {
   Fields f(*j);
   if (j->contains("messages")) {
     if (auto err = parse_messages(*j, r.messages)) return *err;
-    f.boolean("add_generation_prompt", r.add_generation_prompt);
+    if (auto err = parse_prompt_options(f, r.messages, r.chat)) return *err;
     r.add_special = false;  // the template writes BOS itself
   } else if (!f.string("prompt", r.prompt) && !f.error) {
     return bad("prompt", "'prompt' (a string) or 'messages' is required");

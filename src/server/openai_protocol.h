@@ -72,9 +72,18 @@ inline constexpr int kMaxJsonDepth = 64;  // deeper request bodies are refused b
 inline constexpr int kMaxStop = 16;
 inline constexpr size_t kMaxLogitBias = 1024;
 
+// How chat messages become a prompt: the template's generation prompt (an
+// open assistant turn), or continue_final_message (vLLM/transformers): the
+// last message, an assistant one, is left open so the model continues it.
+struct ChatPromptOptions {
+  bool add_generation_prompt = true;
+  bool continue_final_message = false;
+};
+
 struct ChatRequest {
   GenerationParams params;
   std::vector<ChatMessage> messages;
+  ChatPromptOptions prompt;
 };
 
 struct Prompt {
@@ -97,7 +106,7 @@ struct TokenizeRequest {
   std::string prompt;
   std::vector<ChatMessage> messages;  // rendered with the chat template when non-empty
   bool add_special = true;
-  bool add_generation_prompt = true;
+  ChatPromptOptions chat;
 };
 ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view body);
 // POST /detokenize: {"tokens": [int, ...]}.

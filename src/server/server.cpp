@@ -94,7 +94,7 @@ void handle_tokenize(Server::State& st, const HttpRequest& req, const Responder&
   std::vector<int32_t> tokens;
   if (!t.messages.empty()) {
     // Exactly the tokens /v1/chat/completions would run.
-    auto chat = chat_prompt_tokens(st, std::move(t.messages), t.add_generation_prompt);
+    auto chat = chat_prompt_tokens(st, std::move(t.messages), t.chat);
     if (!chat.is_ok()) return send_error(st, r, endpoint, api_error_from_status(chat.status(), "messages"));
     tokens = std::move(chat).value();
   } else {
@@ -104,7 +104,7 @@ void handle_tokenize(Server::State& st, const HttpRequest& req, const Responder&
             dump({{"tokens", tokens}, {"count", tokens.size()}, {"max_model_len", st.info.n_ctx}}));
 }
 
-// POST /apply-template {"messages": [...], "add_generation_prompt"?: true}:
+// POST /apply-template {"messages": [...], "add_generation_prompt"?: true, "continue_final_message"?: false}:
 // the prompt text /v1/chat/completions would run for these messages.
 void handle_apply_template(Server::State& st, const HttpRequest& req, const Responder& r) {
   const std::string endpoint = "/apply-template";
@@ -117,7 +117,7 @@ void handle_apply_template(Server::State& st, const HttpRequest& req, const Resp
     e.message = "'messages' (an array of chat messages) is required";
     return send_error(st, r, endpoint, e);
   }
-  auto text = chat_prompt_text(st, std::move(t.messages), t.add_generation_prompt);
+  auto text = chat_prompt_text(st, std::move(t.messages), t.chat);
   if (!text.is_ok()) return send_error(st, r, endpoint, api_error_from_status(text.status(), "messages"));
   send_json(st, r, endpoint, 200, dump({{"prompt", text.value()}}));
 }

@@ -55,10 +55,11 @@ void send_error(Server::State& st, const Responder& r, const std::string& endpoi
 // text in message content kept as text unless the server allows it, BOS added
 // unless the template wrote it (generation.cpp).
 // The chat template applied to `messages` (the text /apply-template returns).
+// continue_final_message: cut after the last message's content, so its turn stays open.
 Result<std::string> chat_prompt_text(const Server::State& st, std::vector<ChatMessage> messages,
-                                     bool add_generation_prompt);
+                                     const ChatPromptOptions& opts);
 Result<std::vector<int32_t>> chat_prompt_tokens(const Server::State& st, std::vector<ChatMessage> messages,
-                                                bool add_generation_prompt);
+                                                const ChatPromptOptions& opts);
 
 // POST /v1/chat/completions and /v1/completions (generation.cpp).
 void handle_chat(const std::shared_ptr<Server::State>& st, HttpRequest req, Responder r);

@@ -373,11 +373,25 @@ TEST_F(ServerTemplate, ApplyTemplateReturnsWhatChatWouldTokenize) {
 TEST(ServerTemplateFile, AChatTemplateFileReplacesTheModels) {
   if (test::stories_gguf().empty()) GTEST_SKIP();
   ServerConfig cfg = base_config();
-  cfg.chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+  cfg.chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% if m.role == 'user' %}{% else %}</s>{% endif %}{% endfor %}"
                       "{% if add_generation_prompt %}<assistant>{% endif %}";
   LiveServer s(cfg);
   const json a = body_json(fetch(s.port(), "POST", "/apply-template", R"({"messages":[{"role":"user","content":"Hi"}]})"));
   EXPECT_EQ(a["prompt"], "<user>Hi<assistant>");
+  // continue_final_message leaves the last (assistant) turn open for the model to continue.
+  const char* cont =
+      R"({"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Once upon"}],"continue_final_message":true})";
+  EXPECT_EQ(body_json(fetch(s.port(), "POST", "/apply-template", cont))["prompt"], "<user>Hi<assistant>Once upon");
+  const json c = body_json(fetch(s.port(), "POST", "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"Hi"},{"role":"assistant","content":"Once upon"}],)"
+      R"("continue_final_message":true,"add_generation_prompt":false,"max_tokens":4,"temperature":0})"));
+  EXPECT_EQ(c["usage"]["completion_tokens"], 4) << c.dump();
+  expect_error(fetch(s.port(), "POST", "/v1/chat/completions",
+                     R"({"messages":[{"role":"user","content":"Hi"}],"continue_final_message":true})"),
+               400, "continue_final_message");
+  expect_error(fetch(s.port(), "POST", "/v1/chat/completions",
+                     R"({"messages":[{"role":"assistant","content":"x"}],"continue_final_message":true,"add_generation_prompt":true})"),
+               400, "continue_final_message");
   ServerConfig bad = base_config();
   bad.chat_template = "{% for m in messages %}";  // never closed
   Server broken(bad);
