@@ -216,6 +216,30 @@ test('Stop aborts the reply; server errors are shown in the page', { skip, timeo
   ]);
 });
 
+test('a JSON schema in the page makes the reply JSON that matches it', { skip, timeout: kTimeoutMs }, async () => {
+  ui ??= await openPlayground(srv.url);
+  const { page, chatBodies } = ui;
+  const schema = { type: 'object', properties: { hero: { type: 'string', maxLength: 12 }, age: { type: 'integer', minimum: 1, maximum: 9 } },
+    required: ['hero', 'age'] };
+  await page.fill('#max_tokens', '80');
+  await page.fill('#temperature', '0.8');
+  await page.fill('#json-schema', JSON.stringify(schema));
+  const next = chatBodies.length;
+  const bubble = await sendAndWait(page, 'Tell me about a hero');
+  assert.deepEqual(chatBodies[next].response_format, { type: 'json_schema', json_schema: { name: 'playground', schema } });
+  const reply = JSON.parse(await bubble.locator('.text').innerText());
+  assert.deepEqual(Object.keys(reply), ['hero', 'age']);
+  assert.ok(Number.isInteger(reply.age) && reply.age >= 1 && reply.age <= 9);
+  // Text that is not JSON is refused in the page, before anything is sent.
+  await page.fill('#json-schema', '{"type": ');
+  await page.fill('#prompt', 'Again');
+  await page.click('#send');
+  await page.locator('#messages .msg.error').last().waitFor();
+  assert.match(await page.locator('#messages .msg.error').last().innerText(), /JSON schema is not valid JSON/);
+  await page.fill('#json-schema', '');
+  await page.fill('#temperature', '0');
+});
+
 test('with --api-key the page asks for the key and sends the one typed in', { skip, timeout: kTimeoutMs }, async () => {
   keyed = await startServer({ args: ['--api-key', 'playground-secret'] });
   const { page } = await openPlayground(keyed.url);
