@@ -70,6 +70,31 @@ std::string parse_stop(const Json& s, std::vector<std::string>& out) {
   return "";
 }
 
+// "grammar" (GBNF), "regex", "json_schema" (a schema) or "response_format"
+// ({"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema"}}),
+// at most one; the schema keeps the line's key order (its property order).
+std::string parse_constraint(const std::string& line, const Json& j, OutputConstraint& out) {
+  int n = 0;
+  if (j.contains("grammar")) out = {ConstraintKind::Gbnf, j["grammar"].get<std::string>()}, ++n;
+  if (j.contains("regex")) out = {ConstraintKind::Regex, j["regex"].get<std::string>()}, ++n;
+  const auto ordered = nlohmann::ordered_json::parse(line, nullptr, false);
+  if (j.contains("json_schema")) out = {ConstraintKind::JsonSchema, ordered["json_schema"].dump()}, ++n;
+  if (j.contains("response_format")) {
+    const std::string type = j["response_format"].value("type", "");
+    if (type == "json_object") {
+      out = {ConstraintKind::JsonObject, ""}, ++n;
+    } else if (type == "json_schema") {
+      if (!j["response_format"].contains("json_schema") || !j["response_format"]["json_schema"].contains("schema"))
+        return "\"response_format\" json_schema needs \"json_schema\": {\"schema\": ...}";
+      out = {ConstraintKind::JsonSchema, ordered["response_format"]["json_schema"]["schema"].dump()}, ++n;
+    } else if (type != "text") {
+      return "\"response_format\" type must be text, json_object or json_schema";
+    }
+  }
+  if (n > 1) return "give at most one of \"grammar\", \"regex\", \"json_schema\" and \"response_format\"";
+  return "";
+}
+
 // Reads one JSON request line into `item`; returns an error message or "".
 std::string parse_line(const std::string& line, Item& item) {
   Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
@@ -105,6 +130,7 @@ std::string parse_line(const std::string& line, Item& item) {
     if (j.contains("tenant")) r.tenant = j["tenant"].get<std::string>();
     if (j.contains("ignore_eos")) r.ignore_eos = j["ignore_eos"].get<bool>();
     if (j.contains("stop")) err = parse_stop(j["stop"], r.stop);
+    if (err.empty()) err = parse_constraint(line, j, r.constraint);
   } catch (const Json::exception& e) {
     return std::string("bad field type: ") + e.what();
   }
