@@ -65,38 +65,62 @@ std::string case_name(const ::testing::TestParamInfo<VectorCase>& info) {
   return s;
 }
 
+// One vocabulary written as a tokenizer directory and read back.
+struct Loaded {
+  std::unique_ptr<test::TempDir> dir;
+  std::unique_ptr<Tokenizer> original, tok;
+  KeyValues kv;
+  std::vector<std::string> inputs;
+  std::vector<std::vector<TokenId>> expected;
+};
+
+// Skips the current test when the vector files are absent.
+void load(const VectorCase& c, Loaded& out) {
+  const fs::path base = test::vectors_dir() / ("ggml-vocab-" + c.vocab + ".gguf");
+  for (const fs::path& p : {base, fs::path(base.string() + ".inp"), fs::path(base.string() + ".out")}) {
+    if (!fs::exists(p)) GTEST_SKIP() << "test vector file absent: " << p.string();
+  }
+  auto file = gguf::GgufFile::open(base.string());
+  ASSERT_TRUE(file.is_ok()) << file.status().message();
+  auto original = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(original.is_ok()) << original.status().message();
+  out.original = std::move(original).value();
+
+  out.dir = std::make_unique<test::TempDir>(c.vocab);
+  out.dir->write_json("tokenizer.json", test::tokenizer_json_from_gguf(*file, c.options));
+  out.dir->write_json("tokenizer_config.json", test::tokenizer_config_from_gguf(*file));
+  out.dir->write_json("config.json", {{"vocab_size", out.original->n_vocab()}});
+  auto kv = read_hf_tokenizer(out.dir->str());
+  ASSERT_TRUE(kv.is_ok()) << kv.status().message();
+  out.kv = std::move(kv).value();
+  out.tok = tokenizer_from(out.kv);
+  ASSERT_NE(out.tok, nullptr);
+  out.inputs = test::split_inputs(test::read_all(base.string() + ".inp"));
+  out.expected = test::parse_outputs(test::read_all(base.string() + ".out"));
+  ASSERT_EQ(out.inputs.size(), out.expected.size());
+}
+
+size_t count_mismatches(const Tokenizer& tok, const Loaded& l) {
+  size_t n = 0;
+  for (size_t i = 0; i < l.inputs.size(); ++i) n += tok.encode(l.inputs[i], false, false) != l.expected[i];
+  return n;
+}
+
 class HfVocabVectors : public ::testing::TestWithParam<VectorCase> {
  protected:
   void SetUp() override {
-    const fs::path base = test::vectors_dir() / ("ggml-vocab-" + GetParam().vocab + ".gguf");
-    for (const fs::path& p : {base, fs::path(base.string() + ".inp"), fs::path(base.string() + ".out")}) {
-      if (!fs::exists(p)) GTEST_SKIP() << "test vector file absent: " << p.string();
-    }
-    auto file = gguf::GgufFile::open(base.string());
-    ASSERT_TRUE(file.is_ok()) << file.status().message();
-    auto original = Tokenizer::from_gguf(*file);
-    ASSERT_TRUE(original.is_ok()) << original.status().message();
-    original_ = std::move(original).value();
-
-    dir_ = std::make_unique<test::TempDir>(GetParam().vocab);
-    dir_->write_json("tokenizer.json", test::tokenizer_json_from_gguf(*file, GetParam().options));
-    dir_->write_json("tokenizer_config.json", test::tokenizer_config_from_gguf(*file));
-    dir_->write_json("config.json", {{"vocab_size", original_->n_vocab()}});
-    auto kv = read_hf_tokenizer(dir_->str());
-    ASSERT_TRUE(kv.is_ok()) << kv.status().message();
-    kv_ = std::move(kv).value();
-    tok_ = tokenizer_from(kv_);
-    ASSERT_NE(tok_, nullptr);
-    inputs_ = test::split_inputs(test::read_all(base.string() + ".inp"));
-    expected_ = test::parse_outputs(test::read_all(base.string() + ".out"));
-    ASSERT_EQ(inputs_.size(), expected_.size());
+    load(GetParam(), loaded_);
+    if (IsSkipped() || HasFatalFailure()) return;
+    original_ = loaded_.original.get();
+    tok_ = loaded_.tok.get();
   }
 
-  std::unique_ptr<test::TempDir> dir_;
-  std::unique_ptr<Tokenizer> original_, tok_;
-  KeyValues kv_;
-  std::vector<std::string> inputs_;
-  std::vector<std::vector<TokenId>> expected_;
+  Loaded loaded_;
+  const Tokenizer* original_ = nullptr;
+  const Tokenizer* tok_ = nullptr;
+  const KeyValues& kv_ = loaded_.kv;
+  const std::vector<std::string>& inputs_ = loaded_.inputs;
+  const std::vector<std::vector<TokenId>>& expected_ = loaded_.expected;
 };
 
 TEST_P(HfVocabVectors, NamesModelAndPreTokenizer) {
@@ -150,6 +174,36 @@ INSTANTIATE_TEST_SUITE_P(
                       VectorCase{"deepseek-llm", "gpt2", "deepseek-llm", {.merges_as_pairs = true}},
                       VectorCase{"bert-bge", "bert", "default", {}}),
     case_name);
+
+// The checks above can fail: what llama.cpp's LlamaHfVocab writes as scores
+// (-1000 for every token) or a near-miss pre-tokenizer tokenizes differently.
+TEST(HfVocabVectorsSwitchedOff, FlatSpmScoresBreakLlamaSpm) {
+  Loaded l;
+  load({"llama-spm", "llama", "default", {}}, l);
+  if (IsSkipped() || HasFatalFailure()) return;
+  ASSERT_EQ(count_mismatches(*l.tok, l), 0u);
+  KeyValues flat = l.kv;
+  for (auto& [key, value] : flat) {
+    if (key == "tokenizer.ggml.scores")
+      value = gguf::Value::of_f32s(std::vector<float>(static_cast<size_t>(l.tok->n_vocab()), -1000.0f));
+  }
+  auto tok = tokenizer_from(flat);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_GT(count_mismatches(*tok, l), 0u);
+}
+
+TEST(HfVocabVectorsSwitchedOff, WrongPreTokenizerBreaksStarcoder) {
+  Loaded l;
+  load({"starcoder", "gpt2", "starcoder", {}}, l);
+  if (IsSkipped() || HasFatalFailure()) return;
+  KeyValues wrong = l.kv;
+  for (auto& [key, value] : wrong) {
+    if (key == "tokenizer.ggml.pre") value = gguf::Value::of_string("gpt-2");  // digits not split one by one
+  }
+  auto tok = tokenizer_from(wrong);
+  ASSERT_NE(tok, nullptr);
+  EXPECT_GT(count_mismatches(*tok, l), 0u);
+}
 
 }  // namespace
 }  // namespace tern
