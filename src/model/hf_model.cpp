@@ -2,11 +2,13 @@
 #include "model/hf_model.h"
 
 #include <cstring>
+#include <filesystem>
 #include <list>
 
 #include "core/input_file.h"
 #include "model/quant_rules.h"
 #include "quant/quant.h"
+#include "tokenizer/hf_tokenizer.h"
 
 namespace tern::hf {
 namespace {
@@ -84,9 +86,16 @@ void read_planned_row(const PlannedTensor& t, int64_t i_row, float* row) {
 }
 
 Result<Metadata> read_tokenizer_metadata(const std::string& dir) {
-  // Filled in from tokenizer/hf_tokenizer.h once that lands (branch hftok).
-  (void)dir;
-  return Metadata{};
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json", ec)) return Metadata{};
+  return read_hf_tokenizer(dir);
+}
+
+Result<gguf::GgufFile> open_model_file(const std::string& path) {
+  if (!is_hf_dir(path)) return gguf::GgufFile::open(path);
+  auto tokenizer = read_tokenizer_metadata(path);
+  if (!tokenizer) return tokenizer.status();
+  return open_hf_view(path, std::move(tokenizer).value());
 }
 
 Result<gguf::GgufFile> open_hf_view(const std::string& dir, Metadata tokenizer) {

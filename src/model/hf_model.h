@@ -75,8 +75,13 @@ Result<HfPlan> plan_hf_model(const std::string& dir);
 void read_planned_row(const PlannedTensor& t, int64_t i_row, float* row);
 
 // The tokenizer.* keys for DIR (tokenizer.json, tokenizer_config.json,
-// generation_config.json); none when DIR has no tokenizer.json.
+// generation_config.json; tokenizer/hf_tokenizer.h); none when DIR has no
+// tokenizer.json (a weights-only directory still loads as a model).
 Result<Metadata> read_tokenizer_metadata(const std::string& dir);
+
+// What -m accepts: an HF directory (is_hf_dir) as its view with its tokenizer
+// keys, anything else as a GGUF file.
+Result<gguf::GgufFile> open_model_file(const std::string& path);
 
 // The model as a GgufFile view: the plan's metadata, then `tokenizer` keys.
 Result<gguf::GgufFile> open_hf_view(const std::string& dir, Metadata tokenizer);

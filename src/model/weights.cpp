@@ -232,14 +232,7 @@ void Model::prepare_weights() {
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, std::shared_ptr<backend::Backend> backend) {
   // A Hugging Face checkpoint directory is opened as the GGUF it converts to (model/hf_model.h).
-  Result<gguf::GgufFile> file = error(ErrorKind::Internal, "unset");
-  if (hf::is_hf_dir(path)) {
-    auto tokenizer = hf::read_tokenizer_metadata(path);
-    if (!tokenizer) return tokenizer.status();
-    file = hf::open_hf_view(path, std::move(tokenizer).value());
-  } else {
-    file = gguf::GgufFile::open(path);
-  }
+  auto file = hf::open_model_file(path);
   if (!file) return file.status();
   auto model = from_gguf(std::move(file).value(), std::move(backend));
   if (!model) return model.status().with_context(path);

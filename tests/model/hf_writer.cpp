@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "core/fp16.h"
+#include "quant/quant.h"
 
 namespace tern::test {
 namespace {
@@ -138,6 +139,33 @@ void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
   if (!f) throw std::runtime_error("cannot write " + path);
 }
 
+SyntheticModel synthetic_from_gguf(const gguf::GgufFile& f, SynthSpec& spec) {
+  SyntheticModel m;
+  m.metadata = f.metadata();
+  spec.arch = f.get_string("general.architecture").value();
+  const std::string p = spec.arch + ".";
+  auto u = [&](const std::string& k, int fallback) { return static_cast<int>(f.get_u64_or(p + k, fallback).value()); };
+  spec.n_embd = u("embedding_length", 0);
+  spec.n_layer = u("block_count", 0);
+  spec.n_ff = u("feed_forward_length", 0);
+  spec.n_head = u("attention.head_count", 0);
+  spec.n_head_kv = u("attention.head_count_kv", spec.n_head);
+  spec.n_ctx_train = u("context_length", 2048);
+  spec.rms_eps = static_cast<float>(f.get_f64_or(p + "attention.layer_norm_rms_epsilon", 1e-5).value());
+  spec.freq_base = f.get_f64_or(p + "rope.freq_base", 10000.0).value();
+  spec.tied_output = f.find_tensor("output.weight") == nullptr;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    SynthTensor st;
+    st.name = t.name;
+    st.dims.assign(t.dims.begin(), t.dims.begin() + t.n_dims);
+    st.data.resize(t.n_elements);
+    quant::traits(t.type)->to_float(t.data, st.data.data(), static_cast<int64_t>(t.n_elements));
+    if (t.name == "token_embd.weight") spec.n_vocab = static_cast<int>(t.dims[1]);
+    m.tensors.push_back(std::move(st));
+  }
+  return m;
+}
+
 std::string fresh_dir(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() / ("tern_hf_" + std::to_string(getpid()) + "_" + name);
   std::filesystem::remove_all(dir);
@@ -145,7 +173,7 @@ std::string fresh_dir(const std::string& name) {
   return dir.string();
 }
 
-json write_hf_dir(SyntheticModel& sm, const SynthSpec& spec, const std::string& dir, const HfWriteOptions& o) {
+json write_hf_dir(SyntheticModel& sm, const SynthSpec& spec, const std::string& dir, const HfDirOptions& o) {
   const std::string model_type = o.model_type.empty() ? spec.arch : o.model_type;
   const bool gemma = spec.arch == "gemma2" || spec.arch == "gemma3";
   const bool llama = model_type == "llama" || model_type == "mistral";

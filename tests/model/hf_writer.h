@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gguf/reader.h"
 #include "synthetic_model.h"
 
 namespace tern::test {
@@ -32,7 +33,7 @@ struct StTensor {
 std::vector<uint8_t> safetensors_bytes(const std::vector<StTensor>& tensors);
 void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes);
 
-struct HfWriteOptions {
+struct HfDirOptions {
   std::string model_type;        // "" = spec.arch
   std::string dtype = "F32";     // F32, F16 or BF16
   int n_shards = 1;              // > 1: model-0000i-of-0000n.safetensors + index
@@ -43,7 +44,11 @@ struct HfWriteOptions {
 
 // Writes DIR (created if absent) for `sm` made from `spec`; returns the config written.
 nlohmann::json write_hf_dir(SyntheticModel& sm, const SynthSpec& spec, const std::string& dir,
-                            const HfWriteOptions& options = {});
+                            const HfDirOptions& options = {});
+
+// A llama-family GGUF (every tensor decodable) as a SyntheticModel and the
+// SynthSpec of its shape, so that write_hf_dir can write it as an HF directory.
+SyntheticModel synthetic_from_gguf(const gguf::GgufFile& file, SynthSpec& spec);
 
 // A fresh empty directory under the test temp dir.
 std::string fresh_dir(const std::string& name);

@@ -63,7 +63,7 @@ struct ThreeWay {
   std::unique_ptr<Model> model;
 };
 ThreeWay check_three_ways(SyntheticModel& sm, const SynthSpec& spec, const std::string& name,
-                          const HfWriteOptions& o = {}) {
+                          const HfDirOptions& o = {}) {
   ThreeWay out;
   const std::string dir = fresh_dir(name);
   write_hf_dir(sm, spec, dir, o);
@@ -101,7 +101,7 @@ TEST(Hf, LlamaQkPermutedAndNeededUntiedOutput) {
   // Switched off: the rows left in GGUF order compute another model.
   SyntheticModel sm2 = make_synthetic(s);
   const std::string dir = fresh_dir("llama_unpermuted");
-  HfWriteOptions o;
+  HfDirOptions o;
   o.permute = false;
   write_hf_dir(sm2, s, dir, o);
   auto wrong = load_ok(dir);
@@ -116,7 +116,7 @@ TEST(Hf, LlamaTiedWithBiasesBf16) {
   s.tied_output = true;
   s.qkv_bias = true;  // permuted like the rows
   SyntheticModel sm = make_synthetic(s);
-  HfWriteOptions o;
+  HfDirOptions o;
   o.dtype = "BF16";
   check_three_ways(sm, s, "llama_bf16", o);
 }
@@ -145,7 +145,7 @@ TEST(Hf, Llama3RopeFreqsComputedAsTheConverter) {
   ASSERT_EQ(s.rope_freqs.front(), 1.0f);
   ASSERT_EQ(s.rope_freqs.back(), 8.0f);
   SyntheticModel sm = make_synthetic(s);
-  HfWriteOptions o;
+  HfDirOptions o;
   o.extra_config = {{"rope_scaling", {{"rope_type", "llama3"}, {"factor", factor}, {"low_freq_factor", low},
                                       {"high_freq_factor", high}, {"original_max_position_embeddings", orig}}}};
   ThreeWay r = check_three_ways(sm, s, "llama3", o);
@@ -166,7 +166,7 @@ TEST(Hf, MistralIsLlamaWithItsWindow) {
   s.seed = 14;
   s.sliding_window = 5;
   SyntheticModel sm = make_synthetic(s);
-  HfWriteOptions o;
+  HfDirOptions o;
   o.model_type = "mistral";
   ThreeWay r = check_three_ways(sm, s, "mistral", o);
   ASSERT_TRUE(r.model);
@@ -181,7 +181,7 @@ TEST(Hf, Qwen2BiasesF16Sharded) {
   s.qkv_bias = true;
   s.freq_base = 1e6;
   SyntheticModel sm = make_synthetic(s);
-  HfWriteOptions o;
+  HfDirOptions o;
   o.dtype = "F16";
   o.n_shards = 3;
   check_three_ways(sm, s, "qwen2", o);
@@ -227,7 +227,7 @@ TEST(Hf, Gemma2NormsPlusOneSoftcapsWindow) {
   // Switched off: norms taken as stored (w, not 1 + w).
   SyntheticModel sm2 = make_synthetic(s);
   const std::string dir = fresh_dir("gemma2_plain_norms");
-  HfWriteOptions o;
+  HfDirOptions o;
   o.gemma_minus_one = false;
   write_hf_dir(sm2, s, dir, o);
   auto wrong = load_ok(dir);

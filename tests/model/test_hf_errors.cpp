@@ -169,7 +169,7 @@ TEST_F(HfErrors, MissingShard) {
   SyntheticModel sm = make_synthetic(spec_);
   std::filesystem::remove_all(dir_);
   std::filesystem::create_directories(dir_);
-  HfWriteOptions o;
+  HfDirOptions o;
   o.n_shards = 2;
   write_hf_dir(sm, spec_, dir_, o);
   ASSERT_TRUE(Model::load(dir_).is_ok());
