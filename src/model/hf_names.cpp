@@ -162,15 +162,14 @@ Status check_complete(const HfConfig& c, const std::vector<std::pair<std::pair<i
   auto has = [&](const std::string& name) {
     return std::any_of(mapped.begin(), mapped.end(), [&](const auto& m) { return m.second.name == name; });
   };
+  // No lm_head: the embedding doubles as the classifier, as llama.cpp loads a file without output.weight.
   std::vector<std::string> need = {tensor_name(Tensor::TokenEmbd), tensor_name(Tensor::OutputNorm)};
-  if (!c.tie_word_embeddings && !gemma(c)) need.push_back(tensor_name(Tensor::Output));
   for (int il = 0; il < c.n_layer; ++il)
     for (Tensor t : layer) need.push_back(tensor_name(t, il));
   for (const std::string& n : need)
     if (!has(n))
       return error(ErrorKind::InvalidFile, "the checkpoint lacks the tensor that becomes '" + n + "' (" +
-                                               std::string(gguf_names::describe_tensor(n)) + ")" +
-                                               (n == "output.weight" ? "; lm_head.weight is missing and tie_word_embeddings is false" : ""));
+                                               std::string(gguf_names::describe_tensor(n)) + ")");
   return Status::ok();
 }
 
