@@ -1,11 +1,11 @@
 // An HF checkpoint's plan (hf_names.cpp) opened as a GgufFile view, or streamed into a GGUF file.
 #include "model/hf_model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <list>
 
-#include "core/input_file.h"
 #include "model/quant_rules.h"
 #include "quant/quant.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -153,7 +153,6 @@ Result<QuantizeReport> convert_hf_model(const std::string& dir, const std::strin
     }
     jobs.push_back(std::move(job));
   }
-  if (same_file(out_path, dir)) return error(ErrorKind::InvalidArgument, "convert: the output is the input directory");
   auto report = write_tensor_jobs(writer, out_path, jobs, pool, progress);
   if (!report) return report.status().with_context(out_path);
   return report;
