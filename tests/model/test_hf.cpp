@@ -121,6 +121,24 @@ TEST(Hf, LlamaTiedWithBiasesBf16) {
   check_three_ways(sm, s, "llama_bf16", o);
 }
 
+// A checkpoint without lm_head (tie_word_embeddings unset) classifies with the
+// embedding, as llama.cpp loads a GGUF without output.weight.
+TEST(Hf, MissingLmHeadMeansTied) {
+  SynthSpec s;
+  s.seed = 21;
+  s.tied_output = true;  // no output.weight in sm, so none written
+  SyntheticModel sm = make_synthetic(s);
+  const std::string dir = fresh_dir("no_lm_head");
+  HfDirOptions o;
+  o.extra_config = {{"tie_word_embeddings", nullptr}};
+  write_hf_dir(sm, s, dir, o);
+  auto m = load_ok(dir);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->file().find_tensor("output.weight"), nullptr);
+  expect_matches(*m, reference_of(sm), random_tokens(16, s.n_vocab, s.seed));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Hf, Llama3RopeFreqsComputedAsTheConverter) {
   SynthSpec s;
   s.seed = 13;
