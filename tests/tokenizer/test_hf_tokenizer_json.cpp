@@ -157,6 +157,16 @@ TEST(HfTokenizer, UnknownPreTokenizerRegexIsRefusedByName) {
   EXPECT_EQ(read_error(tiny_bpe(nullptr)).kind(), ErrorKind::Unsupported);
 }
 
+TEST(HfTokenizer, ByteLevelNormalizers) {
+  json tok = tiny_bpe();
+  tok["normalizer"] = {{"type", "NFC"}};  // qwen2: ignored, as llama.cpp does
+  EXPECT_EQ(str(read_ok(tok), "tokenizer.ggml.pre"), "gpt-2");
+  tok["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array()}};  // deepseek-v3
+  EXPECT_EQ(str(read_ok(tok), "tokenizer.ggml.pre"), "gpt-2");
+  tok["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "Lowercase"}}})}};
+  EXPECT_NE(read_error(tok).message().find("'Lowercase'"), std::string::npos);
+}
+
 TEST(HfTokenizer, UnsupportedModelTypesAreNamed) {
   for (const char* type : {"Unigram", "WordLevel"}) {
     json tok = tiny_bpe();
@@ -364,6 +374,12 @@ TEST(HfTokenizer, SpmStyleBpeBecomesLlamaVocab) {
   kv = read_ok(tiny_spm(nullptr, {{"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", "first"}}));
   EXPECT_EQ(str(kv, "tokenizer.ggml.model"), "llama");
   EXPECT_EQ(find(kv, "tokenizer.ggml.add_space_prefix"), nullptr);
+  // Gemma 3: a Split at " " after the normalizer replaced every space splits nothing.
+  kv = read_ok(tiny_spm(replace, {{"type", "Split"},
+                                  {"pattern", {{"String", " "}}},
+                                  {"behavior", "MergedWithPrevious"},
+                                  {"invert", false}}));
+  EXPECT_EQ(str(kv, "tokenizer.ggml.model"), "llama");
   // Spaces never become ▁: refused rather than tokenized wrongly.
   EXPECT_EQ(read_error(tiny_spm(nullptr, nullptr)).kind(), ErrorKind::Unsupported);
   EXPECT_NE(read_error(tiny_spm({{"type", "NFKC"}}, nullptr)).message().find("'NFKC'"), std::string::npos);
