@@ -160,7 +160,7 @@ void assign_types(const std::string& model, const std::string* unk, std::vector<
       else if (unk != nullptr && t.text == *unk)
         t.type = kUnknown;
       else if (t.added)
-        t.type = t.special ? kControl : kUserDefined;
+        t.type = t.special || looks_special(t.text) ? kControl : kUserDefined;
       else
         t.type = kNormal;
     } else if (t.added) {

@@ -4,6 +4,7 @@
 // tools/hf_tokenizer_diff.sh, which compares it with a Hugging Face tokenizers
 // implementation on real tokenizer.json files. --parse-special: text of special
 // tokens becomes those tokens (what Hugging Face tokenizers always do).
+// hf_tokenize --info DIR: prints the metadata keys instead (arrays summarised).
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -17,14 +18,19 @@
 
 int main(int argc, char** argv) {
   const bool parse_special = argc == 3 && std::string(argv[1]) == "--parse-special";
-  if (argc != 2 && !parse_special) {
-    std::cerr << "usage: hf_tokenize [--parse-special] DIR < texts.json\n";
+  const bool info = argc == 3 && std::string(argv[1]) == "--info";
+  if (argc != 2 && !parse_special && !info) {
+    std::cerr << "usage: hf_tokenize [--parse-special] DIR < texts.json | hf_tokenize --info DIR\n";
     return 2;
   }
   auto kv = tern::read_hf_tokenizer(argv[argc - 1]);
   if (!kv.is_ok()) {
     std::cerr << kv.status().message() << "\n";
     return 1;
+  }
+  if (info) {
+    for (const auto& [key, value] : *kv) std::cout << key << " = " << value.to_display() << "\n";
+    return 0;
   }
   tern::gguf::GgufWriter w;
   for (const auto& [key, value] : *kv) w.set(key, value);

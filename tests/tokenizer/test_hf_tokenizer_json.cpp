@@ -347,7 +347,10 @@ json tiny_spm(json normalizer, json pre_tokenizer) {
           {"normalizer", std::move(normalizer)},
           {"pre_tokenizer", std::move(pre_tokenizer)},
           {"added_tokens", json::array({{{"id", 1}, {"content", "<s>"}, {"special", true}},
-                                        {{"id", 2}, {"content", "</s>"}, {"special", true}}})}};
+                                        {{"id", 2}, {"content", "</s>"}, {"special", true}},
+                                        // Gemma leaves these unmarked; llama.cpp makes them CONTROL.
+                                        {{"id", 9}, {"content", "<unused0>"}, {"special", false}},
+                                        {{"id", 10}, {"content", "<hi>"}, {"special", false}}})}};
 }
 
 TEST(HfTokenizer, SpmStyleBpeBecomesLlamaVocab) {
@@ -358,10 +361,11 @@ TEST(HfTokenizer, SpmStyleBpeBecomesLlamaVocab) {
   KeyValues kv = read_ok(tiny_spm(prepend_replace, nullptr), {{"bos_token", "<s>"}, {"eos_token", "</s>"}});
   EXPECT_EQ(str(kv, "tokenizer.ggml.model"), "llama");
   EXPECT_EQ(str(kv, "tokenizer.ggml.pre"), "default");
-  EXPECT_EQ(ints(kv, "tokenizer.ggml.token_type"), (std::vector<int64_t>{2, 3, 3, 6, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(ints(kv, "tokenizer.ggml.token_type"), (std::vector<int64_t>{2, 3, 3, 6, 1, 1, 1, 1, 1, 3, 4}));
   std::vector<double> scores;
   for (const auto& item : find(kv, "tokenizer.ggml.scores")->as_array()->items) scores.push_back(*item.as_f64());
-  EXPECT_EQ(scores, (std::vector<double>{0, 0, 0, 0, 0, 0, 0, -1, -2}));
+  // Merge ranks; a longer token no merge makes merges last.
+  EXPECT_EQ(scores, (std::vector<double>{0, 0, 0, 0, 0, 0, 0, -1, -2, 0, -1e9}));
   EXPECT_EQ(find(kv, "tokenizer.ggml.add_space_prefix"), nullptr);  // the default: prefix
   EXPECT_EQ(find(kv, "tokenizer.ggml.merges"), nullptr);
   EXPECT_EQ(num(kv, "tokenizer.ggml.unknown_token_id"), 0);
