@@ -225,6 +225,8 @@ TEST(HfTokenizer, BadVocabularyAndMergesAreInvalid) {
   EXPECT_EQ(read_error(tok).kind(), ErrorKind::InvalidFile);
   tok["model"]["vocab"]["d"] = "seven";
   EXPECT_EQ(read_error(tok).kind(), ErrorKind::InvalidFile);
+  tok["model"]["vocab"]["d"] = 3000000;  // would mean millions of [PADi] holes in a 6-token file
+  EXPECT_NE(read_error(tok).message().find("out of range"), std::string::npos);
 
   test::TempDir dir("small");
   dir.write_json("config.json", {{"vocab_size", 3}});
