@@ -182,6 +182,13 @@ Status check_byte_level_normalizer(const json* norm) {
   const std::string* type = string_member(*norm, "type");
   // NFC: llama.cpp converts such models (qwen2) without it; the input is expected to be NFC already.
   if (type != nullptr && *type == "NFC") return Status::ok();
+  if (type != nullptr && *type == "Sequence") {  // deepseek-v3 has an empty one
+    const json* list = member(*norm, "normalizers");
+    if (list != nullptr && list->is_array()) {
+      for (const json& n : *list) TERN_RETURN_IF_ERROR(check_byte_level_normalizer(&n));
+      return Status::ok();
+    }
+  }
   return unsupported("normalizer '" + (type ? *type : std::string("?")) + "' is not supported for byte-level BPE");
 }
 
@@ -213,9 +220,18 @@ Status collect_spm_normalizer(const json& norm, bool& replaces_space, bool& prep
   return unsupported("normalizer '" + *type + "' is not supported for SentencePiece-style BPE");
 }
 
+bool is_split_at_space(const json& pre) {
+  const std::string* type = string_member(pre, "type");
+  const json* pattern = member(pre, "pattern");
+  const std::string* text = pattern != nullptr ? string_member(*pattern, "String") : nullptr;
+  return type != nullptr && *type == "Split" && text != nullptr && *text == " ";
+}
+
 Result<TokenizerKind> spm_kind(const json* norm, const json* pre) {
   bool replaces_space = false, prepends = false;
   if (norm != nullptr && !norm->is_null()) TERN_RETURN_IF_ERROR(collect_spm_normalizer(*norm, replaces_space, prepends));
+  // Gemma 3 splits at " " after its normalizer has replaced every space: nothing to split.
+  if (replaces_space && pre != nullptr && is_split_at_space(*pre)) pre = nullptr;
   if (pre != nullptr && !pre->is_null()) {
     const std::string* type = string_member(*pre, "type");
     if (type == nullptr || *type != "Metaspace")

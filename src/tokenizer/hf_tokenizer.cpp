@@ -16,8 +16,10 @@ using hf::json;
 
 // llama.cpp's token types (see vocab.h).
 constexpr int32_t kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6;
-// Far more than any real vocabulary; a bound so that a corrupt id cannot make us allocate gigabytes.
-constexpr int64_t kMaxTokens = int64_t{1} << 24;
+// Far more than any real vocabulary (the largest are about 256k); with the bound on holes below,
+// a corrupt id or vocab_size cannot make us allocate more than a small multiple of the file.
+constexpr int64_t kMaxTokens = int64_t{1} << 22;
+constexpr int64_t kMaxHoles = 65536;
 const std::string kSpace = "\xE2\x96\x81";  // ▁
 
 struct Token {
@@ -29,6 +31,7 @@ struct Token {
 };
 
 struct Assembled {
+  int64_t id_limit = 0;  // ids must be below: the file's entries twice over, plus some holes
   std::vector<Token> tokens;
   hf::TokenIndex index;
   std::vector<std::pair<std::string, std::string>> merges;  // in rank order
@@ -38,11 +41,12 @@ Status invalid(const hf::ModelFiles& f, const std::string& what) {
   return error(ErrorKind::InvalidFile, f.dir + "/tokenizer.json: " + what);
 }
 
-Result<int32_t> token_id(const hf::ModelFiles& f, const json& v, const std::string& text) {
+Result<int32_t> token_id(const hf::ModelFiles& f, const json& v, const std::string& text, int64_t limit) {
   if (!v.is_number_integer()) return invalid(f, "the id of '" + text + "' is not an integer");
   const int64_t id = v.get<int64_t>();
-  if (id < 0 || id >= kMaxTokens)
-    return invalid(f, "the id " + std::to_string(id) + " of '" + text + "' is out of range");
+  if (id < 0 || id >= limit)
+    return invalid(f, "the id " + std::to_string(id) + " of '" + text + "' is out of range (the file has " +
+                          "far fewer tokens)");
   return static_cast<int32_t>(id);
 }
 
@@ -56,33 +60,33 @@ Status place(const hf::ModelFiles& f, std::vector<Token>& tokens, int32_t id, co
   return Status::ok();
 }
 
-Status read_model_vocab(const hf::ModelFiles& f, const json& model, std::vector<Token>& tokens) {
+Status read_model_vocab(const hf::ModelFiles& f, const json& model, Assembled& a) {
   const json* vocab = hf::member(model, "vocab");
   if (vocab == nullptr || !vocab->is_object()) return invalid(f, "model.vocab is not an object of token -> id");
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    auto id = token_id(f, it.value(), it.key());
+    auto id = token_id(f, it.value(), it.key(), a.id_limit);
     TERN_RETURN_IF_ERROR(id);
-    TERN_RETURN_IF_ERROR(place(f, tokens, *id, it.key()));
+    TERN_RETURN_IF_ERROR(place(f, a.tokens, *id, it.key()));
   }
   return Status::ok();
 }
 
 // Added tokens may repeat a vocabulary entry (same id and text) or extend the vocabulary.
-Status read_added_tokens(const hf::ModelFiles& f, std::vector<Token>& tokens, hf::TokenIndex& index) {
+Status read_added_tokens(const hf::ModelFiles& f, Assembled& a) {
   const json* added = hf::member(f.tokenizer, "added_tokens");
   if (added == nullptr || added->is_null()) return Status::ok();
   if (!added->is_array()) return invalid(f, "added_tokens is not a list");
-  for (const json& a : *added) {
-    const std::string* content = hf::string_member(a, "content");
-    const json* id_value = hf::member(a, "id");
+  for (const json& entry : *added) {
+    const std::string* content = hf::string_member(entry, "content");
+    const json* id_value = hf::member(entry, "id");
     if (content == nullptr || id_value == nullptr) return invalid(f, "an added token without content or id");
-    auto id = token_id(f, *id_value, *content);
+    auto id = token_id(f, *id_value, *content, a.id_limit);
     TERN_RETURN_IF_ERROR(id);
-    TERN_RETURN_IF_ERROR(place(f, tokens, *id, *content));
-    Token& t = tokens[static_cast<size_t>(*id)];
+    TERN_RETURN_IF_ERROR(place(f, a.tokens, *id, *content));
+    Token& t = a.tokens[static_cast<size_t>(*id)];
     t.added = true;
-    t.special = hf::bool_member(a, "special", false);
-    index.added.emplace_back(*content, *id);
+    t.special = hf::bool_member(entry, "special", false);
+    a.index.added.emplace_back(*content, *id);
   }
   return Status::ok();
 }
@@ -160,7 +164,7 @@ void assign_types(const std::string& model, const std::string* unk, std::vector<
       else if (unk != nullptr && t.text == *unk)
         t.type = kUnknown;
       else if (t.added)
-        t.type = t.special ? kControl : kUserDefined;
+        t.type = t.special || looks_special(t.text) ? kControl : kUserDefined;
       else
         t.type = kNormal;
     } else if (t.added) {
@@ -244,8 +248,12 @@ Result<std::vector<std::pair<std::string, gguf::Value>>> read_hf_tokenizer(const
   const json& model = *hf::member(f.tokenizer, "model");
 
   Assembled a;
-  TERN_RETURN_IF_ERROR(read_model_vocab(f, model, a.tokens));
-  TERN_RETURN_IF_ERROR(read_added_tokens(f, a.tokens, a.index));
+  const json* vocab = hf::member(model, "vocab");
+  const json* added = hf::member(f.tokenizer, "added_tokens");
+  const size_t n_entries = (vocab != nullptr ? vocab->size() : 0) + (added != nullptr ? added->size() : 0);
+  a.id_limit = std::min<int64_t>(kMaxTokens, 2 * static_cast<int64_t>(n_entries) + kMaxHoles);
+  TERN_RETURN_IF_ERROR(read_model_vocab(f, model, a));
+  TERN_RETURN_IF_ERROR(read_added_tokens(f, a));
   if (a.tokens.empty()) return invalid(f, "the vocabulary is empty");
   auto n_vocab = vocab_size(f, a.tokens.size());
   TERN_RETURN_IF_ERROR(n_vocab);

@@ -157,6 +157,16 @@ TEST(HfTokenizer, UnknownPreTokenizerRegexIsRefusedByName) {
   EXPECT_EQ(read_error(tiny_bpe(nullptr)).kind(), ErrorKind::Unsupported);
 }
 
+TEST(HfTokenizer, ByteLevelNormalizers) {
+  json tok = tiny_bpe();
+  tok["normalizer"] = {{"type", "NFC"}};  // qwen2: ignored, as llama.cpp does
+  EXPECT_EQ(str(read_ok(tok), "tokenizer.ggml.pre"), "gpt-2");
+  tok["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array()}};  // deepseek-v3
+  EXPECT_EQ(str(read_ok(tok), "tokenizer.ggml.pre"), "gpt-2");
+  tok["normalizer"] = {{"type", "Sequence"}, {"normalizers", json::array({{{"type", "Lowercase"}}})}};
+  EXPECT_NE(read_error(tok).message().find("'Lowercase'"), std::string::npos);
+}
+
 TEST(HfTokenizer, UnsupportedModelTypesAreNamed) {
   for (const char* type : {"Unigram", "WordLevel"}) {
     json tok = tiny_bpe();
@@ -215,6 +225,8 @@ TEST(HfTokenizer, BadVocabularyAndMergesAreInvalid) {
   EXPECT_EQ(read_error(tok).kind(), ErrorKind::InvalidFile);
   tok["model"]["vocab"]["d"] = "seven";
   EXPECT_EQ(read_error(tok).kind(), ErrorKind::InvalidFile);
+  tok["model"]["vocab"]["d"] = 3000000;  // would mean millions of [PADi] holes in a 6-token file
+  EXPECT_NE(read_error(tok).message().find("out of range"), std::string::npos);
 
   test::TempDir dir("small");
   dir.write_json("config.json", {{"vocab_size", 3}});
@@ -337,7 +349,10 @@ json tiny_spm(json normalizer, json pre_tokenizer) {
           {"normalizer", std::move(normalizer)},
           {"pre_tokenizer", std::move(pre_tokenizer)},
           {"added_tokens", json::array({{{"id", 1}, {"content", "<s>"}, {"special", true}},
-                                        {{"id", 2}, {"content", "</s>"}, {"special", true}}})}};
+                                        {{"id", 2}, {"content", "</s>"}, {"special", true}},
+                                        // Gemma leaves these unmarked; llama.cpp makes them CONTROL.
+                                        {{"id", 9}, {"content", "<unused0>"}, {"special", false}},
+                                        {{"id", 10}, {"content", "<hi>"}, {"special", false}}})}};
 }
 
 TEST(HfTokenizer, SpmStyleBpeBecomesLlamaVocab) {
@@ -348,10 +363,11 @@ TEST(HfTokenizer, SpmStyleBpeBecomesLlamaVocab) {
   KeyValues kv = read_ok(tiny_spm(prepend_replace, nullptr), {{"bos_token", "<s>"}, {"eos_token", "</s>"}});
   EXPECT_EQ(str(kv, "tokenizer.ggml.model"), "llama");
   EXPECT_EQ(str(kv, "tokenizer.ggml.pre"), "default");
-  EXPECT_EQ(ints(kv, "tokenizer.ggml.token_type"), (std::vector<int64_t>{2, 3, 3, 6, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(ints(kv, "tokenizer.ggml.token_type"), (std::vector<int64_t>{2, 3, 3, 6, 1, 1, 1, 1, 1, 3, 4}));
   std::vector<double> scores;
   for (const auto& item : find(kv, "tokenizer.ggml.scores")->as_array()->items) scores.push_back(*item.as_f64());
-  EXPECT_EQ(scores, (std::vector<double>{0, 0, 0, 0, 0, 0, 0, -1, -2}));
+  // Merge ranks; a longer token no merge makes merges last.
+  EXPECT_EQ(scores, (std::vector<double>{0, 0, 0, 0, 0, 0, 0, -1, -2, 0, -1e9}));
   EXPECT_EQ(find(kv, "tokenizer.ggml.add_space_prefix"), nullptr);  // the default: prefix
   EXPECT_EQ(find(kv, "tokenizer.ggml.merges"), nullptr);
   EXPECT_EQ(num(kv, "tokenizer.ggml.unknown_token_id"), 0);
@@ -364,6 +380,12 @@ TEST(HfTokenizer, SpmStyleBpeBecomesLlamaVocab) {
   kv = read_ok(tiny_spm(nullptr, {{"type", "Metaspace"}, {"replacement", kSpace}, {"prepend_scheme", "first"}}));
   EXPECT_EQ(str(kv, "tokenizer.ggml.model"), "llama");
   EXPECT_EQ(find(kv, "tokenizer.ggml.add_space_prefix"), nullptr);
+  // Gemma 3: a Split at " " after the normalizer replaced every space splits nothing.
+  kv = read_ok(tiny_spm(replace, {{"type", "Split"},
+                                  {"pattern", {{"String", " "}}},
+                                  {"behavior", "MergedWithPrevious"},
+                                  {"invert", false}}));
+  EXPECT_EQ(str(kv, "tokenizer.ggml.model"), "llama");
   // Spaces never become ▁: refused rather than tokenized wrongly.
   EXPECT_EQ(read_error(tiny_spm(nullptr, nullptr)).kind(), ErrorKind::Unsupported);
   EXPECT_NE(read_error(tiny_spm({{"type", "NFKC"}}, nullptr)).message().find("'NFKC'"), std::string::npos);
