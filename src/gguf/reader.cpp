@@ -251,6 +251,31 @@ Result<GgufFile> GgufFile::from_bytes(std::vector<uint8_t> bytes) {
   return file;
 }
 
+Result<GgufFile> GgufFile::from_view(std::vector<std::pair<std::string, Value>> metadata, std::vector<TensorInfo> tensors,
+                                     std::shared_ptr<const void> keep_alive, bool file_backed) {
+  GgufFile file;
+  file.version_ = 3;
+  file.keep_alive_ = std::move(keep_alive);
+  file.view_file_backed_ = file_backed;
+  for (auto& [key, value] : metadata) {
+    if (file.kv_index_.count(key)) return error(ErrorKind::InvalidFile, "metadata key '" + key + "' appears twice");
+    file.kv_index_[key] = file.kv_.size();
+    file.kv_.emplace_back(std::move(key), std::move(value));
+  }
+  for (TensorInfo& t : tensors) {
+    auto size = type_size(static_cast<uint32_t>(t.type));
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < t.n_dims && d < kMaxDims; ++d) n *= t.dims[d];
+    if (!size || t.n_dims < 1 || t.n_dims > kMaxDims || t.data == nullptr || t.dims[0] % size->block_elems != 0 ||
+        n != t.n_elements || t.n_bytes != n / size->block_elems * size->block_bytes)
+      return error(ErrorKind::InvalidFile, "tensor '" + t.name + "' of the view has an inconsistent type, shape or size");
+    if (file.tensor_index_.count(t.name)) return error(ErrorKind::InvalidFile, "tensor '" + t.name + "' appears twice");
+    file.tensor_index_[t.name] = file.tensors_.size();
+    file.tensors_.push_back(std::move(t));
+  }
+  return file;
+}
+
 const Value* GgufFile::find(const std::string& key) const {
   auto it = kv_index_.find(key);
   return it == kv_index_.end() ? nullptr : &kv_[it->second].second;

@@ -33,6 +33,9 @@ struct TensorInfo {
   uint64_t n_elements = 0;
   uint64_t n_bytes = 0;
   const uint8_t* data = nullptr;  // points into the mapping; valid while the GgufFile lives
+  // The data lies in memory the GgufFile owns, not in a file mapping (a view's
+  // derived tensors, see from_view): its pages must never be dropped.
+  bool in_memory = false;
 
   uint64_t n_rows() const { return n_elements / dims[0]; }
   std::string shape_string() const;
@@ -44,13 +47,23 @@ class GgufFile {
   // Parses an in-memory image (tests, fuzzing). The bytes are owned by the result.
   static Result<GgufFile> from_bytes(std::vector<uint8_t> bytes);
 
+  // A view of tensors stored elsewhere — a Hugging Face checkpoint's
+  // safetensors mappings and tensors derived in memory (model/hf_model.h) —
+  // as if it were a parsed file: version 3, no file image. Every tensor's
+  // data, n_dims, dims, type and n_bytes must be set; they are checked as
+  // open() checks a file's (known type, block-divisible rows, size, unique
+  // names). `keep_alive` owns the memory the data pointers point into.
+  // file_backed: whether tensors not marked in_memory lie in file mappings.
+  static Result<GgufFile> from_view(std::vector<std::pair<std::string, Value>> metadata, std::vector<TensorInfo> tensors,
+                                    std::shared_ptr<const void> keep_alive, bool file_backed);
+
   uint32_t version() const { return version_; }
   uint32_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }
   uint64_t file_size() const { return bytes_.size(); }
   // True when the tensor data is a mapping of a file: its pages can be dropped
   // and are read back from the file (not so for an in-memory image).
-  bool file_backed() const { return mapping_ != nullptr; }
+  bool file_backed() const { return mapping_ != nullptr || view_file_backed_; }
 
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
   const Value* find(const std::string& key) const;
@@ -75,6 +88,8 @@ class GgufFile {
   friend class Parser;
   std::shared_ptr<MappedFile> mapping_;
   std::shared_ptr<std::vector<uint8_t>> owned_;
+  std::shared_ptr<const void> keep_alive_;  // from_view: the mappings and buffers tensors point into
+  bool view_file_backed_ = false;
   std::span<const uint8_t> bytes_;
   uint32_t version_ = 0;
   uint32_t alignment_ = kDefaultAlignment;

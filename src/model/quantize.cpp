@@ -32,6 +32,18 @@ void release_pages(std::span<const uint8_t> bytes) {
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
+// Marks the pages of `bytes` (part of a file mapping) as read sequentially:
+// the kernel then reads far ahead of each fault instead of a small window,
+// and the input streams at disk speed (measured in bench/hf_convert.md: a
+// 2.5 GB conversion read 2.5x faster than with the default advice;
+// MADV_WILLNEED on the next tensor did not help).
+void advise_sequential(std::span<const uint8_t> bytes) {
+  static const uintptr_t kPage = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(bytes.data()) / kPage * kPage;
+  const uintptr_t end = reinterpret_cast<uintptr_t>(bytes.data()) + bytes.size();
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_SEQUENTIAL);
+}
+
 }  // namespace
 
 Status encode_rows(GgmlType type, int64_t n_rows, int64_t n_cols, const RowSource& source, std::vector<uint8_t>& out,
@@ -75,6 +87,8 @@ Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const s
   for (size_t i = 0; i < jobs.size(); ++i) {
     const TensorJob& job = jobs[i];
     if (progress) progress({i, jobs.size(), n_done, report.n_elements, &job});
+    if (i == 0 && !job.mapped_input.empty()) advise_sequential(job.mapped_input);
+    if (i + 1 < jobs.size() && !jobs[i + 1].mapped_input.empty()) advise_sequential(jobs[i + 1].mapped_input);
     const uint64_t n = element_count(job.dims);
     std::span<const uint8_t> bytes = job.bytes;
     if (job.source) {

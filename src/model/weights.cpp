@@ -9,6 +9,7 @@
 #include "core/assert.h"
 #include "model/arch.h"
 #include "model/gguf_names.h"
+#include "model/hf_model.h"
 #include "model/model.h"
 #include "quant/quant.h"
 
@@ -66,7 +67,7 @@ class Binder {
     out.data = static_cast<const uint8_t*>(info->data) + static_cast<size_t>(row_begin) * out.row_stride_bytes;
     out.n_rows = n_rows;
     out.n_cols = n_cols;
-    out.file_backed = f_.file_backed();
+    out.file_backed = f_.file_backed() && !info->in_memory;
     used_.insert(name);
     return Status::ok();
   }
@@ -230,7 +231,8 @@ void Model::prepare_weights() {
 }
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, std::shared_ptr<backend::Backend> backend) {
-  auto file = gguf::GgufFile::open(path);
+  // A Hugging Face checkpoint directory is opened as the GGUF it converts to (model/hf_model.h).
+  auto file = hf::open_model_file(path);
   if (!file) return file.status();
   auto model = from_gguf(std::move(file).value(), std::move(backend));
   if (!model) return model.status().with_context(path);

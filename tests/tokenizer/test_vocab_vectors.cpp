@@ -15,15 +15,16 @@
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "tokenizer_test_util.h"
 
 namespace tern {
 namespace {
 
 namespace fs = std::filesystem;
-
-const std::string kSeparator = "\n__ggml_vocab_test__\n";
-
-fs::path vectors_dir() { return fs::path(TERN_SHARED_DIR) / "testdata" / "tokenizers"; }
+using test::parse_outputs;
+using test::read_all;
+using test::split_inputs;
+using test::vectors_dir;
 
 // The vocabularies the shared README lists, plus any other ggml-vocab-*.gguf found there.
 std::vector<std::string> vocab_names() {
@@ -39,36 +40,6 @@ std::vector<std::string> vocab_names() {
     }
   }
   return names;
-}
-
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Each test string is followed by the separator; a trailing remainder without
-// one is taken as a last string too.
-std::vector<std::string> split_inputs(const std::string& data) {
-  std::vector<std::string> items;
-  size_t pos = 0;
-  for (size_t hit; (hit = data.find(kSeparator, pos)) != std::string::npos; pos = hit + kSeparator.size())
-    items.push_back(data.substr(pos, hit - pos));
-  if (pos < data.size()) items.push_back(data.substr(pos));
-  return items;
-}
-
-std::vector<std::vector<TokenId>> parse_outputs(const std::string& data) {
-  std::vector<std::vector<TokenId>> rows;
-  std::istringstream lines(data);
-  for (std::string line; std::getline(lines, line);) {
-    std::vector<TokenId> ids;
-    std::istringstream fields(line);
-    for (long id; fields >> id;) ids.push_back(static_cast<TokenId>(id));
-    rows.push_back(std::move(ids));
-  }
-  return rows;
 }
 
 std::string printable(const std::string& s) {

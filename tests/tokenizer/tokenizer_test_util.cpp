@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
@@ -92,6 +94,37 @@ gguf::GgufWriter tiny_bpe_writer(const std::string& pre) {
   w.set("tokenizer.ggml.bos_token_id", gguf::Value::of_u32(static_cast<uint32_t>(tokens.size() - 1)));
   w.set("tokenizer.ggml.eos_token_id", gguf::Value::of_u32(static_cast<uint32_t>(tokens.size() - 1)));
   return w;
+}
+
+std::filesystem::path vectors_dir() { return std::filesystem::path(TERN_SHARED_DIR) / "testdata" / "tokenizers"; }
+
+std::string read_all(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> split_inputs(const std::string& data) {
+  const std::string separator = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> items;
+  size_t pos = 0;
+  for (size_t hit; (hit = data.find(separator, pos)) != std::string::npos; pos = hit + separator.size())
+    items.push_back(data.substr(pos, hit - pos));
+  if (pos < data.size()) items.push_back(data.substr(pos));
+  return items;
+}
+
+std::vector<std::vector<TokenId>> parse_outputs(const std::string& data) {
+  std::vector<std::vector<TokenId>> rows;
+  std::istringstream lines(data);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<TokenId> ids;
+    std::istringstream fields(line);
+    for (long id; fields >> id;) ids.push_back(static_cast<TokenId>(id));
+    rows.push_back(std::move(ids));
+  }
+  return rows;
 }
 
 }  // namespace tern::test

@@ -1,6 +1,7 @@
 // Helpers for tokenizer tests: tiny vocabularies built as in-memory GGUF files.
 #pragma once
 
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,5 +40,15 @@ std::unique_ptr<Tokenizer> build(const gguf::GgufWriter& w);
 // A tiny byte-level BPE vocabulary: every byte's spelling, then merges that
 // build "hello", " world" and "12".
 gguf::GgufWriter tiny_bpe_writer(const std::string& pre = "gpt-2");
+
+// llama.cpp's tokenizer test vectors (../shared/testdata/tokenizers/ggml-vocab-NAME.gguf
+// with .inp and .out files).
+std::filesystem::path vectors_dir();
+std::string read_all(const std::filesystem::path& p);
+// Each test string of an .inp file is followed by a separator line; a trailing
+// remainder without one is taken as a last string too.
+std::vector<std::string> split_inputs(const std::string& data);
+// One line of space-separated ids per test string.
+std::vector<std::vector<TokenId>> parse_outputs(const std::string& data);
 
 }  // namespace tern::test

@@ -114,7 +114,8 @@ int cmd_bench(int argc, char** argv) {
   const double compute_peak = is_float_type(wtype) ? lim.peak_gflops_f32 : lim.peak_gops_int8;
   const double roofline_tg = lim.read_bw_gbs > 0 ? lim.read_bw_gbs / weight_gb : 0.0;
   std::error_code ec;
-  const int64_t file_bytes = static_cast<int64_t>(std::filesystem::file_size(model_path, ec));
+  const uintmax_t size = std::filesystem::file_size(model_path, ec);
+  const int64_t file_bytes = ec ? 0 : static_cast<int64_t>(size);  // 0 for a Hugging Face directory
   const double mib = 1024.0 * 1024.0;
   const double other_mib = (static_cast<double>(r.rss_bytes) - file_bytes - r.kv_bytes) / mib;
   char hash_hex[20];

@@ -19,6 +19,7 @@
 #include "engine/bench.h"
 #include "eval/report.h"
 #include "logits_pass.h"
+#include "model/hf_model.h"
 #include "model/quantize.h"
 #include "tokenizer/tokenizer.h"
 
@@ -149,6 +150,10 @@ int eval_quant(int argc, char** argv) {
   }
   if (a.model_path.empty() || a.text_path.empty())
     return report(error(ErrorKind::InvalidArgument, "eval quant: -m BASE.gguf and -f TEXT are required"));
+  // It quantizes and hashes the base file itself: a directory would have to be converted on every run.
+  if (hf::is_hf_dir(a.model_path))
+    return report(error(ErrorKind::InvalidArgument, "eval quant: -m must be a GGUF file; convert the Hugging Face "
+                                                    "directory first (tern convert --from hf DIR -o BASE.gguf --type F16)"));
   if (a.n_ctx < 0 || a.n_chunks < 0 || a.n_threads < 0 || a.price_per_hour < 0 || a.bench.repetitions < 1)
     return report(error(ErrorKind::InvalidArgument, "eval quant: counts and price must not be negative (-r >= 1)"));
   if (a.plot_metric != "kl" && a.plot_metric != "ppl")

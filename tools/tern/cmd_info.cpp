@@ -3,6 +3,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "model/hf_model.h"
 #include "gguf/reader.h"
 
 namespace tern::cli {
@@ -18,7 +19,7 @@ int cmd_info(int argc, char** argv) {
     std::fputs(args.help_text().c_str(), stdout);
     return 0;
   }
-  auto file = gguf::GgufFile::open(path);
+  auto file = hf::open_model_file(path);  // a GGUF file or an HF directory
   if (!file) return report(file.status());
   std::printf("file: %s\nversion: %u  alignment: %u  data offset: %llu  size: %llu bytes\n", path.c_str(),
               file->version(), file->alignment(), static_cast<unsigned long long>(file->data_offset()),

@@ -3,6 +3,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "model/hf_model.h"
 #include "core/input_file.h"
 #include "gguf/reader.h"
 #include "output.h"
@@ -33,7 +34,7 @@ int cmd_tokenize(int argc, char** argv) {
     if (!data) return report(data.status());
     text = *data;
   }
-  auto gguf = gguf::GgufFile::open(model_path);
+  auto gguf = hf::open_model_file(model_path);  // a GGUF file or an HF directory
   if (!gguf) return report(gguf.status());
   auto tok = Tokenizer::from_gguf(*gguf);
   if (!tok) return report(tok.status().with_context(model_path));

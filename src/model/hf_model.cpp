@@ -1,0 +1,161 @@
+// An HF checkpoint's plan (hf_names.cpp) opened as a GgufFile view, or streamed into a GGUF file.
+#include "model/hf_model.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <list>
+
+#include "model/quant_rules.h"
+#include "quant/quant.h"
+#include "tokenizer/hf_tokenizer.h"
+
+namespace tern::hf {
+namespace {
+
+// Source row of GGUF row `r` of a PermuteQK tensor (see hf_model.h).
+int64_t permuted_source_row(int64_t r, int64_t n_rows, int n_heads) {
+  const int64_t hd = n_rows / n_heads, h = r / hd, i = r % hd;
+  return h * hd + (i % 2) * (hd / 2) + i / 2;
+}
+
+// What the view and the file hold for a tensor: the source type when its
+// bytes can be used as they are (or permuted by rows), else F32.
+gguf::GgmlType stored_type(const PlannedTensor& t) {
+  return t.transform == Transform::None || t.transform == Transform::PermuteQK ? t.source_type : gguf::GgmlType::F32;
+}
+
+// Buffers the view owns beside the checkpoint's mappings.
+struct ViewStorage {
+  std::shared_ptr<safetensors::SafetensorsCheckpoint> checkpoint;
+  std::list<std::vector<uint8_t>> buffers;  // a list: a buffer's address never changes
+};
+
+gguf::TensorInfo view_tensor(const PlannedTensor& t, ViewStorage& store) {
+  gguf::TensorInfo info;
+  info.name = t.name;
+  info.n_dims = static_cast<uint32_t>(t.dims.size());
+  for (size_t d = 0; d < t.dims.size(); ++d) info.dims[d] = t.dims[d];
+  info.type = stored_type(t);
+  info.n_elements = t.n_elements();
+  const quant::TypeTraits* tr = quant::traits(info.type);
+  info.n_bytes = info.n_elements * static_cast<uint64_t>(tr->block_bytes) / tr->block_elems;
+  if (t.transform == Transform::None) {
+    info.data = t.source->bytes.data();
+    return info;
+  }
+  std::vector<uint8_t>& buf = store.buffers.emplace_back(info.n_bytes);
+  if (t.transform == Transform::PermuteQK) {
+    // Rows of a matrix, elements of a bias: the units the heads are made of.
+    const int64_t n_units = t.dims.size() == 1 ? static_cast<int64_t>(t.dims[0]) : static_cast<int64_t>(t.n_rows());
+    const size_t unit_bytes = info.n_bytes / static_cast<size_t>(n_units);
+    for (int64_t r = 0; r < n_units; ++r)
+      std::memcpy(buf.data() + r * unit_bytes,
+                  t.source->bytes.data() + permuted_source_row(r, n_units, t.n_heads) * unit_bytes, unit_bytes);
+  } else {
+    const int64_t n_rows = static_cast<int64_t>(t.n_rows());
+    const size_t row_bytes = info.n_bytes / static_cast<size_t>(n_rows);
+    for (int64_t r = 0; r < n_rows; ++r) read_planned_row(t, r, reinterpret_cast<float*>(buf.data() + r * row_bytes));
+  }
+  info.data = buf.data();
+  info.in_memory = true;
+  return info;
+}
+
+}  // namespace
+
+void read_planned_row(const PlannedTensor& t, int64_t i_row, float* row) {
+  const int64_t n_cols = static_cast<int64_t>(t.dims[0]);
+  if (t.transform == Transform::Computed) {
+    std::memcpy(row, t.values.data() + i_row * n_cols, static_cast<size_t>(n_cols) * sizeof(float));
+    return;
+  }
+  const quant::TypeTraits* tr = quant::traits(t.source_type);
+  if (t.transform == Transform::PermuteQK && t.dims.size() == 1) {  // a bias: its elements are the units
+    std::vector<float> v(static_cast<size_t>(n_cols));
+    tr->to_float(t.source->bytes.data(), v.data(), n_cols);
+    for (int64_t i = 0; i < n_cols; ++i) row[i] = v[static_cast<size_t>(permuted_source_row(i, n_cols, t.n_heads))];
+    return;
+  }
+  const size_t row_bytes = quant::row_bytes(*tr, n_cols);
+  const int64_t src_row =
+      t.transform == Transform::PermuteQK ? permuted_source_row(i_row, static_cast<int64_t>(t.n_rows()), t.n_heads) : i_row;
+  tr->to_float(t.source->bytes.data() + static_cast<size_t>(src_row) * row_bytes, row, n_cols);
+  if (t.transform == Transform::AddOne)
+    for (int64_t i = 0; i < n_cols; ++i) row[i] += 1.0f;
+}
+
+Result<Metadata> read_tokenizer_metadata(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json", ec)) return Metadata{};
+  return read_hf_tokenizer(dir);
+}
+
+Result<gguf::GgufFile> open_model_file(const std::string& path) {
+  if (!is_hf_dir(path)) return gguf::GgufFile::open(path);
+  auto tokenizer = read_tokenizer_metadata(path);
+  if (!tokenizer) return tokenizer.status();
+  return open_hf_view(path, std::move(tokenizer).value());
+}
+
+Result<gguf::GgufFile> open_hf_view(const std::string& dir, Metadata tokenizer) {
+  auto plan = plan_hf_model(dir);
+  if (!plan) return plan.status();
+  auto store = std::make_shared<ViewStorage>();
+  store->checkpoint = plan->checkpoint;
+  std::vector<gguf::TensorInfo> tensors;
+  for (const PlannedTensor& t : plan->tensors) tensors.push_back(view_tensor(t, *store));
+  Metadata metadata = std::move(plan->config.metadata);
+  for (auto& kv : tokenizer) metadata.push_back(std::move(kv));
+  auto file = gguf::GgufFile::from_view(std::move(metadata), std::move(tensors), store, /*file_backed=*/true);
+  if (!file) return file.status().with_context(dir);
+  return file;
+}
+
+Result<QuantizeReport> convert_hf_model(const std::string& dir, const std::string& out_path, const QuantScheme& scheme,
+                                        Metadata tokenizer, ThreadPool& pool, const QuantizeProgressFn& progress) {
+  auto plan = plan_hf_model(dir);
+  if (!plan) return plan.status();
+  const HfConfig& c = plan->config;
+  QuantModelInfo info;
+  info.arch = c.arch;
+  info.n_layer = c.n_layer;
+  info.n_head = c.n_head;
+  info.n_head_kv = c.n_head_kv;
+  info.has_output = std::any_of(plan->tensors.begin(), plan->tensors.end(),
+                                [](const PlannedTensor& t) { return t.name == "output.weight"; });
+
+  gguf::GgufStreamWriter writer;
+  for (const auto& [key, value] : c.metadata) writer.set(key, value);
+  writer.set("general.file_type", gguf::Value::of_u32(scheme.file_type));
+  writer.set("general.quantization_version", gguf::Value::of_u32(2));
+  for (const auto& [key, value] : tokenizer) writer.set(key, value);
+
+  std::vector<TensorJob> jobs;
+  for (const PlannedTensor& t : plan->tensors) {
+    TensorJob job;
+    job.name = t.name;
+    job.dims = t.dims;
+    // 1-D tensors (norms, biases) are written F32, as llama.cpp's converter writes them.
+    const gguf::GgmlType current = t.dims.size() == 1 ? gguf::GgmlType::F32 : stored_type(t);
+    const TypeChoice choice = choose_tensor_type(scheme, info, t.name, static_cast<uint32_t>(t.dims.size()), t.dims[0], current);
+    job.type = choice.type;
+    job.fell_back = choice.fell_back;
+    if (t.source) {
+      job.n_bytes_in = t.source->bytes.size();
+      job.mapped_input = t.source->bytes;
+    }
+    if (t.transform == Transform::None && job.type == t.source_type) {
+      job.bytes = t.source->bytes;  // verbatim: the disk-bound path
+    } else {
+      const PlannedTensor* tp = &t;
+      job.source = [tp](int64_t i_row, float* row) { read_planned_row(*tp, i_row, row); };
+    }
+    jobs.push_back(std::move(job));
+  }
+  auto report = write_tensor_jobs(writer, out_path, jobs, pool, progress);
+  if (!report) return report.status().with_context(out_path);
+  return report;
+}
+
+}  // namespace tern::hf

@@ -1,0 +1,94 @@
+// model/hf_model.h — a Hugging Face checkpoint directory (config.json,
+// *.safetensors, tokenizer files) as the GGUF model llama.cpp's converter
+// would write for it: converted to a file, or opened in place as a GgufFile view.
+//
+// Both paths share one plan (plan_hf_model): each GGUF tensor with its source
+// safetensors tensor and what the converter does to it on the way:
+//   None        bytes used as they are (F32, F16, BF16)
+//   PermuteQK   llama/mistral q_proj, k_proj (weights and biases): within each
+//               head, HF's rotate-half order (first half, second half) becomes
+//               GGUF's adjacent pairs — GGUF row h*hd + 2m + j = HF row
+//               h*hd + j*hd/2 + m — so the llama rows' Normal RoPE applies
+//   AddOne      Gemma norms: HF stores w and computes x * (1 + w); GGUF holds
+//               1 + w (F32)
+//   Computed    rope_freqs (Llama 3.1), rope_factors_long/short (Phi-3), F32
+// Every HF tensor must map to a GGUF name (rotary_emb.inv_freq and Gemma 3's
+// vision tower and projector, a separate model, are skipped) and every mapped
+// tensor must have the shape the config implies; else one error naming it.
+//
+// The view (open_hf_view) keeps the safetensors mappings alive and points
+// untransformed tensors into them — no copy; only the transformed tensors live
+// in memory (marked TensorInfo::in_memory). Q/K permutation: the view holds
+// permuted copies of wq/wk (and their biases) rather than running llama from
+// HF with NeoX pairing, so that the view is exactly the file `convert` writes
+// at the checkpoint's dtype — one model path, one set of tests — at the cost
+// of the Q and K matrices (about a sixth of a Llama's weights) in memory.
+// Conversion (convert_hf_model) streams: each tensor is read from its mapping,
+// transformed row by row on the pool and written, so memory stays at one
+// tensor's output plus one row per thread whatever the checkpoint's size.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "gguf/reader.h"
+#include "gguf/safetensors.h"
+#include "model/hf_config.h"
+#include "model/quantize.h"
+
+namespace tern::hf {
+
+using Metadata = std::vector<std::pair<std::string, gguf::Value>>;
+
+enum class Transform { None, PermuteQK, AddOne, Computed };
+
+struct PlannedTensor {
+  std::string name;                             // GGUF name
+  std::vector<uint64_t> dims;                   // GGUF order: dims[0] is the row length
+  const safetensors::Tensor* source = nullptr;  // null for Computed
+  gguf::GgmlType source_type = gguf::GgmlType::F32;
+  Transform transform = Transform::None;
+  int n_heads = 0;                              // PermuteQK: heads in the rows
+  std::vector<float> values;                    // Computed: [prod(dims)]
+
+  uint64_t n_elements() const;
+  uint64_t n_rows() const { return n_elements() / dims[0]; }
+};
+
+struct HfPlan {
+  HfConfig config;
+  std::shared_ptr<safetensors::SafetensorsCheckpoint> checkpoint;
+  std::vector<PlannedTensor> tensors;  // in the converter's order: token_embd, layers, output_norm, output, extras
+};
+
+// True when `path` is a directory holding config.json (what -m accepts besides a GGUF file).
+bool is_hf_dir(const std::string& path);
+
+// Reads config.json and the safetensors checkpoint and maps every tensor.
+Result<HfPlan> plan_hf_model(const std::string& dir);
+
+// Row `i_row` of a planned tensor as f32 ([dims[0]]), after its transform.
+void read_planned_row(const PlannedTensor& t, int64_t i_row, float* row);
+
+// The tokenizer.* keys for DIR (tokenizer.json, tokenizer_config.json,
+// generation_config.json; tokenizer/hf_tokenizer.h); none when DIR has no
+// tokenizer.json (a weights-only directory still loads as a model).
+Result<Metadata> read_tokenizer_metadata(const std::string& dir);
+
+// What -m accepts: an HF directory (is_hf_dir) as its view with its tokenizer
+// keys, anything else as a GGUF file.
+Result<gguf::GgufFile> open_model_file(const std::string& path);
+
+// The model as a GgufFile view: the plan's metadata, then `tokenizer` keys.
+Result<gguf::GgufFile> open_hf_view(const std::string& dir, Metadata tokenizer);
+
+// Writes the GGUF file `options.out_path` for the directory under `options.scheme`
+// (float schemes, block types and llama.cpp mixes, as tern quantize).
+Result<QuantizeReport> convert_hf_model(const std::string& dir, const std::string& out_path, const QuantScheme& scheme,
+                                        Metadata tokenizer, ThreadPool& pool, const QuantizeProgressFn& progress = {});
+
+}  // namespace tern::hf
