@@ -69,7 +69,7 @@ struct AttentionInput {
 };
 
 // Named activation buffers of a pass (scratch slots).
-enum class Slot { X, Xn, Q, K, V, Att, Proj, Gate, Up, OutRows, Logits, Count };
+enum class Slot { X, Xn, Q, K, V, Att, Proj, Gate, Up, OutRows, Logits, Router, SharedGate, MoeX, MoeY, Count };
 
 class Backend {
  public:
@@ -117,6 +117,12 @@ class Backend {
                          float* out) = 0;
   // out[i] = x[rows[i]] (rows of n floats).
   virtual void gather_rows(const float* x, std::span<const int32_t> rows, float* out, int64_t n) = 0;
+  // out[rows[i]] += weights[i] * y[i] for every i (rows of n floats; rows
+  // distinct): one expert's output added into the tokens it was routed to.
+  // The weights are host values (routing runs on the host, model/moe_routing.h).
+  virtual void scatter_add(const float* y, std::span<const int32_t> rows, std::span<const float> weights, float* out,
+                           int64_t n) = 0;
+  virtual void zero(float* x, int64_t n_rows, int64_t n) = 0;  // x = 0
 };
 
 // n_threads <= 0: every core (the reference backend always runs on one).

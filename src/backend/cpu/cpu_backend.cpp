@@ -116,6 +116,17 @@ class CpuBackend final : public HostBackend {
   void softcap(float* x, int64_t n_rows, int64_t n, float cap) override {
     rows(n_rows, n, [&](int64_t t) { kernels::softcap(x + t * n, n, cap); });
   }
+  // One f32 multiply-add per element, token by token: a row's result does not
+  // depend on which other rows the call has (batch invariance).
+  void scatter_add(const float* y, std::span<const int32_t> dst_rows, std::span<const float> weights, float* out,
+                   int64_t n) override {
+    rows(static_cast<int64_t>(dst_rows.size()), n, [&](int64_t i) {
+      const float w = weights[static_cast<size_t>(i)];
+      const float* yr = y + i * n;
+      float* o = out + static_cast<int64_t>(dst_rows[static_cast<size_t>(i)]) * n;
+      for (int64_t j = 0; j < n; ++j) o[j] += w * yr[j];
+    });
+  }
   void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q, float* out) override {
     build_attention_blocks(shape, in, q, out, blocks_);
     kernels::attention(shape, blocks_, pool_);

@@ -115,6 +115,16 @@ class RefBackend final : public HostBackend {
   void softcap(float* x, int64_t n_rows, int64_t n, float cap) override {
     kernels::softcap_reference(x, n_rows * n, cap);
   }
+  // The product and sum in double, rounded once.
+  void scatter_add(const float* y, std::span<const int32_t> rows, std::span<const float> weights, float* out,
+                   int64_t n) override {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      float* o = out + static_cast<int64_t>(rows[i]) * n;
+      const float* yr = y + static_cast<int64_t>(i) * n;
+      for (int64_t j = 0; j < n; ++j)
+        o[j] = static_cast<float>(static_cast<double>(o[j]) + static_cast<double>(weights[i]) * yr[j]);
+    }
+  }
   void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q, float* out) override {
     build_attention_blocks(shape, in, q, out, blocks_);
     kernels::attention_reference(shape, blocks_);
