@@ -142,8 +142,8 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
   if (hp_.is_moe()) {
     act.router = be.scratch(Slot::Router, n * hp_.n_expert);
     act.shared_gate = be.scratch(Slot::SharedGate, n);
-    act.moe_x = be.scratch(Slot::MoeX, n * n_embd);
-    act.moe_y = be.scratch(Slot::MoeY, n * n_embd);
+    act.moe_x = be.scratch(Slot::MoeX, n * hp_.n_expert_used * n_embd);
+    act.moe_y = be.scratch(Slot::MoeY, n * hp_.n_expert_used * n_embd);
   }
 
   std::vector<backend::QuerySpan> spans;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -57,8 +58,11 @@ struct HParams {
   bool moe_norm_weights = false;  // renormalise the top-k weights (MoeInfo::norm_weights)
 
   bool is_moe() const { return n_expert > 0; }
-  // The widest FFN activation row any layer needs (dense, expert or shared).
-  int max_ff() const { return std::max({n_ff, n_ff_exp, n_ff_shexp}); }
+  // FFN activation floats per token a layer needs: dense, shared expert, or
+  // the k routed experts' rows of n_ff_exp side by side.
+  int64_t max_ff() const {
+    return std::max({int64_t{n_ff}, int64_t{n_ff_exp} * std::max(n_expert_used, 1), int64_t{n_ff_shexp}});
+  }
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }

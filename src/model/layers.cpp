@@ -79,18 +79,31 @@ void moe_ffn(const Pass& p, const MoeWeights& w, const float* xn, float* out) {
   ExpertRoutes routes;
   route_experts(logits, n, hp.n_expert, hp.n_expert_used, hp.moe_norm_weights, routes);
   be.zero(out, n, n_embd);
-  // Each chosen expert over its own tokens only: the rows of experts no token
-  // chose are never read, so decode reads k of n_expert experts per layer.
-  // Experts run in index order, so a token's sum has the same order whatever
-  // else the batch holds.
+  // The chosen experts as one grouped pass: the rows routed to each expert
+  // gathered into one block, grouped by expert (routes.rows is in that order),
+  // then every chosen expert's gate/up over its own rows in one call, one
+  // swiglu, every down in one call, and the weighted outputs added back into
+  // their tokens. Experts no token chose are never read, so decode reads k of
+  // n_expert experts per layer; the number of calls does not grow with k.
+  const int64_t n_routed = static_cast<int64_t>(routes.rows.size());  // n * k
+  const int64_t n_ff = hp.n_ff_exp;
+  be.gather_rows(xn, routes.rows, a.moe_x, n_embd);
+  std::vector<backend::ExpertJob> gate_up, down;
   for (int e = 0; e < hp.n_expert; ++e) {
     const int64_t m = routes.count(e);
     if (m == 0) continue;
     if (!p.expert_tokens.empty()) p.expert_tokens[static_cast<size_t>(e)] += static_cast<uint64_t>(m);
-    be.gather_rows(xn, routes.rows_of(e), a.moe_x, n_embd);
-    ffn(p, w.experts[static_cast<size_t>(e)], a.moe_x, a.moe_y, m, false);
-    be.scatter_add(a.moe_y, routes.rows_of(e), routes.weights_of(e), out, n_embd);
+    const int64_t r0 = routes.begin[static_cast<size_t>(e)];
+    const FfnWeights& x = w.experts[static_cast<size_t>(e)];
+    gate_up.push_back({&x.w_gate, a.moe_x + r0 * n_embd, a.gate + r0 * n_ff, m});
+    gate_up.push_back({&x.w_up, a.moe_x + r0 * n_embd, a.up + r0 * n_ff, m});
+    down.push_back({&x.w_down, a.gate + r0 * n_ff, a.moe_y + r0 * n_embd, m});
   }
+  be.matmul_experts(gate_up);
+  be.swiglu(a.gate, a.up, n_routed, n_ff);
+  be.matmul_experts(down);
+  // Added in expert order for every token, whatever else the batch holds.
+  be.scatter_add(a.moe_y, routes.rows, routes.weights, out, n_embd);
   if (!w.has_shared()) return;
   // qwen2moe: every token through the shared expert, scaled by sigmoid(gate logit).
   std::vector<float> gate(static_cast<size_t>(n));

@@ -79,8 +79,8 @@ struct Activations {
   // MoE layers only (null otherwise).
   float* router = nullptr;      // [n][n_expert] router logits
   float* shared_gate = nullptr; // [n] logit of the shared expert's gate
-  float* moe_x = nullptr;       // [n][n_embd] the rows routed to one expert, gathered
-  float* moe_y = nullptr;       // [n][n_embd] that expert's (or the shared expert's) output
+  float* moe_x = nullptr;       // [n * k][n_embd] the rows routed to each chosen expert, grouped by expert
+  float* moe_y = nullptr;       // [n * k][n_embd] those experts' outputs (then the shared expert's, [n] rows)
 };
 
 // What every layer of one forward pass shares.
@@ -121,8 +121,9 @@ void geglu_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out);
 // w = softmax(router · xn) over all experts, restricted to the top k (and
 // renormalised to sum to 1 when hp.moe_norm_weights); plus, where the layer
 // has one, sigmoid(shared_gate · xn) * the shared expert's gated FFN.
-// Only the experts some token chose are computed, each over its tokens only
-// (routing on the host: model/moe_routing.h). Uses act.router, shared_gate,
+// Only the experts some token chose are computed, each over its tokens only,
+// all of them in one grouped call per matrix kind (Backend::matmul_experts;
+// routing on the host: model/moe_routing.h). Uses act.router, shared_gate,
 // moe_x, moe_y, gate, up; adds the routed counts to p.expert_tokens.
 void moe_ffn(const Pass& p, const MoeWeights& w, const float* xn, float* out);
 

@@ -86,6 +86,7 @@ class FaultyBackend final : public backend::Backend {
     inner_->scatter_add(y, rows, weights, out, n);
   }
   void zero(float* x, int64_t n_rows, int64_t n) override { inner_->zero(x, n_rows, n); }
+  void matmul_experts(std::span<const backend::ExpertJob> jobs) override { inner_->matmul_experts(jobs); }
 
  private:
   std::unique_ptr<backend::Backend> inner_;

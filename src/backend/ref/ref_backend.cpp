@@ -78,6 +78,9 @@ class RefBackend final : public HostBackend {
   void matmul_group(std::span<const MatmulJob> jobs, const float* x, int64_t n_rows) override {
     for (const MatmulJob& j : jobs) matmul(*j.w, x, j.y, n_rows);
   }
+  void matmul_experts(std::span<const ExpertJob> jobs) override {
+    for (const ExpertJob& j : jobs) matmul(*j.w, j.x, j.y, j.n_rows);
+  }
   void add_bias(float* x, const float* bias, int64_t n_rows, int64_t n) override {
     for (int64_t t = 0; t < n_rows; ++t)
       for (int64_t i = 0; i < n; ++i) x[t * n + i] += bias[i];
