@@ -65,10 +65,18 @@ void print_moe(const Model& m, const MoeShares& s) {
               hp.n_expert_used, m.active_weight_bytes() / 1e9, m.weight_bytes() / 1e9);
   std::printf("          tokens per expert over the run, summed over layers (uniform share %.2f%%):\n",
               100.0 / hp.n_expert);
-  for (size_t e = 0; e < s.tokens.size(); ++e)
-    std::printf("%s%3zu:%-9llu%s", e % 8 == 0 ? "          " : " ", e, static_cast<unsigned long long>(s.tokens[e]),
-                e % 8 == 7 && e + 1 < s.tokens.size() ? "\n" : "");
-  std::printf("\n          min share %.2f%% (expert %d), max share %.2f%% (expert %d)\n", 100.0 * s.min_share,
+  std::string line;  // 8 experts a line, no trailing blanks
+  for (size_t e = 0; e < s.tokens.size(); ++e) {
+    char cell[48];
+    std::snprintf(cell, sizeof cell, "%3zu:%-9llu", e, static_cast<unsigned long long>(s.tokens[e]));
+    line += (e % 8 == 0 ? "          " : " ") + std::string(cell);
+    if (e % 8 == 7 || e + 1 == s.tokens.size()) {
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      std::printf("%s\n", line.c_str());
+      line.clear();
+    }
+  }
+  std::printf("          min share %.2f%% (expert %d), max share %.2f%% (expert %d)\n", 100.0 * s.min_share,
               s.min_expert, 100.0 * s.max_share, s.max_expert);
 }
 

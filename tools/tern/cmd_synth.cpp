@@ -46,6 +46,7 @@ int cmd_synth(int argc, char** argv) {
            "SMALL.gguf: a model of the given shape that predicts exactly what SMALL does (its weights padded with "
            "zeros, extra layers that add nothing; see docs/spec.md). Replaces --arch and --vocab-from");
   args.add("--ctx", &o.n_ctx, "context_length (default 4096)");
+  args.add("--weight-std", &o.weight_std, "standard deviation of the random matrices (default 0.02)");
   args.add("--seed", &o.seed, "random seed (default 0); the same seed gives the same bytes");
   args.add("--name", &o.name, "general.name (default synth-<arch>-<dim>x<layers>)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
