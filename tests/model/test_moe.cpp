@@ -236,6 +236,46 @@ TEST(Moe, ExpertTokenCountsSumToTokensTimesKTimesLayers) {
   EXPECT_LT(l.model->active_weight_bytes(), l.model->weight_bytes());
 }
 
+// Only the chosen experts' rows are read: an expert no token chose may hold
+// NaN and the logits stay bit-identical; the same NaN in a chosen expert
+// reaches the logits (so the poisoning would show).
+TEST(Moe, UnchosenExpertsAreNeverRead) {
+  SynthSpec s = moe_spec("qwen3moe", 27);
+  s.n_expert = 16;
+  s.n_expert_used = 1;
+  const auto tokens = random_tokens(3, s.n_vocab, 27);
+  const SyntheticModel clean = moe_model(s);
+  Loaded l = load(clean);
+  ASSERT_TRUE(l.model);
+  const Rows want = run(*l.model, tokens, {}, tokens.size());
+  const auto counts = l.model->expert_tokens();
+  const auto unused = std::find(counts.begin(), counts.end(), uint64_t{0});
+  const auto used = std::find_if(counts.begin(), counts.end(), [](uint64_t c) { return c > 0; });
+  ASSERT_NE(unused, counts.end());
+  ASSERT_NE(used, counts.end());
+  auto poisoned = [&](size_t e) {
+    SyntheticModel sm = clean;
+    for (SynthTensor& t : sm.tensors)
+      if (t.name.find("_exps.weight") != std::string::npos) {
+        const size_t slab = t.dims[0] * t.dims[1];
+        std::fill(t.data.begin() + static_cast<std::ptrdiff_t>(e * slab),
+                  t.data.begin() + static_cast<std::ptrdiff_t>((e + 1) * slab), std::nanf(""));
+      }
+    Loaded p = load(sm);
+    EXPECT_TRUE(p.model);
+    return p.model ? run(*p.model, tokens, {}, tokens.size()) : Rows{};
+  };
+  const Rows quiet = poisoned(static_cast<size_t>(unused - counts.begin()));
+  ASSERT_EQ(quiet.size(), want.size());
+  for (size_t t = 0; t < want.size(); ++t)
+    ASSERT_EQ(0, std::memcmp(quiet[t].data(), want[t].data(), want[t].size() * sizeof(float))) << "position " << t;
+  const Rows loud = poisoned(static_cast<size_t>(used - counts.begin()));
+  ASSERT_FALSE(loud.empty());
+  EXPECT_TRUE(std::any_of(loud.begin(), loud.end(), [](const std::vector<float>& r) {
+    return std::any_of(r.begin(), r.end(), [](float v) { return std::isnan(v); });
+  })) << "NaN in a chosen expert should reach the logits";
+}
+
 TEST(Moe, DenseModelHasNoExpertCounts) {
   Loaded l = load(make_synthetic(SynthSpec{}));
   ASSERT_TRUE(l.model);
