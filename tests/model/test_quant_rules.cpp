@@ -261,5 +261,26 @@ TEST(QuantRules, PerLayerHeadCountKvReadsLayerZero) {
   }
 }
 
+// <arch>.expert_count is read for the 8-expert rules; absent: 0 (dense); absurd: an error naming the key.
+TEST(QuantRules, ExpertCountFromMetadata) {
+  for (uint32_t n : {0u, 8u, 600u}) {
+    SCOPED_TRACE(n);
+    gguf::GgufWriter w;
+    w.set("general.architecture", gguf::Value::of_string("llama"));
+    w.set("llama.block_count", gguf::Value::of_u32(2));
+    if (n > 0) w.set("llama.expert_count", gguf::Value::of_u32(n));
+    auto f = gguf::GgufFile::from_bytes(w.to_bytes());
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    auto m = quant_model_info(*f);
+    if (n == 600) {
+      ASSERT_FALSE(m.is_ok());
+      EXPECT_NE(m.status().message().find("llama.expert_count"), std::string::npos) << m.status().message();
+      continue;
+    }
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    EXPECT_EQ(m->n_expert, static_cast<int>(n));
+  }
+}
+
 }  // namespace
 }  // namespace tern
