@@ -99,6 +99,10 @@ struct EngineStats {
   int64_t spec_proposed = 0, spec_accepted = 0;
   int64_t spec_verifies = 0;    // sequence-steps that carried proposals (accepted / this: mean accepted length)
   double spec_draft_time_s = 0;  // spent proposing (the draft model's passes)
+  // Mixture-of-experts models: tokens routed to each expert, summed over
+  // layers since load ([expert_count]; empty for dense models). Sums to
+  // tokens run x expert_used_count x layers.
+  std::vector<uint64_t> moe_expert_tokens;
 };
 
 struct ModelInfo {

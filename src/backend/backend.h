@@ -51,6 +51,14 @@ struct MatmulJob {
   float* y;  // [n_rows][w->n_rows]
 };
 
+// One expert's matrix over the rows routed to it: y = w · x over n_rows rows.
+struct ExpertJob {
+  const kernels::WeightView* w;
+  const float* x;  // [n_rows][w->n_cols]
+  float* y;        // [n_rows][w->n_rows]
+  int64_t n_rows;
+};
+
 // Consecutive tokens of one sequence, attending as one block of queries.
 struct QuerySpan {
   int64_t first_token = 0;  // row of its first token in the batch
@@ -69,7 +77,7 @@ struct AttentionInput {
 };
 
 // Named activation buffers of a pass (scratch slots).
-enum class Slot { X, Xn, Q, K, V, Att, Proj, Gate, Up, OutRows, Logits, Count };
+enum class Slot { X, Xn, Q, K, V, Att, Proj, Gate, Up, OutRows, Logits, Router, SharedGate, MoeX, MoeY, Count };
 
 class Backend {
  public:
@@ -98,6 +106,9 @@ class Backend {
   virtual void matmul(const kernels::WeightView& w, const float* x, float* y, int64_t n_rows) = 0;
   // All jobs share x (fused Q/K/V, gate/up); each y as matmul would give.
   virtual void matmul_group(std::span<const MatmulJob> jobs, const float* x, int64_t n_rows) = 0;
+  // Every job, each over its own input rows, as matmul would give each (the
+  // experts of a MoE layer: one call, whatever the number of experts run).
+  virtual void matmul_experts(std::span<const ExpertJob> jobs) = 0;
   virtual void add_bias(float* x, const float* bias, int64_t n_rows, int64_t n) = 0;
   virtual void add(float* x, const float* y, int64_t n_rows, int64_t n) = 0;  // x += y
   // Rotates rows of [n_heads][head_dim] (row t at position positions[t]).
@@ -117,6 +128,13 @@ class Backend {
                          float* out) = 0;
   // out[i] = x[rows[i]] (rows of n floats).
   virtual void gather_rows(const float* x, std::span<const int32_t> rows, float* out, int64_t n) = 0;
+  // out[rows[i]] += weights[i] * y[i] for i = 0, 1, ... in that order (rows of
+  // n floats; a row may repeat): the experts' outputs added into the tokens
+  // routed to them, each token's terms in a fixed order. The weights are host
+  // values (routing runs on the host, model/moe_routing.h).
+  virtual void scatter_add(const float* y, std::span<const int32_t> rows, std::span<const float> weights, float* out,
+                           int64_t n) = 0;
+  virtual void zero(float* x, int64_t n_rows, int64_t n) = 0;  // x = 0
 };
 
 // n_threads <= 0: every core (the reference backend always runs on one).

@@ -56,4 +56,8 @@ void HostBackend::scale(float* x, int64_t n_rows, int64_t n, float s) {
   for (int64_t i = 0; i < n_rows * n; ++i) x[i] *= s;
 }
 
+void HostBackend::zero(float* x, int64_t n_rows, int64_t n) {
+  std::memset(x, 0, static_cast<size_t>(n_rows * n) * sizeof(float));
+}
+
 }  // namespace tern::backend

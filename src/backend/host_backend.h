@@ -24,6 +24,7 @@ class HostBackend : public Backend {
                 const float* v) override;
   void gather_rows(const float* x, std::span<const int32_t> rows, float* out, int64_t n) override;
   void scale(float* x, int64_t n_rows, int64_t n, float s) override;
+  void zero(float* x, int64_t n_rows, int64_t n) override;
 
  private:
   std::array<std::vector<float>, static_cast<size_t>(Slot::Count)> scratch_;

@@ -74,8 +74,12 @@ Result<double> time_decode(BatchRunner& kv, int n_seq, int steps, const std::vec
 
 double model_flops_per_token(const Model& model, double mean_context) {
   const HParams& hp = model.hparams();
+  // The FFN a token runs: the dense one, or its k experts plus the router and shared expert (MoE).
+  const double ffn = hp.is_moe() ? 3.0 * hp.n_embd * (static_cast<double>(hp.n_ff_exp) * hp.n_expert_used + hp.n_ff_shexp) +
+                                       static_cast<double>(hp.n_embd) * hp.n_expert
+                                 : 3.0 * hp.n_embd * hp.n_ff;
   const double matrix_params = static_cast<double>(hp.n_layer) *
-                                   (2.0 * hp.n_embd * hp.q_dim() + 2.0 * hp.n_embd * hp.kv_dim() + 3.0 * hp.n_embd * hp.n_ff) +
+                                   (2.0 * hp.n_embd * hp.q_dim() + 2.0 * hp.n_embd * hp.kv_dim() + ffn) +
                                static_cast<double>(hp.n_embd) * hp.n_vocab;
   return 2.0 * matrix_params + 4.0 * hp.n_layer * mean_context * hp.q_dim();
 }

@@ -57,7 +57,7 @@ int64_t resident_bytes();
 Result<BenchResult> run_bench(const Model& model, const BenchOptions& options,
                               const std::function<void(const std::string&)>& progress = {});
 
-// 2 * parameters of all matrices used per token, plus attention's 4 * ctx * q_dim per layer.
+// 2 * parameters of all matrices used per token (MoE: the k routed experts), plus attention's 4 * ctx * q_dim per layer.
 double model_flops_per_token(const Model& model, double mean_context);
 
 // A fast 64-bit content hash of a file's bytes (for benchmark records).

@@ -347,6 +347,8 @@ EngineStats EngineCore::stats() const {
   st.decode_time_s = decode_time_s_;
   st.spec_proposed = spec_proposed_;
   st.spec_accepted = spec_accepted_;
+  const auto experts = model_->expert_tokens();  // read between steps: stats() runs on the engine's thread
+  st.moe_expert_tokens.assign(experts.begin(), experts.end());
   st.spec_verifies = spec_verifies_;
   st.spec_draft_time_s = spec_ ? spec_->draft_time_s() : 0.0;
   return st;

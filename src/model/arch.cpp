@@ -12,13 +12,16 @@ extern const ArchInfo kQwen3;
 extern const ArchInfo kPhi3;
 extern const ArchInfo kGemma2;
 extern const ArchInfo kGemma3;
+extern const ArchInfo kQwen2Moe;
+extern const ArchInfo kQwen3Moe;
 }  // namespace archs
 
 namespace {
 
 // The registry: the one list of supported architectures.
 constexpr const ArchInfo* kRegistry[] = {&archs::kLlama,  &archs::kMistral, &archs::kQwen2, &archs::kQwen3,
-                                         &archs::kPhi3,   &archs::kGemma2,  &archs::kGemma3};
+                                         &archs::kPhi3,   &archs::kGemma2,  &archs::kGemma3, &archs::kQwen2Moe,
+                                         &archs::kQwen3Moe};
 
 }  // namespace
 

@@ -21,6 +21,16 @@
 
 namespace tern {
 
+// How an architecture's MoE FFN reads its file and routes (llama.cpp's
+// build_moe_ffn arguments for that architecture). Layers are MoE when the
+// file's <arch>.expert_count > 0.
+struct MoeInfo {
+  bool required;        // expert_count must be > 0 (qwen2moe, qwen3moe); llama: dense when absent
+  bool expert_ffn_key;  // expert rows from expert_feed_forward_length (default n_ff / n_expert_used); else n_ff
+  bool norm_weights;    // the top-k softmax weights are renormalised to sum to 1
+  bool shared_expert;   // ffn_{gate,up,down}_shexp added, gated by sigmoid(ffn_gate_inp_shexp · x)
+};
+
 // Runs layer `il` of a pass on p.act.x (the residual stream) in place.
 using BlockFn = void (*)(const Pass& p, const LayerWeights& l, const LayerHParams& lh);
 
@@ -39,6 +49,7 @@ struct ArchInfo {
   bool reads_long_rope = false;   // binds rope_factors_{long,short}.weight (LongRoPE) when the file has them
   bool fused_qkv = false;         // binds blk.N.attn_qkv.weight ([q; k; v] rows) when present, else attn_q/k/v
   bool fused_gate_up = false;     // blk.N.ffn_up.weight is [gate; up] (2 n_ff rows); there is no ffn_gate
+  const MoeInfo* moe = nullptr;   // reads expert_count and, when > 0, binds experts in place of ffn_{gate,up,down}
 };
 
 // Every registered architecture, in registry order.

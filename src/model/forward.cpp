@@ -125,7 +125,7 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
   TERN_RETURN_IF_ERROR(validate(in, pools));
   backend::Backend& be = *backend_;
   const int64_t n = static_cast<int64_t>(in.n_tokens());
-  const int64_t n_embd = hp_.n_embd, q_dim = hp_.q_dim(), kv_dim = hp_.kv_dim(), n_ff = hp_.n_ff;
+  const int64_t n_embd = hp_.n_embd, q_dim = hp_.q_dim(), kv_dim = hp_.kv_dim(), n_ff = hp_.max_ff();
   // Activations in the backend's scratch, reused by the next pass. Every
   // element used is written before it is read. Shapes: layers.h (Activations);
   // kv_dim is the largest layer's.
@@ -139,6 +139,12 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
   act.proj = be.scratch(Slot::Proj, n * n_embd);
   act.gate = be.scratch(Slot::Gate, n * n_ff);
   act.up = be.scratch(Slot::Up, n * n_ff);
+  if (hp_.is_moe()) {
+    act.router = be.scratch(Slot::Router, n * hp_.n_expert);
+    act.shared_gate = be.scratch(Slot::SharedGate, n);
+    act.moe_x = be.scratch(Slot::MoeX, n * hp_.n_expert_used * n_embd);
+    act.moe_y = be.scratch(Slot::MoeY, n * hp_.n_expert_used * n_embd);
+  }
 
   std::vector<backend::QuerySpan> spans;
   query_spans(in, spans);
@@ -148,7 +154,7 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
     for (int32_t s = 0; s < in.n_seqs; ++s) tables[g].push_back(in.kv[g].table(s));
   kernels::RopeParams rope = hp_.rope;
   rope.freq_factors = rope_factors(in.n_ctx_seq);
-  const Pass pass{be, hp_, in, n, pools, tables, spans, act, rope};
+  const Pass pass{be, hp_, in, n, pools, tables, spans, act, rope, expert_tokens_};
 
   be.embed(tok_embd_, in.tokens, act.x);
   if (hp_.embd_scale != 1.0f) be.scale(act.x, n, n_embd, hp_.embd_scale);  // Gemma: sqrt(n_embd)

@@ -36,6 +36,10 @@ constexpr KeyRow kKeys[] = {
     {Key::FinalLogitSoftcap, "final_logit_softcapping"},
     {Key::SlidingWindowPattern, "attention.sliding_window_pattern"},
     {Key::RopeFreqBaseSwa, "rope.freq_base_swa"},
+    {Key::ExpertCount, "expert_count"},
+    {Key::ExpertUsedCount, "expert_used_count"},
+    {Key::ExpertFeedForwardLength, "expert_feed_forward_length"},
+    {Key::ExpertSharedFeedForwardLength, "expert_shared_feed_forward_length"},
 };
 
 struct TensorRow {
@@ -70,6 +74,14 @@ constexpr TensorRow kTensors[] = {
     {Tensor::FfnDown, true, "ffn_down.weight", "feed-forward down projection"},
     {Tensor::AttnPostNorm, true, "post_attention_norm.weight", "attention output norm (Gemma)"},
     {Tensor::FfnPostNorm, true, "post_ffw_norm.weight", "feed-forward output norm (Gemma)"},
+    {Tensor::FfnGateInp, true, "ffn_gate_inp.weight", "MoE router"},
+    {Tensor::FfnGateExps, true, "ffn_gate_exps.weight", "MoE expert gate projections"},
+    {Tensor::FfnUpExps, true, "ffn_up_exps.weight", "MoE expert up projections"},
+    {Tensor::FfnDownExps, true, "ffn_down_exps.weight", "MoE expert down projections"},
+    {Tensor::FfnGateInpShexp, true, "ffn_gate_inp_shexp.weight", "MoE shared-expert gate"},
+    {Tensor::FfnGateShexp, true, "ffn_gate_shexp.weight", "MoE shared-expert gate projection"},
+    {Tensor::FfnUpShexp, true, "ffn_up_shexp.weight", "MoE shared-expert up projection"},
+    {Tensor::FfnDownShexp, true, "ffn_down_shexp.weight", "MoE shared-expert down projection"},
 };
 
 const TensorRow& row_of(Tensor t) {

@@ -45,6 +45,11 @@ enum class Key {
   FinalLogitSoftcap,     // the same on the output logits
   SlidingWindowPattern,  // every n-th layer attends globally, the others over the window
   RopeFreqBaseSwa,       // RoPE base of the sliding-window (local) layers
+  // Mixture of experts (llama with experts = Mixtral, qwen2moe, qwen3moe)
+  ExpertCount,               // experts per MoE layer (0 or absent: a dense model)
+  ExpertUsedCount,           // experts each token is routed to (top-k)
+  ExpertFeedForwardLength,   // rows of one expert's gate/up (qwen2moe, qwen3moe)
+  ExpertSharedFeedForwardLength,  // rows of the shared expert's gate/up (qwen2moe)
 };
 
 // "<arch>.<suffix of k>".
@@ -78,6 +83,17 @@ enum class Tensor {
   // Gemma 2 / Gemma 3
   AttnPostNorm,  // norm of the attention output before the residual add
   FfnPostNorm,   // norm of the FFN output before the residual add
+  // Mixture of experts: the router, the experts as 3-D tensors ([n_cols,
+  // n_rows, n_expert], expert e's matrix the e-th slab of rows), and qwen2moe's
+  // shared expert with its sigmoid gate ([n_embd]).
+  FfnGateInp,
+  FfnGateExps,
+  FfnUpExps,
+  FfnDownExps,
+  FfnGateInpShexp,
+  FfnGateShexp,
+  FfnUpShexp,
+  FfnDownShexp,
 };
 
 // The tensor's name; `layer` is used (and must be >= 0) for per-layer tensors only.

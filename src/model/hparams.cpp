@@ -184,6 +184,41 @@ Status read_rope(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
   return Status::ok();
 }
 
+// Expert counts and sizes, as llama.cpp reads them: expert_count (absent: 0,
+// a dense model, which qwen2moe/qwen3moe refuse), expert_used_count in
+// [1, expert_count], the experts' FFN width and qwen2moe's shared expert's.
+Status read_experts(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
+  const MoeInfo& moe = *arch.moe;
+  const std::string count_key = key(arch.name, Key::ExpertCount), used_key = key(arch.name, Key::ExpertUsedCount);
+  TERN_RETURN_IF_ERROR(read_int(f, count_key, hp.n_expert, moe.required));
+  if (hp.n_expert == 0) {
+    if (moe.required) return error(ErrorKind::InvalidFile, "metadata key '" + count_key + "' = 0: architecture '" +
+                                                               std::string(arch.name) + "' needs experts");
+    return Status::ok();
+  }
+  constexpr int kMaxExperts = 512;  // llama.cpp's LLAMA_MAX_EXPERTS
+  if (hp.n_expert > kMaxExperts)
+    return error(ErrorKind::InvalidFile, "metadata key '" + count_key + "' = " + std::to_string(hp.n_expert) +
+                                             " exceeds the " + std::to_string(kMaxExperts) + " experts supported");
+  TERN_RETURN_IF_ERROR(read_int(f, used_key, hp.n_expert_used, true));
+  if (hp.n_expert_used <= 0 || hp.n_expert_used > hp.n_expert)
+    return error(ErrorKind::InvalidFile, "metadata key '" + used_key + "' = " + std::to_string(hp.n_expert_used) +
+                                             " must be between 1 and " + count_key + " = " + std::to_string(hp.n_expert));
+  hp.n_ff_exp = hp.n_ff;
+  if (moe.expert_ffn_key) {
+    hp.n_ff_exp = hp.n_ff / hp.n_expert_used;
+    TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::ExpertFeedForwardLength), hp.n_ff_exp, false));
+  }
+  if (moe.shared_expert) {
+    hp.n_ff_shexp = hp.n_ff;
+    TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::ExpertSharedFeedForwardLength), hp.n_ff_shexp, false));
+    if (hp.n_ff_shexp <= 0) return error(ErrorKind::InvalidFile, "the shared expert's feed-forward length must be positive");
+  }
+  if (hp.n_ff_exp <= 0) return error(ErrorKind::InvalidFile, "the experts' feed-forward length must be positive");
+  hp.moe_norm_weights = moe.norm_weights;
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) {
@@ -199,6 +234,7 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
   TERN_RETURN_IF_ERROR(read_attention(f, *arch, hp));
   TERN_RETURN_IF_ERROR(read_rope(f, *arch, hp));
   hp.rope_local = hp.rope;
+  if (arch->moe) TERN_RETURN_IF_ERROR(read_experts(f, *arch, hp));
   if (arch->read_hparams) TERN_RETURN_IF_ERROR(arch->read_hparams(f, hp));
   return hp;
 }
@@ -218,8 +254,12 @@ std::string HParams::summary() const {
                 "rope_base=%g rms_eps=%g",
                 arch.c_str(), n_vocab, n_ctx_train, n_embd, n_layer, n_ff, n_head, head_dim, rope.n_rot,
                 rope.freq_base, rms_eps);
-  return std::string(buf) + " n_head_kv=" + per_layer(n_head_kv, &LayerHParams::n_head_kv) +
-         " sliding_window=" + per_layer(sliding_window, &LayerHParams::sliding_window);
+  std::string s = std::string(buf) + " n_head_kv=" + per_layer(n_head_kv, &LayerHParams::n_head_kv) +
+                  " sliding_window=" + per_layer(sliding_window, &LayerHParams::sliding_window);
+  if (n_expert > 0)
+    s += " n_expert=" + std::to_string(n_expert) + " n_expert_used=" + std::to_string(n_expert_used) +
+         " n_ff_exp=" + std::to_string(n_ff_exp) + (n_ff_shexp > 0 ? " n_ff_shexp=" + std::to_string(n_ff_shexp) : "");
+  return s;
 }
 
 }  // namespace tern

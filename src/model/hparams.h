@@ -9,6 +9,8 @@
 // of the model as uniform (see their comments).
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -48,6 +50,19 @@ struct HParams {
   float final_softcap = 0.0f;      // 0 = off; the same on the output logits
   float embd_scale = 1.0f;         // token embeddings are multiplied by this
   kernels::RopeParams rope_local;  // RoPE of layers with LayerHParams::rope_local
+  // Mixture of experts (ArchInfo::moe); n_expert == 0: a dense model.
+  int n_expert = 0;         // expert_count
+  int n_expert_used = 0;    // expert_used_count: top-k, 1 <= k <= n_expert
+  int n_ff_exp = 0;         // rows of one expert's gate/up
+  int n_ff_shexp = 0;       // rows of the shared expert's gate/up; 0: none
+  bool moe_norm_weights = false;  // renormalise the top-k weights (MoeInfo::norm_weights)
+
+  bool is_moe() const { return n_expert > 0; }
+  // FFN activation floats per token a layer needs: dense, shared expert, or
+  // the k routed experts' rows of n_ff_exp side by side.
+  int64_t max_ff() const {
+    return std::max({int64_t{n_ff}, int64_t{n_ff_exp} * std::max(n_expert_used, 1), int64_t{n_ff_shexp}});
+  }
 
   int q_dim() const { return n_head * head_dim; }
   int kv_dim() const { return n_head_kv * head_dim; }

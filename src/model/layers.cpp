@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "model/moe_routing.h"
+
 namespace tern::layers {
 
 void rms_norm(const Pass& p, const float* x, const VectorWeight& w, float* y, int64_t n_rows) {
@@ -39,23 +41,81 @@ void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, con
 
 namespace {
 
-// The gated FFN with either activation: gate = act(W_gate·xn) * W_up·xn.
-void ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out, bool gelu) {
+// The gated FFN with either activation over n_rows rows of x:
+// gate = act(W_gate·x) * W_up·x, out = W_down·gate (w's rows give the width).
+void ffn(const Pass& p, const FfnWeights& w, const float* x, float* out, int64_t n_rows, bool gelu) {
   const Activations& a = p.act;
+  const int64_t n_ff = w.w_gate.n_rows;
   const backend::MatmulJob gate_up[] = {{&w.w_gate, a.gate}, {&w.w_up, a.up}};
-  p.be.matmul_group(gate_up, xn, p.n);
+  p.be.matmul_group(gate_up, x, n_rows);
   if (gelu)
-    p.be.geglu(a.gate, a.up, p.n, p.hp.n_ff);
+    p.be.geglu(a.gate, a.up, n_rows, n_ff);
   else
-    p.be.swiglu(a.gate, a.up, p.n, p.hp.n_ff);
-  p.be.matmul(w.w_down, a.gate, out, p.n);
+    p.be.swiglu(a.gate, a.up, n_rows, n_ff);
+  p.be.matmul(w.w_down, a.gate, out, n_rows);
 }
 
 }  // namespace
 
-void gated_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out) { ffn(p, w, xn, out, false); }
+void gated_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out) { ffn(p, w, xn, out, p.n, false); }
 
-void geglu_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out) { ffn(p, w, xn, out, true); }
+void geglu_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out) { ffn(p, w, xn, out, p.n, true); }
+
+void moe_ffn(const Pass& p, const MoeWeights& w, const float* xn, float* out) {
+  backend::Backend& be = p.be;
+  const HParams& hp = p.hp;
+  const Activations& a = p.act;
+  const int64_t n = p.n, n_embd = hp.n_embd;
+  // The router and the shared expert's gate read the same input: one fused call.
+  if (w.has_shared()) {
+    const backend::MatmulJob jobs[] = {{&w.router, a.router}, {&w.shared_gate, a.shared_gate}};
+    be.matmul_group(jobs, xn, n);
+  } else {
+    be.matmul(w.router, xn, a.router, n);
+  }
+  // Routing on the host (model/moe_routing.h says what a GPU backend would do instead).
+  std::vector<float> logits(static_cast<size_t>(n * hp.n_expert));
+  be.to_host(a.router, logits.data(), n * hp.n_expert);
+  ExpertRoutes routes;
+  route_experts(logits, n, hp.n_expert, hp.n_expert_used, hp.moe_norm_weights, routes);
+  be.zero(out, n, n_embd);
+  // The chosen experts as one grouped pass: the rows routed to each expert
+  // gathered into one block, grouped by expert (routes.rows is in that order),
+  // then every chosen expert's gate/up over its own rows in one call, one
+  // swiglu, every down in one call, and the weighted outputs added back into
+  // their tokens. Experts no token chose are never read, so decode reads k of
+  // n_expert experts per layer; the number of calls does not grow with k.
+  const int64_t n_routed = static_cast<int64_t>(routes.rows.size());  // n * k
+  const int64_t n_ff = hp.n_ff_exp;
+  be.gather_rows(xn, routes.rows, a.moe_x, n_embd);
+  std::vector<backend::ExpertJob> gate_up, down;
+  for (int e = 0; e < hp.n_expert; ++e) {
+    const int64_t m = routes.count(e);
+    if (m == 0) continue;
+    if (!p.expert_tokens.empty()) p.expert_tokens[static_cast<size_t>(e)] += static_cast<uint64_t>(m);
+    const int64_t r0 = routes.begin[static_cast<size_t>(e)];
+    const FfnWeights& x = w.experts[static_cast<size_t>(e)];
+    gate_up.push_back({&x.w_gate, a.moe_x + r0 * n_embd, a.gate + r0 * n_ff, m});
+    gate_up.push_back({&x.w_up, a.moe_x + r0 * n_embd, a.up + r0 * n_ff, m});
+    down.push_back({&x.w_down, a.gate + r0 * n_ff, a.moe_y + r0 * n_embd, m});
+  }
+  be.matmul_experts(gate_up);
+  be.swiglu(a.gate, a.up, n_routed, n_ff);
+  be.matmul_experts(down);
+  // Added in expert order for every token, whatever else the batch holds.
+  be.scatter_add(a.moe_y, routes.rows, routes.weights, out, n_embd);
+  if (!w.has_shared()) return;
+  // qwen2moe: every token through the shared expert, scaled by sigmoid(gate logit).
+  std::vector<float> gate(static_cast<size_t>(n));
+  be.to_host(a.shared_gate, gate.data(), n);
+  std::vector<int32_t> all(static_cast<size_t>(n));
+  for (size_t t = 0; t < gate.size(); ++t) {
+    gate[t] = 1.0f / (1.0f + std::exp(-gate[t]));
+    all[t] = static_cast<int32_t>(t);
+  }
+  ffn(p, w.shared, xn, a.moe_y, n, false);
+  be.scatter_add(a.moe_y, all, gate, out, n_embd);
+}
 
 void residual_add(const Pass& p, float* x, const float* y) { p.be.add(x, y, p.n, p.hp.n_embd); }
 

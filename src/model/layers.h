@@ -40,6 +40,19 @@ struct FfnWeights {
   kernels::WeightView w_down;        // [n_embd][n_ff]
 };
 
+// A mixture-of-experts FFN (model/archs/moe.cpp): a router picks the top-k
+// experts per token; each expert is a gated FFN whose matrices are slices of
+// the layer's 3-D expert tensors (one view per expert, prepared on its own).
+struct MoeWeights {
+  kernels::WeightView router;       // [n_expert][n_embd] (ffn_gate_inp)
+  std::vector<FfnWeights> experts;  // [n_expert]: gate/up [n_ff_exp][n_embd], down [n_embd][n_ff_exp]
+  // qwen2moe: a shared expert every token goes through, scaled by
+  // sigmoid(shared_gate · xn); shared_gate is [1][n_embd] (ffn_gate_inp_shexp).
+  FfnWeights shared;                // [n_ff_shexp] rows; empty views when the arch has none
+  kernels::WeightView shared_gate;
+  bool has_shared() const { return shared_gate.data != nullptr; }
+};
+
 struct LayerWeights {
   int kv_group = 0;        // the KV group (pool) holding this layer's keys/values
   int kv_index = 0;        // this layer's index inside that group's pool
@@ -49,6 +62,7 @@ struct LayerWeights {
   FfnWeights ffn;
   // Bound only for architectures that have them (ArchInfo), else empty.
   VectorWeight attn_post_norm, ffn_post_norm;  // [n_embd] (Gemma)
+  MoeWeights moe;  // bound in place of ffn when the model has experts (HParams::is_moe)
 };
 
 // One pass's activations in backend scratch; n = the pass's token count.
@@ -60,8 +74,13 @@ struct Activations {
   float* v = nullptr;     // [n][n_head_kv(il)][head_dim]
   float* att = nullptr;   // [n][n_head][head_dim]
   float* proj = nullptr;  // [n][n_embd] sub-layer output
-  float* gate = nullptr;  // [n][n_ff]
-  float* up = nullptr;    // [n][n_ff]
+  float* gate = nullptr;  // [n][max_ff] (HParams::max_ff: dense, expert or shared FFN)
+  float* up = nullptr;    // [n][max_ff]
+  // MoE layers only (null otherwise).
+  float* router = nullptr;      // [n][n_expert] router logits
+  float* shared_gate = nullptr; // [n] logit of the shared expert's gate
+  float* moe_x = nullptr;       // [n * k][n_embd] the rows routed to each chosen expert, grouped by expert
+  float* moe_y = nullptr;       // [n * k][n_embd] those experts' outputs (then the shared expert's, [n] rows)
 };
 
 // What every layer of one forward pass shares.
@@ -75,6 +94,8 @@ struct Pass {
   std::span<const backend::QuerySpan> spans;                      // attention query blocks
   Activations act;
   kernels::RopeParams rope;  // hp.rope with the frequency factors chosen for this pass's context
+  // MoE: tokens routed to each expert, summed over the pass's layers ([n_expert]); may be empty.
+  std::span<uint64_t> expert_tokens;
 };
 
 namespace layers {
@@ -95,6 +116,16 @@ void gated_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out);
 
 // out = W_down · (gelu_tanh(W_gate·xn) * W_up·xn) (Gemma). Uses act.gate/up.
 void geglu_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out);
+
+// out = sum over the top-k experts e of token t: w_e * W_down_e · (silu(W_gate_e·xn) * W_up_e·xn),
+// w = softmax(router · xn) over all experts, restricted to the top k (and
+// renormalised to sum to 1 when hp.moe_norm_weights); plus, where the layer
+// has one, sigmoid(shared_gate · xn) * the shared expert's gated FFN.
+// Only the experts some token chose are computed, each over its tokens only,
+// all of them in one grouped call per matrix kind (Backend::matmul_experts;
+// routing on the host: model/moe_routing.h). Uses act.router, shared_gate,
+// moe_x, moe_y, gate, up; adds the routed counts to p.expert_tokens.
+void moe_ffn(const Pass& p, const MoeWeights& w, const float* xn, float* out);
 
 // x += y over the pass's rows of n_embd.
 void residual_add(const Pass& p, float* x, const float* y);

@@ -70,6 +70,13 @@ class Model {
   std::vector<KvCacheSpec> kv_specs(KvType type = KvType::F32) const;
   // Bytes of weights read per generated token (all matrices once): for roofline figures.
   uint64_t weight_bytes() const { return weight_bytes_; }
+  // MoE: bytes of the matrices one token reads (attention, router, k of the
+  // n_expert experts, shared expert, output); weight_bytes() for dense models.
+  uint64_t active_weight_bytes() const { return active_weight_bytes_; }
+  // MoE: tokens routed to each expert, summed over layers and over every
+  // forward() so far ([n_expert]; empty for dense models). Read it between
+  // passes (forward() adds to it).
+  std::span<const uint64_t> expert_tokens() const { return expert_tokens_; }
   // Bytes of matrices the backend holds in a prepared (packed) form.
   uint64_t packed_bytes() const { return backend_->prepared_bytes(); }
 
@@ -97,6 +104,9 @@ class Model {
   VectorWeight rope_freqs_, rope_long_, rope_short_;
   std::vector<KvCacheSpec> kv_groups_;  // [n_groups], type unset (kv_specs() sets it)
   uint64_t weight_bytes_ = 0;
+  uint64_t active_weight_bytes_ = 0;
+  // Counters, not state the computation reads: forward() stays a function of its input.
+  mutable std::vector<uint64_t> expert_tokens_;
 };
 
 }  // namespace tern

@@ -37,7 +37,7 @@ constexpr QuantScheme kSchemes[] = {
 };
 
 // The tensor roles the mix rules distinguish.
-enum class Role { TokenEmbd, Output, AttnV, AttnOutput, FfnDown, Other };
+enum class Role { TokenEmbd, Output, AttnV, AttnK, AttnOutput, FfnDown, Other };
 
 // When a rule applies, in terms of the layer i of n and the model.
 enum class When {
@@ -48,6 +48,7 @@ enum class When {
   Below2,         // i < 2
   Below4,         // i < 4
   Gqa4,           // n_head / n_head_kv >= 4
+  Experts8,       // n_expert == 8 (llama.cpp's Mixtral rules)
 };
 
 struct MixRule {
@@ -62,6 +63,13 @@ struct MixRule {
 // no matching row keeps the scheme's base type.
 constexpr MixRule kMixRules[] = {
     // scheme    tensor            when                  type
+    // 8-expert models: attn_output gets Q5_K in these schemes (before their own attn_output rows).
+    {"Q2_K",   Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
+    {"Q3_K_S", Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
+    {"Q3_K_M", Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
+    {"IQ4_NL", Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
+    {"Q4_K_S", Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
+    {"Q4_K_M", Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
     {"Q2_K",   Role::AttnV,      When::Gqa4,           GgmlType::Q4_K},
     {"Q2_K",   Role::AttnV,      When::Always,         GgmlType::Q3_K},
     {"Q2_K",   Role::FfnDown,    When::Always,         GgmlType::Q3_K},
@@ -96,6 +104,7 @@ Role role_of(std::string_view name, bool has_output) {
   if (contains(name, "attn_v.weight") || contains(name, "attn_qkv.weight") || contains(name, "attn_kv_b.weight"))
     return Role::AttnV;
   if (contains(name, "attn_output.weight")) return Role::AttnOutput;
+  if (contains(name, "attn_k.weight")) return Role::AttnK;
   if (contains(name, "ffn_down")) return Role::FfnDown;
   return Role::Other;
 }
@@ -122,6 +131,7 @@ bool applies(When when, int i, int n, const QuantModelInfo& m) {
     case When::Below2: return i < 2;
     case When::Below4: return i < 4;
     case When::Gqa4: return m.n_gqa() >= 4;
+    case When::Experts8: return m.n_expert == 8;
   }
   return false;
 }
@@ -149,6 +159,8 @@ GgmlType mix_type(const QuantScheme& s, const QuantModelInfo& m, std::string_vie
   }
   // 70B: attn_v is 8x smaller than attn_q, so more bits cost almost nothing.
   if (role == Role::AttnV && m.is_70b() && (type == GgmlType::Q3_K || type == GgmlType::Q4_K)) type = GgmlType::Q5_K;
+  // 8 experts (Mixtral): attention is a small share of the model, so K and V take Q8_0 in every scheme.
+  if ((role == Role::AttnV || role == Role::AttnK) && m.n_expert == 8) type = GgmlType::Q8_0;
   return type;
 }
 
@@ -209,6 +221,12 @@ Result<QuantModelInfo> quant_model_info(const gguf::GgufFile& f) {
   m.n_head_kv = m.n_head;
   TERN_RETURN_IF_ERROR(read_count(f, p + "attention.head_count_kv", m.n_head_kv));
   m.has_output = f.find_tensor("output.weight") != nullptr;
+  if (f.find(p + "expert_count")) {
+    auto n = f.get_u64(p + "expert_count");
+    if (!n) return n.status();
+    if (*n > 512) return error(ErrorKind::InvalidFile, "metadata key '" + p + "expert_count' = " + std::to_string(*n) + " is out of range");
+    m.n_expert = static_cast<int>(*n);
+  }
   return m;
 }
 

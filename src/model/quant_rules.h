@@ -11,7 +11,10 @@
 //      token_embd.weight when the embeddings are tied) becomes Q6_K (Q8_0 in a
 //      Q8_0 file, or when its rows do not divide into the base type's blocks);
 //      then the per-scheme upgrades of kMixRules (quant_rules.cpp) apply to
-//      attn_v / ffn_down / attn_output by layer; then the 70B attn_v bump.
+//      attn_v / ffn_down / attn_output by layer; then the 70B attn_v bump;
+//      for 8-expert models (Mixtral) attn_v and attn_k become Q8_0 and some
+//      schemes' attn_output Q5_K. MoE expert tensors (3-D ffn_*_exps) follow
+//      the rules of their 2-D role (ffn_down_exps is an ffn_down).
 //   4. Fallback: a row length (dims[0]) that is not a multiple of the chosen
 //      type's block size takes the type's 32-element partner (Q2_K, Q3_K ->
 //      Q4_0; Q4_K -> Q5_0; Q5_K -> Q5_1; Q6_K -> Q8_0); when even 32 does not
@@ -56,6 +59,7 @@ struct QuantModelInfo {
   int n_head = 1;          // <arch>.attention.head_count
   int n_head_kv = 1;       // <arch>.attention.head_count_kv (default n_head)
   bool has_output = true;  // false: token_embd.weight doubles as the output matrix
+  int n_expert = 0;        // <arch>.expert_count (0: dense); 8 (Mixtral) has rules of its own
 
   int n_gqa() const { return n_head_kv > 0 ? n_head / n_head_kv : 1; }
   // llama.cpp's LLM_TYPE_70B, the only model size its rules look at.

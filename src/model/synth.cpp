@@ -75,6 +75,7 @@ void fill_normal_row(uint64_t seed, float std_dev, float* row, int64_t n) {
 }
 
 bool is_gemma(const SynthOptions& o) { return o.arch == "gemma2" || o.arch == "gemma3"; }
+bool is_moe(const SynthOptions& o) { return o.arch == "mixtral" || o.arch == "qwen2moe" || o.arch == "qwen3moe"; }
 
 std::string dims_text(const SynthOptions& o) {
   return "dim " + std::to_string(o.n_embd) + ", heads " + std::to_string(o.n_head) + ", kv-heads " +
@@ -86,8 +87,19 @@ std::string dims_text(const SynthOptions& o) {
 Status validate_synth_options(const SynthOptions& o) {
   auto bad = [](const std::string& what) { return error(ErrorKind::InvalidArgument, "synth: " + what); };
   const bool gemma = is_gemma(o);
-  if (o.arch != "llama" && o.arch != "llama3" && o.arch != "qwen3" && o.arch != "phi3" && !gemma)
-    return bad("unsupported --arch '" + o.arch + "' (supported: llama, llama3, qwen3, phi3, gemma2, gemma3)");
+  if (o.arch != "llama" && o.arch != "llama3" && o.arch != "qwen3" && o.arch != "phi3" && !gemma && !is_moe(o))
+    return bad("unsupported --arch '" + o.arch +
+               "' (supported: llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe)");
+  if (is_moe(o)) {
+    if (o.n_expert <= 0 || o.n_expert > 512 || o.n_expert_used <= 0 || o.n_expert_used > o.n_expert)
+      return bad("--arch " + o.arch + " needs --experts N (1..512) and --experts-used K (1..N)");
+    if (o.n_ff_exp < 0 || o.n_ff_shexp < 0 || o.n_ff_exp > (1 << 20) || o.n_ff_shexp > (1 << 20))
+      return bad("--expert-ffn and --shared-ffn must be in [1, 1048576]");
+    if (o.arch == "mixtral" && o.n_ff_exp != 0) return bad("mixtral's experts are --ffn wide: --expert-ffn is for qwen2moe/qwen3moe");
+    if (o.arch != "qwen2moe" && o.n_ff_shexp != 0) return bad("--shared-ffn applies to qwen2moe only");
+  } else if (o.n_expert != 0 || o.n_expert_used != 0 || o.n_ff_exp != 0 || o.n_ff_shexp != 0) {
+    return bad("--experts, --experts-used, --expert-ffn and --shared-ffn apply to mixtral, qwen2moe and qwen3moe only");
+  }
   if (o.window < 0) return bad("--window must be >= 0");
   if (o.window != 0 && !gemma) return bad("--window applies to gemma2/gemma3 only");
   if (o.n_embd <= 0 || o.n_layer <= 0 || o.n_head <= 0 || o.n_ff <= 0 || o.n_head_kv < 0 || o.n_ctx <= 0 ||
@@ -121,18 +133,33 @@ struct ArchShape {
   bool qk_norm = false;     // qwen3, gemma3
   bool fused = false;       // phi3: attn_qkv, [gate; up] ffn_up
   int long_rope_orig_ctx = 0;  // phi3: rope.scaling.original_context_length
+  bool qkv_bias = false;    // qwen2moe: attn_{q,k,v}.bias (zeros)
+  int n_ff_exp = 0;         // MoE: one expert's width (0: dense)
+  int n_ff_shexp = 0;       // qwen2moe: the shared expert's width
+  bool expert_ffn_key = false;  // write expert_feed_forward_length (qwen*moe)
 };
 
 ArchShape arch_shape(const SynthOptions& o) {
   ArchShape a;
-  a.file_arch = o.arch == "llama3" ? "llama" : o.arch;
+  a.file_arch = o.arch == "llama3" || o.arch == "mixtral" ? "llama" : o.arch;
   a.head_dim = o.head_dim ? o.head_dim : o.n_embd / o.n_head;
   a.key_length = o.head_dim != 0 || o.arch == "qwen3";
   if (o.arch == "llama3") a.freq_base = 500000.0f;
-  if (o.arch == "qwen3") {
+  if (o.arch == "qwen3" || o.arch == "qwen3moe") {
     a.freq_base = 1e6f;
     a.rms_eps = 1e-6f;
     a.qk_norm = true;
+    a.key_length = true;
+  }
+  if (o.arch == "qwen2moe") {
+    a.freq_base = 1e6f;
+    a.rms_eps = 1e-6f;
+    a.qkv_bias = true;
+    a.n_ff_shexp = o.n_ff_shexp ? o.n_ff_shexp : o.n_ff;
+  }
+  if (is_moe(o)) {
+    a.expert_ffn_key = o.arch != "mixtral";
+    a.n_ff_exp = o.arch == "mixtral" ? o.n_ff : o.n_ff_exp ? o.n_ff_exp : std::max(1, o.n_ff / o.n_expert_used);
   }
   if (is_gemma(o)) {
     a.key_length = true;
@@ -224,6 +251,12 @@ void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, const ArchSh
       w.set(key(arch, Key::RopeScalingAttnFactor), Value::of_f32(static_cast<float>(attn_factor)));
     }
   }
+  if (a.n_ff_exp > 0) {
+    w.set(key(arch, Key::ExpertCount), Value::of_u32(o.n_expert));
+    w.set(key(arch, Key::ExpertUsedCount), Value::of_u32(o.n_expert_used));
+    if (a.expert_ffn_key) w.set(key(arch, Key::ExpertFeedForwardLength), Value::of_u32(a.n_ff_exp));
+    if (a.n_ff_shexp > 0) w.set(key(arch, Key::ExpertSharedFeedForwardLength), Value::of_u32(a.n_ff_shexp));
+  }
   w.set(key(arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
   for (const auto& [k, value] : vocab_file.metadata())
     if (k.rfind("tokenizer.", 0) == 0) w.set(k, value);
@@ -267,7 +300,8 @@ TensorJob generated_tensor_job(const QuantScheme& scheme, const QuantModelInfo& 
   const TypeChoice choice = choose_tensor_type(scheme, model, name, n_dims, dims[0], GgmlType::F32);
   job.type = choice.type;
   job.fell_back = choice.fell_back;
-  job.n_bytes_in = 4 * dims[0] * (n_dims > 1 ? dims[1] : 1);
+  job.n_bytes_in = 4;
+  for (uint64_t d : dims) job.n_bytes_in *= d;
   job.dims = std::move(dims);
   job.source = std::move(source);
   return job;
@@ -293,6 +327,7 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
   model.n_head = o.n_head;
   model.n_head_kv = n_head_kv;
   model.has_output = !is_gemma(o);  // Gemma's classifier is token_embd
+  model.n_expert = is_moe(o) ? o.n_expert : 0;
 
   // Shapes as {row length, n_rows}: weights are [n_out][n_in], rows of n_in.
   const uint64_t n_embd = o.n_embd, n_ff = o.n_ff, head_dim = static_cast<uint64_t>(a.head_dim);
@@ -321,15 +356,40 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
       add(Tensor::AttnQNorm, il, {head_dim});
       add(Tensor::AttnKNorm, il, {head_dim});
     }
+    if (a.qkv_bias) {
+      jobs.push_back(values_job(tensor_name(Tensor::AttnQBias, il), std::vector<float>(q_dim, 0.0f)));
+      jobs.push_back(values_job(tensor_name(Tensor::AttnKBias, il), std::vector<float>(kv_dim, 0.0f)));
+      jobs.push_back(values_job(tensor_name(Tensor::AttnVBias, il), std::vector<float>(kv_dim, 0.0f)));
+    }
     add(Tensor::AttnOutput, il, {q_dim, n_embd});
     add(Tensor::FfnNorm, il, {n_embd});
-    if (a.fused) {
+    if (a.n_ff_exp > 0) {
+      const uint64_t n_exp = static_cast<uint64_t>(o.n_expert), ff_exp = static_cast<uint64_t>(a.n_ff_exp);
+      add(Tensor::FfnGateInp, il, {n_embd, n_exp});
+      add(Tensor::FfnGateExps, il, {n_embd, ff_exp, n_exp});
+      add(Tensor::FfnUpExps, il, {n_embd, ff_exp, n_exp});
+      add(Tensor::FfnDownExps, il, {ff_exp, n_embd, n_exp});
+      if (a.n_ff_shexp > 0) {
+        const uint64_t sh = static_cast<uint64_t>(a.n_ff_shexp);
+        // A random gate (a vector of ones would be one more norm-like constant).
+        const std::string name = tensor_name(Tensor::FfnGateInpShexp, il);
+        const uint64_t seed = o.seed, hash = fnv1a(name);
+        const float std_dev = o.weight_std;
+        const int64_t n = o.n_embd;
+        jobs.push_back(generated_tensor_job(o.scheme, model, name, {n_embd}, [seed, hash, std_dev, n](int64_t i, float* row) {
+          fill_normal_row(row_seed(seed, hash, i), std_dev, row, n);
+        }));
+        add(Tensor::FfnGateShexp, il, {n_embd, sh});
+        add(Tensor::FfnUpShexp, il, {n_embd, sh});
+        add(Tensor::FfnDownShexp, il, {sh, n_embd});
+      }
+    } else if (a.fused) {
       add(Tensor::FfnUp, il, {n_embd, 2 * n_ff});
     } else {
       add(Tensor::FfnGate, il, {n_embd, n_ff});
       add(Tensor::FfnUp, il, {n_embd, n_ff});
     }
-    add(Tensor::FfnDown, il, {n_ff, n_embd});
+    if (a.n_ff_exp == 0) add(Tensor::FfnDown, il, {n_ff, n_embd});
     if (is_gemma(o)) {
       add(Tensor::AttnPostNorm, il, {n_embd});
       add(Tensor::FfnPostNorm, il, {n_embd});

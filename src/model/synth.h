@@ -25,6 +25,16 @@
 //           post_attention_norm and post_ffw_norm, gemma3 attn_q_norm and
 //           attn_k_norm ([head_dim]); no output tensor (tied to token_embd,
 //           as Gemma files are)
+//   mixtral   written as "llama" with llama.expert_count / expert_used_count:
+//           per layer blk.N.ffn_gate_inp ([n_embd, n_expert], F32 as the
+//           quantizer leaves routers) and 3-D ffn_{gate,up}_exps ([n_embd,
+//           ffn, n_expert]) and ffn_down_exps ([ffn, n_embd, n_expert]) in
+//           place of ffn_gate/up/down
+//   qwen2moe  the same experts, expert_feed_forward_length wide (and written),
+//           plus ffn_{gate,up,down}_shexp (expert_shared_feed_forward_length
+//           wide) and ffn_gate_inp_shexp ([n_embd], random); attn_{q,k,v}.bias
+//           (zeros); base 1e6, eps 1e-6
+//   qwen3moe  qwen3's attention and keys with qwen2moe's experts (no shared one)
 //   matrices  ~ N(0, weight_std) (see below), then encoded under `scheme`
 //             with the same type rules and encoder as `tern quantize`
 //   norms     = 1 (F32); RoPE factor vectors as above (F32)
@@ -51,13 +61,17 @@
 namespace tern {
 
 struct SynthOptions {
-  std::string arch = "llama";  // llama, llama3, qwen3, phi3, gemma2, gemma3 (see above)
+  std::string arch = "llama";  // llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe (see above)
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
   int n_head_kv = 0;  // 0 = n_head
   int head_dim = 0;   // 0 = n_embd / n_head; else written as attention.key_length (Qwen3 128, Gemma 256)
   int n_ff = 0;
+  int n_expert = 0;       // mixtral/qwen2moe/qwen3moe: experts per layer (required)
+  int n_expert_used = 0;  // top-k (required, <= n_expert)
+  int n_ff_exp = 0;       // qwen*moe expert width; 0 = n_ff / n_expert_used
+  int n_ff_shexp = 0;     // qwen2moe shared expert width; 0 = n_ff
   int window = 0;     // gemma2/3 attention.sliding_window; 0 = 4096 (gemma2), 1024 (gemma3)
   int n_ctx = 4096;
   uint64_t seed = 0;

@@ -37,6 +37,7 @@ class Binder {
   explicit Binder(const gguf::GgufFile& f) : f_(f) {}
 
   bool has(Tensor t, int il = -1) const { return f_.find_tensor(tensor_name(t, il)) != nullptr; }
+  bool has_name(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
 
   // A matrix of n_rows rows of n_cols, used in place from the mapping.
   Status matrix(Tensor t, int il, int64_t n_cols, int64_t n_rows, kernels::WeightView& out) {
@@ -70,6 +71,52 @@ class Binder {
     out.file_backed = f_.file_backed() && !info->in_memory;
     used_.insert(name);
     return Status::ok();
+  }
+
+  // Expert e of a 3-D tensor [n_cols, n_rows, n_expert], for every e: the
+  // experts' matrices are consecutive slabs of n_rows rows, each a view of its
+  // own so that the backend prepares (packs) each expert as the matrix it
+  // multiplies by. `pick` selects the view inside out[e].
+  Status experts(Tensor t, int il, int64_t n_cols, int64_t n_rows, int64_t n_expert, std::vector<FfnWeights>& out,
+                 kernels::WeightView FfnWeights::*pick) {
+    const std::string name = tensor_name(t, il);
+    const gguf::TensorInfo* info = f_.find_tensor(name);
+    if (!info) return error(ErrorKind::InvalidFile, "tensor '" + name + "' is missing");
+    if (info->n_dims != 3 || static_cast<int64_t>(info->dims[0]) != n_cols ||
+        static_cast<int64_t>(info->dims[1]) != n_rows || static_cast<int64_t>(info->dims[2]) != n_expert)
+      return error(ErrorKind::InvalidFile, "tensor '" + name + "' has shape " + info->shape_string() + ", expected [" +
+                                               std::to_string(n_cols) + ", " + std::to_string(n_rows) + ", " +
+                                               std::to_string(n_expert) + "] (row length, rows, experts)");
+    const quant::TypeTraits* tr = quant::traits(info->type);
+    if (!tr)
+      return error(ErrorKind::Unsupported, "tensor '" + name + "' has type " + std::string(gguf::type_name(info->type)) +
+                                               ", which this build cannot compute with yet");
+    out.resize(static_cast<size_t>(n_expert));
+    const size_t row_bytes = quant::row_bytes(*tr, n_cols);
+    for (int64_t e = 0; e < n_expert; ++e) {
+      kernels::WeightView& v = out[static_cast<size_t>(e)].*pick;
+      v = kernels::WeightView{};
+      v.traits = tr;
+      v.row_stride_bytes = row_bytes;
+      v.data = static_cast<const uint8_t*>(info->data) + static_cast<size_t>(e * n_rows) * row_bytes;
+      v.n_rows = n_rows;
+      v.n_cols = n_cols;
+      v.file_backed = f_.file_backed();
+    }
+    used_.insert(name);
+    return Status::ok();
+  }
+
+  // A 1-D tensor of n values used as a matrix of one row (qwen2moe's
+  // shared-expert gate, a dot product per token).
+  Status row_vector(Tensor t, int il, int64_t n, kernels::WeightView& out) {
+    const std::string name = tensor_name(t, il);
+    const gguf::TensorInfo* info = f_.find_tensor(name);
+    if (!info) return error(ErrorKind::InvalidFile, "tensor '" + name + "' is missing");
+    if (info->n_elements != static_cast<uint64_t>(n) || info->dims[0] != static_cast<uint64_t>(n))
+      return error(ErrorKind::InvalidFile, "tensor '" + name + "' has shape " + info->shape_string() + ", expected [" +
+                                               std::to_string(n) + "]");
+    return matrix_rows(t, il, n, 1, 0, 1, out);
   }
 
   // A 1-D tensor (norm weight, bias) decoded to f32; absent and optional leaves out.host empty.
@@ -160,6 +207,30 @@ Status bind_ffn(Binder& bind, const HParams& hp, const ArchInfo& arch, int il, F
   return bind.matrix(Tensor::FfnDown, il, n_ff, n_embd, w.w_down);
 }
 
+// The router, the experts (3-D tensors) and, where the arch has one, the
+// shared expert and its gate, of layer il.
+Status bind_moe(Binder& bind, const HParams& hp, const ArchInfo& arch, int il, MoeWeights& w) {
+  const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff_exp, n_expert = hp.n_expert;
+  // Files converted before llama.cpp merged the experts (early 2024) hold one
+  // 2-D tensor per expert; tern reads only the merged 3-D layout.
+  const std::string legacy = "blk." + std::to_string(il) + ".ffn_gate.0.weight";
+  if (bind.has_name(legacy))
+    return error(ErrorKind::Unsupported, "tensor '" + legacy + "': this file stores each expert as its own 2-D tensor " +
+                                             "(blk.N.ffn_{gate,up,down}.E.weight, the pre-2024 Mixtral GGUF layout), " +
+                                             "which tern does not read; re-convert the model with a current " +
+                                             "llama.cpp convert_hf_to_gguf.py (3-D ffn_*_exps tensors)");
+  TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnGateInp, il, n_embd, n_expert, w.router));
+  TERN_RETURN_IF_ERROR(bind.experts(Tensor::FfnGateExps, il, n_embd, n_ff, n_expert, w.experts, &FfnWeights::w_gate));
+  TERN_RETURN_IF_ERROR(bind.experts(Tensor::FfnUpExps, il, n_embd, n_ff, n_expert, w.experts, &FfnWeights::w_up));
+  TERN_RETURN_IF_ERROR(bind.experts(Tensor::FfnDownExps, il, n_ff, n_embd, n_expert, w.experts, &FfnWeights::w_down));
+  if (!arch.moe->shared_expert) return Status::ok();
+  const int64_t n_sh = hp.n_ff_shexp;
+  TERN_RETURN_IF_ERROR(bind.row_vector(Tensor::FfnGateInpShexp, il, n_embd, w.shared_gate));
+  TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnGateShexp, il, n_embd, n_sh, w.shared.w_gate));
+  TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnUpShexp, il, n_embd, n_sh, w.shared.w_up));
+  return bind.matrix(Tensor::FfnDownShexp, il, n_sh, n_embd, w.shared.w_down);
+}
+
 // Optional RoPE frequency divisors ([n_rot/2]): every one must be a positive
 // finite number (a zero would make every angle, then every logit, non-finite).
 Status bind_rope_factors(Binder& bind, Tensor t, const HParams& hp, VectorWeight& out) {
@@ -198,7 +269,10 @@ Status Model::bind_weights() {
     TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnNorm, il, n_embd, true, l.attn_norm));
     TERN_RETURN_IF_ERROR(bind_attention(bind, hp_, *arch_, il, l.attn));
     TERN_RETURN_IF_ERROR(bind.vector(Tensor::FfnNorm, il, n_embd, true, l.ffn_norm));
-    TERN_RETURN_IF_ERROR(bind_ffn(bind, hp_, *arch_, il, l.ffn));
+    if (hp_.is_moe())
+      TERN_RETURN_IF_ERROR(bind_moe(bind, hp_, *arch_, il, l.moe));
+    else
+      TERN_RETURN_IF_ERROR(bind_ffn(bind, hp_, *arch_, il, l.ffn));
     if (arch_->reads_post_norms) {
       TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnPostNorm, il, n_embd, true, l.attn_post_norm));
       TERN_RETURN_IF_ERROR(bind.vector(Tensor::FfnPostNorm, il, n_embd, true, l.ffn_post_norm));
@@ -206,10 +280,21 @@ Status Model::bind_weights() {
   }
   TERN_RETURN_IF_ERROR(bind.check_all_used(hp_.arch));
   auto bytes = [](const kernels::WeightView& w) { return static_cast<uint64_t>(w.row_stride_bytes) * w.n_rows; };
+  auto ffn_bytes = [&](const FfnWeights& f) { return bytes(f.w_gate) + bytes(f.w_up) + bytes(f.w_down); };
   weight_bytes_ = bytes(output_);
-  for (const auto& l : layers_)
-    weight_bytes_ += bytes(l.attn.wq) + bytes(l.attn.wk) + bytes(l.attn.wv) + bytes(l.attn.wo) +
-                     bytes(l.ffn.w_gate) + bytes(l.ffn.w_up) + bytes(l.ffn.w_down);
+  active_weight_bytes_ = weight_bytes_;
+  for (const auto& l : layers_) {
+    const uint64_t common = bytes(l.attn.wq) + bytes(l.attn.wk) + bytes(l.attn.wv) + bytes(l.attn.wo) +
+                            ffn_bytes(l.ffn) + bytes(l.moe.router) + ffn_bytes(l.moe.shared) + bytes(l.moe.shared_gate);
+    uint64_t experts = 0;
+    for (const FfnWeights& e : l.moe.experts) experts += ffn_bytes(e);
+    weight_bytes_ += common + experts;
+    // A token reads k of the n_expert experts (all the same size).
+    active_weight_bytes_ += common + (hp_.is_moe() ? experts / static_cast<uint64_t>(hp_.n_expert) *
+                                                         static_cast<uint64_t>(hp_.n_expert_used)
+                                                   : 0);
+  }
+  if (hp_.is_moe()) expert_tokens_.assign(static_cast<size_t>(hp_.n_expert), 0);
   return Status::ok();
 }
 
@@ -220,8 +305,12 @@ void Model::prepare_weights() {
   backend::Backend& be = *backend_;
   auto up = [&](VectorWeight& v) { v.dev = v.host.empty() ? nullptr : be.upload(v.host); };
   for (LayerWeights& l : layers_) {
-    for (kernels::WeightView* w : {&l.attn.wq, &l.attn.wk, &l.attn.wv, &l.attn.wo, &l.ffn.w_gate, &l.ffn.w_up, &l.ffn.w_down})
-      be.prepare_matrix(*w);
+    for (kernels::WeightView* w : {&l.attn.wq, &l.attn.wk, &l.attn.wv, &l.attn.wo, &l.ffn.w_gate, &l.ffn.w_up, &l.ffn.w_down,
+                                   &l.moe.router, &l.moe.shared_gate, &l.moe.shared.w_gate, &l.moe.shared.w_up,
+                                   &l.moe.shared.w_down})
+      if (w->data) be.prepare_matrix(*w);
+    for (FfnWeights& e : l.moe.experts)
+      for (kernels::WeightView* w : {&e.w_gate, &e.w_up, &e.w_down}) be.prepare_matrix(*w);
     for (VectorWeight* v : {&l.attn_norm, &l.ffn_norm, &l.attn.bq, &l.attn.bk, &l.attn.bv, &l.attn.q_norm, &l.attn.k_norm,
                             &l.attn_post_norm, &l.ffn_post_norm})
       up(*v);

@@ -208,6 +208,14 @@ std::string Metrics::render(const EngineStats& s, const std::string& model_name,
   sample(out, "tern_spec_verify_steps_total", static_cast<double>(s.spec_verifies), model);
   head(out, "tern_spec_draft_seconds_total", "counter", "Speculative decoding: time spent proposing (draft model passes).");
   sample(out, "tern_spec_draft_seconds_total", s.spec_draft_time_s, model);
+  // One series per expert: the label set is bounded by the model's expert_count (<= 512).
+  if (!s.moe_expert_tokens.empty()) {
+    head(out, "tern_moe_expert_tokens_total", "counter",
+         "Mixture of experts: tokens routed to each expert, summed over layers.");
+    for (size_t e = 0; e < s.moe_expert_tokens.size(); ++e)
+      sample(out, "tern_moe_expert_tokens_total", static_cast<double>(s.moe_expert_tokens[e]),
+             model + ",expert=\"" + std::to_string(e) + "\"");
+  }
   head(out, "tern_http_buffered_bytes", "gauge", "Request bodies not yet handled plus response bytes not yet sent.");
   sample(out, "tern_http_buffered_bytes", static_cast<double>(http_buffered_bytes));
   head(out, "tern_http_connections", "gauge", "Open client connections.");

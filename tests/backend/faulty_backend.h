@@ -81,6 +81,12 @@ class FaultyBackend final : public backend::Backend {
   void gather_rows(const float* x, std::span<const int32_t> rows, float* out, int64_t n) override {
     inner_->gather_rows(x, rows, out, n);
   }
+  void scatter_add(const float* y, std::span<const int32_t> rows, std::span<const float> weights, float* out,
+                   int64_t n) override {
+    inner_->scatter_add(y, rows, weights, out, n);
+  }
+  void zero(float* x, int64_t n_rows, int64_t n) override { inner_->zero(x, n_rows, n); }
+  void matmul_experts(std::span<const backend::ExpertJob> jobs) override { inner_->matmul_experts(jobs); }
 
  private:
   std::unique_ptr<backend::Backend> inner_;

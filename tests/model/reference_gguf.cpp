@@ -111,7 +111,16 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
   c.rms_eps = get_real("attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_base = get_real("rope.freq_base", 10000.0);
   const bool gemma = *arch == "gemma2" || *arch == "gemma3";
-  c.neox = *arch == "qwen2" || *arch == "qwen3" || *arch == "phi3" || gemma;
+  c.neox = *arch == "qwen2" || *arch == "qwen3" || *arch == "phi3" || *arch == "qwen2moe" || *arch == "qwen3moe" || gemma;
+  c.n_expert = get_int("expert_count", 0);
+  if (c.n_expert > 0) {
+    const bool qwen_moe = *arch == "qwen2moe" || *arch == "qwen3moe";
+    c.n_expert_used = get_int("expert_used_count", 0);
+    if (c.n_expert_used <= 0 || c.n_expert_used > c.n_expert) return *why = "reference: bad expert_used_count", false;
+    c.n_ff_exp = qwen_moe ? get_int("expert_feed_forward_length", c.n_ff / c.n_expert_used) : c.n_ff;
+    c.n_ff_shexp = *arch == "qwen2moe" ? get_int("expert_shared_feed_forward_length", c.n_ff) : 0;
+    c.moe_norm_weights = *arch != "qwen2moe";
+  }
   if (auto s = f.get_string(p + "rope.scaling.type")) c.scaling = *s;
   c.scaling_factor = get_real("rope.scaling.factor", 1.0);
   c.n_ctx_train = get_int("context_length", 0);
@@ -159,7 +168,7 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
     if (c.n_head_kv_of(il) <= 0) return *why = "reference: zero kv heads", false;
     // Fused Q/K/V and gate/up (phi3): split here by rows, as the formulas above say.
     const bool fused_qkv = f.find_tensor(b + "attn_qkv.weight") != nullptr;
-    const bool fused_gate_up = f.find_tensor(b + "ffn_gate.weight") == nullptr;
+    const bool fused_gate_up = c.n_expert == 0 && f.find_tensor(b + "ffn_gate.weight") == nullptr;
     Vec qkv;
     if (fused_qkv && !read_tensor(f, b + "attn_qkv.weight", (Q + 2 * K) * E, true, qkv, why)) return false;
     if (!read_tensor(f, b + "attn_norm.weight", E, true, l.attn_norm, why) ||
@@ -173,10 +182,22 @@ bool ReferenceGguf::load(const gguf::GgufFile& f, std::string* why) {
         !read_tensor(f, b + "attn_k_norm.weight", c.head_dim, false, l.k_norm, why) ||
         !read_tensor(f, b + "attn_output.weight", E * Q, true, l.wo, why) ||
         !read_tensor(f, b + "ffn_norm.weight", E, true, l.ffn_norm, why) ||
-        !read_tensor(f, b + "ffn_gate.weight", F * E, !fused_gate_up, l.w_gate, why) ||
-        !read_tensor(f, b + "ffn_up.weight", (fused_gate_up ? 2 : 1) * F * E, true, l.w_up, why) ||
-        !read_tensor(f, b + "ffn_down.weight", E * F, true, l.w_down, why))
+        !read_tensor(f, b + "ffn_gate.weight", F * E, !fused_gate_up && !c.n_expert, l.w_gate, why) ||
+        !read_tensor(f, b + "ffn_up.weight", (fused_gate_up ? 2 : 1) * F * E, !c.n_expert, l.w_up, why) ||
+        !read_tensor(f, b + "ffn_down.weight", E * F, !c.n_expert, l.w_down, why))
       return false;
+    if (c.n_expert > 0) {
+      const uint64_t X = c.n_expert, FX = c.n_ff_exp, FS = c.n_ff_shexp;
+      if (!read_tensor(f, b + "ffn_gate_inp.weight", X * E, true, l.router, why) ||
+          !read_tensor(f, b + "ffn_gate_exps.weight", X * FX * E, true, l.gate_exps, why) ||
+          !read_tensor(f, b + "ffn_up_exps.weight", X * FX * E, true, l.up_exps, why) ||
+          !read_tensor(f, b + "ffn_down_exps.weight", X * E * FX, true, l.down_exps, why) ||
+          !read_tensor(f, b + "ffn_gate_inp_shexp.weight", E, false, l.gate_inp_shexp, why) ||
+          !read_tensor(f, b + "ffn_gate_shexp.weight", FS * E, false, l.gate_shexp, why) ||
+          !read_tensor(f, b + "ffn_up_shexp.weight", FS * E, false, l.up_shexp, why) ||
+          !read_tensor(f, b + "ffn_down_shexp.weight", E * FS, false, l.down_shexp, why))
+        return false;
+    }
     if (fused_qkv) {
       l.wq = rows_of(qkv, E, 0, Q);
       l.wk = rows_of(qkv, E, Q, K);
@@ -257,6 +278,49 @@ void ReferenceGguf::rope(Vec& x, int n_heads, int pos, bool local) const {
     }
 }
 
+// The MoE FFN of the header's formula for one token's normed input h.
+Vec ReferenceGguf::moe(const Layer& l, const Vec& h) const {
+  const RefConfig& c = config;
+  const int E = c.n_embd, X = c.n_expert, F = c.n_ff_exp;
+  auto swiglu_ffn = [&](const Vec& wg, const Vec& wu, const Vec& wd, int n_ff) {
+    Vec g = matvec(wg, h, n_ff);
+    const Vec u = matvec(wu, h, n_ff);
+    for (int i = 0; i < n_ff; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
+    return matvec(wd, g, E);
+  };
+  Vec p = matvec(l.router, h, X);
+  const double mx = *std::max_element(p.begin(), p.end());
+  double sum = 0.0;
+  for (double& e : p) sum += (e = std::exp(e - mx));
+  for (double& e : p) e /= sum;
+  std::vector<int> order(X);
+  for (int e = 0; e < X; ++e) order[e] = e;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+  const int k = std::min(c.n_expert_used, X);
+  double wsum = 0.0;
+  for (int j = 0; j < k; ++j) wsum += p[order[j]];
+  Vec out(E, 0.0);
+  for (int j = 0; j < k; ++j) {
+    const int e = order[j];
+    const double w = c.moe_norm_weights ? p[e] / wsum : p[e];
+    const uint64_t slab = uint64_t(F) * E;  // one expert's gate/up (and down) matrix
+    const Vec y = swiglu_ffn(rows_of(l.gate_exps, E, uint64_t(e) * F, F), rows_of(l.up_exps, E, uint64_t(e) * F, F),
+                             Vec(l.down_exps.begin() + std::ptrdiff_t(e * slab), l.down_exps.begin() + std::ptrdiff_t((e + 1) * slab)), F);
+    for (int i = 0; i < E; ++i) out[i] += w * y[i];
+  }
+  if (c.shared_expert && !l.gate_shexp.empty()) {
+    double s = 1.0;
+    if (c.shared_gate) {
+      double d = 0.0;
+      for (int i = 0; i < E; ++i) d += l.gate_inp_shexp[i] * h[i];
+      s = 1.0 / (1.0 + std::exp(-d));
+    }
+    const Vec y = swiglu_ffn(l.gate_shexp, l.up_shexp, l.down_shexp, c.n_ff_shexp);
+    for (int i = 0; i < E; ++i) out[i] += s * y[i];
+  }
+  return out;
+}
+
 std::vector<std::vector<double>> ReferenceGguf::forward_all(const std::vector<int>& tokens) const {
   const RefConfig& c = config;
   const int E = c.n_embd, hd = c.head_dim, Q = c.n_head * hd;
@@ -298,6 +362,11 @@ std::vector<std::vector<double>> ReferenceGguf::forward_all(const std::vector<in
       if (c.post_norms) o = rmsnorm(o, l.post_attn_norm, c.rms_eps);
       for (int i = 0; i < E; ++i) x[i] += o[i];
       h = rmsnorm(x, l.ffn_norm, c.rms_eps);
+      if (c.n_expert > 0) {
+        const Vec d = moe(l, h);
+        for (int i = 0; i < E; ++i) x[i] += d[i];
+        continue;
+      }
       Vec g = matvec(l.w_gate, h, c.n_ff);
       const Vec u = matvec(l.w_up, h, c.n_ff);
       for (int i = 0; i < c.n_ff; ++i) g[i] = (c.gelu ? gelu_tanh(g[i]) : g[i] / (1.0 + std::exp(-g[i]))) * u[i];

@@ -20,6 +20,14 @@
 //                 (no ffn_gate.weight and ffn_up.weight of 2 n_ff rows: its first half is Wgate)
 //   logits = Wout (rmsnorm(x) * output_norm)     (Wout = embd when output.weight is absent)
 //
+// Mixture of experts (expert_count > 0: llama = Mixtral, qwen2moe, qwen3moe),
+// as llama.cpp's build_moe_ffn with softmax gating: the FFN term becomes
+//   p = softmax(Wrouter g) over all experts; S = the k largest (ties: lower index)
+//   w_e = p_e for e in S, divided by sum_{e in S} p_e when renormalising (llama, qwen3moe)
+//   ffn = sum_{e in S} w_e Wdown_e (silu(Wgate_e g) * Wup_e g)
+//         + sigmoid(gshexp . g) Wdown_sh (silu(Wgate_sh g) * Wup_sh g)   (qwen2moe)
+// where expert e's matrices are the e-th slabs of ffn_{gate,up,down}_exps.
+//
 // gemma2 / gemma3 (as llama.cpp's graphs): x = embd[tok] * sqrt(n_embd); the
 // attention and FFN outputs pass through their own RMS norms
 // (post_attention_norm, post_ffw_norm) before each add; the FFN gates with
@@ -74,6 +82,12 @@ struct RefConfig {
   bool local_rope_scaled = true;    // local layers keep rope scaling (gemma2) or not (gemma3)
   std::vector<bool> layer_local;    // [n_layer] local (sliding-window) layers; empty: none
 
+  // Mixture of experts (n_expert 0: dense). Each can be changed to show the engine depends on it.
+  int n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
+  bool moe_norm_weights = false;  // renormalise the top-k weights
+  bool shared_expert = true;      // add the shared expert where the file has one
+  bool shared_gate = true;        // scale it by sigmoid(gate); false: by 1
+
   int n_head_kv_of(int il) const { return layer_n_head_kv.empty() ? n_head_kv : layer_n_head_kv[il]; }
   int window_of(int il) const { return layer_window.empty() ? sliding_window : layer_window[il]; }
 };
@@ -97,7 +111,10 @@ class ReferenceGguf {
   struct Layer {
     std::vector<double> attn_norm, wq, wk, wv, wo, bq, bk, bv, q_norm, k_norm, ffn_norm, w_gate, w_up, w_down;
     std::vector<double> post_attn_norm, post_ffw_norm;  // Gemma
+    std::vector<double> router, gate_exps, up_exps, down_exps;       // MoE: [n_expert][rows][cols]
+    std::vector<double> gate_shexp, up_shexp, down_shexp, gate_inp_shexp;  // qwen2moe
   };
+  std::vector<double> moe(const Layer& l, const std::vector<double>& g) const;
   void rope(std::vector<double>& x, int n_heads, int pos, bool local) const;
   void rope_angle_of(double base, double factor, const std::string& scaling, int pair, int pos, double& theta,
                      double& mscale) const;

@@ -60,6 +60,12 @@ void add_metadata(SyntheticModel& m, const SynthSpec& s) {
   if (s.final_softcap > 0.0) m.set(p + "final_logit_softcapping", Value::of_f32(static_cast<float>(s.final_softcap)));
   if (s.window_pattern > 0) m.set(p + "attention.sliding_window_pattern", Value::of_u32(s.window_pattern));
   if (s.freq_base_swa > 0.0) m.set(p + "rope.freq_base_swa", Value::of_f32(static_cast<float>(s.freq_base_swa)));
+  if (s.is_moe()) {
+    m.set(p + "expert_count", Value::of_u32(s.n_expert));
+    m.set(p + "expert_used_count", Value::of_u32(s.n_expert_used));
+    if (s.n_ff_exp > 0) m.set(p + "expert_feed_forward_length", Value::of_u32(s.n_ff_exp));
+    if (s.n_ff_shexp > 0) m.set(p + "expert_shared_feed_forward_length", Value::of_u32(s.n_ff_shexp));
+  }
 }
 
 }  // namespace
@@ -95,7 +101,7 @@ SyntheticModel make_synthetic(const SynthSpec& s) {
   auto vector = [&](std::string name, uint64_t n, float mean, float std) {
     m.tensors.push_back({std::move(name), {n}, fill.normal(n, mean, std), {}});
   };
-  const bool fused = s.arch == "phi3", qk_norm = s.arch == "qwen3";
+  const bool fused = s.arch == "phi3", qk_norm = s.arch == "qwen3" || s.arch == "qwen3moe";
   matrix("token_embd.weight", n_embd, n_vocab);
   for (auto [name, values] : {std::pair{"rope_freqs.weight", &s.rope_freqs}, std::pair{"rope_factors_long.weight", &s.rope_long},
                               std::pair{"rope_factors_short.weight", &s.rope_short}})
@@ -122,13 +128,30 @@ SyntheticModel make_synthetic(const SynthSpec& s) {
     }
     matrix(p + "attn_output.weight", q_dim, n_embd);
     vector(p + "ffn_norm.weight", n_embd, 1.0f, 0.1f);
-    if (fused) {
+    if (s.is_moe()) {
+      const uint64_t n_exp = s.n_expert, rows = s.expert_rows();
+      matrix(p + "ffn_gate_inp.weight", n_embd, n_exp);
+      auto experts = [&](std::string name, uint64_t n_cols, uint64_t n_rows) {
+        m.tensors.push_back({std::move(name), {n_cols, n_rows, n_exp},
+                             fill.normal(n_cols * n_rows * n_exp, 0.0f, s.weight_std), {}});
+      };
+      experts(p + "ffn_gate_exps.weight", n_embd, rows);
+      experts(p + "ffn_up_exps.weight", n_embd, rows);
+      experts(p + "ffn_down_exps.weight", rows, n_embd);
+      if (s.arch == "qwen2moe") {
+        const uint64_t sh = s.n_ff_shexp > 0 ? s.n_ff_shexp : n_ff;
+        vector(p + "ffn_gate_inp_shexp.weight", n_embd, 0.0f, s.weight_std);
+        matrix(p + "ffn_gate_shexp.weight", n_embd, sh);
+        matrix(p + "ffn_up_shexp.weight", n_embd, sh);
+        matrix(p + "ffn_down_shexp.weight", sh, n_embd);
+      }
+    } else if (fused) {
       matrix(p + "ffn_up.weight", n_embd, 2 * n_ff);
     } else {
       matrix(p + "ffn_gate.weight", n_embd, n_ff);
       matrix(p + "ffn_up.weight", n_embd, n_ff);
     }
-    matrix(p + "ffn_down.weight", n_ff, n_embd);
+    if (!s.is_moe()) matrix(p + "ffn_down.weight", n_ff, n_embd);
     if (s.arch == "gemma2" || s.arch == "gemma3") {
       vector(p + "post_attention_norm.weight", n_embd, 1.0f, 0.1f);
       vector(p + "post_ffw_norm.weight", n_embd, 1.0f, 0.1f);

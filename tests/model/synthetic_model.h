@@ -58,12 +58,26 @@ struct SynthSpec {
   double final_softcap = 0.0;     // final_logit_softcapping
   int window_pattern = 0;         // attention.sliding_window_pattern
   double freq_base_swa = 0.0;     // rope.freq_base_swa
+  // Mixture of experts (written when n_expert > 0; qwen2moe / qwen3moe always
+  // are MoE): expert_count / expert_used_count, the router ffn_gate_inp
+  // ([n_embd, n_expert]), 3-D ffn_{gate,up,down}_exps in place of the dense
+  // FFN; qwen2moe adds ffn_{gate,up,down}_shexp and ffn_gate_inp_shexp ([n_embd]).
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;    // qwen*moe: written as expert_feed_forward_length (0: omitted); expert rows
+  int n_ff_shexp = 0;  // qwen2moe: expert_shared_feed_forward_length (0: omitted, n_ff)
   uint32_t seed = 1;
   // Large enough that q·k/sqrt(head_dim) spreads over several units, so
   // attention is far from uniform and positions (RoPE, windows) matter.
   float weight_std = 0.15f;
   float bias_std = 0.3f;
 
+  bool is_moe() const { return n_expert > 0; }
+  // Rows of one expert: llama (Mixtral) n_ff; qwen*moe the key, else n_ff / n_expert_used.
+  int expert_rows() const {
+    if (arch == "llama") return n_ff;
+    return n_ff_exp > 0 ? n_ff_exp : n_ff / n_expert_used;
+  }
   int head_dim() const { return key_length > 0 ? key_length : n_embd / n_head; }
   int n_head_kv_of(int il) const { return layer_n_head_kv.empty() ? n_head_kv : layer_n_head_kv[static_cast<size_t>(il)]; }
 };

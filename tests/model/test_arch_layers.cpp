@@ -40,6 +40,7 @@ TEST(ArchRegistry, EveryRegisteredArchitectureLoadsAndMatchesTheReference) {
     s.arch = std::string(a->name);
     s.qkv_bias = a->reads_qkv_bias;  // the optional tensors the row reads are present and used
     s.seed = 21;
+    if (a->moe && a->moe->required) s.n_expert = 4, s.n_expert_used = 2;  // qwen2moe, qwen3moe
     Loaded l = load(make_synthetic(s));
     ASSERT_TRUE(l.model);
     EXPECT_EQ(l.model->hparams().arch, a->name);
@@ -65,7 +66,8 @@ TEST(GgufNames, OneTableSpellsKeysAndTensors) {
   EXPECT_FALSE(is_per_layer(Tensor::Output));
   EXPECT_NE(describe_tensor("rope_freqs.weight").find("RoPE"), std::string_view::npos);
   EXPECT_NE(describe_tensor("blk.12.attn_output.bias"), "");
-  EXPECT_EQ(describe_tensor("blk.0.ffn_gate_inp.weight"), "");
+  EXPECT_EQ(describe_tensor("blk.0.ffn_gate_inp.weight"), "MoE router");
+  EXPECT_EQ(describe_tensor("blk.0.ssm_in.weight"), "");
   EXPECT_EQ(describe_tensor("attn_q.weight"), "") << "a per-layer suffix without blk.N. is not that tensor";
 }
 

@@ -39,6 +39,36 @@ std::vector<int> layers_with(const char* scheme, const QuantModelInfo& m, const 
   return out;
 }
 
+// MoE (llama.cpp's llama_tensor_get_type): 3-D expert tensors follow their
+// 2-D role (ffn_down_exps takes ffn_down's upgrades), routers are never
+// quantized, and 8-expert models (Mixtral) get attn_v/attn_k as Q8_0 in every
+// scheme and attn_output as Q5_K in the K-quant mixes that list it.
+TEST(QuantRules, MixtureOfExperts) {
+  QuantModelInfo mixtral = llama(32, 32, 8);
+  mixtral.n_expert = 8;
+  EXPECT_EQ(type_of("Q4_K_M", mixtral, blk(0, "ffn_up_exps"), 4096, 3), GgmlType::Q4_K);
+  EXPECT_EQ(type_of("Q4_K_M", mixtral, blk(0, "ffn_down_exps"), 14336, 3), GgmlType::Q6_K);  // use_more_bits
+  EXPECT_EQ(type_of("Q4_K_M", mixtral, blk(5, "ffn_down_exps"), 14336, 3), GgmlType::Q4_K);
+  EXPECT_EQ(type_of("Q4_K_M", mixtral, blk(0, "ffn_gate_inp")), GgmlType::F32);
+  for (const char* scheme : {"Q4_0", "Q8_0", "Q4_K_M", "Q2_K", "Q5_K_M"}) {
+    EXPECT_EQ(type_of(scheme, mixtral, blk(3, "attn_v")), GgmlType::Q8_0) << scheme;
+    EXPECT_EQ(type_of(scheme, mixtral, blk(3, "attn_k")), GgmlType::Q8_0) << scheme;
+  }
+  EXPECT_EQ(type_of("Q4_K_M", mixtral, blk(3, "attn_output")), GgmlType::Q5_K);
+  EXPECT_EQ(type_of("Q2_K", mixtral, blk(3, "attn_output")), GgmlType::Q5_K);
+  EXPECT_EQ(type_of("Q4_0", mixtral, blk(3, "attn_output")), GgmlType::Q4_0);
+  EXPECT_EQ(type_of("Q4_K_M", mixtral, blk(3, "attn_q")), GgmlType::Q4_K);
+  // Other expert counts (qwen3moe's 128): no Mixtral rules.
+  QuantModelInfo qwen = mixtral;
+  qwen.arch = "qwen3moe";
+  qwen.n_expert = 128;
+  EXPECT_EQ(type_of("Q4_K_M", qwen, blk(3, "attn_k")), GgmlType::Q4_K);
+  EXPECT_EQ(type_of("Q4_K_M", qwen, blk(3, "attn_output")), GgmlType::Q4_K);
+  // Pure: every matrix the base type.
+  const QuantScheme pure = pure_scheme(*find_quant_scheme("Q4_K_M"));
+  EXPECT_EQ(choose_tensor_type(pure, mixtral, blk(3, "attn_v"), 2, 4096, GgmlType::F32).type, GgmlType::Q4_K);
+}
+
 TEST(QuantRules, SchemeTable) {
   const std::map<std::string, std::pair<GgmlType, uint32_t>> want = {
       {"F32", {GgmlType::F32, 0}},      {"F16", {GgmlType::F16, 1}},       {"BF16", {GgmlType::BF16, 32}},
@@ -228,6 +258,27 @@ TEST(QuantRules, PerLayerHeadCountKvReadsLayerZero) {
     ASSERT_TRUE(m.is_ok()) << m.status().message();
     EXPECT_EQ(m->n_head_kv, 2);
     EXPECT_EQ(m->n_layer, 3);
+  }
+}
+
+// <arch>.expert_count is read for the 8-expert rules; absent: 0 (dense); absurd: an error naming the key.
+TEST(QuantRules, ExpertCountFromMetadata) {
+  for (uint32_t n : {0u, 8u, 600u}) {
+    SCOPED_TRACE(n);
+    gguf::GgufWriter w;
+    w.set("general.architecture", gguf::Value::of_string("llama"));
+    w.set("llama.block_count", gguf::Value::of_u32(2));
+    if (n > 0) w.set("llama.expert_count", gguf::Value::of_u32(n));
+    auto f = gguf::GgufFile::from_bytes(w.to_bytes());
+    ASSERT_TRUE(f.is_ok()) << f.status().message();
+    auto m = quant_model_info(*f);
+    if (n == 600) {
+      ASSERT_FALSE(m.is_ok());
+      EXPECT_NE(m.status().message().find("llama.expert_count"), std::string::npos) << m.status().message();
+      continue;
+    }
+    ASSERT_TRUE(m.is_ok()) << m.status().message();
+    EXPECT_EQ(m->n_expert, static_cast<int>(n));
   }
 }
 

@@ -191,6 +191,21 @@ TEST(Metrics, RenderHasEveryFamilyWithHelpAndType) {
   EXPECT_NE(out.find("tern_generation_tokens_total{model_name=\"a\\\"b\"} 5"), std::string::npos);
 }
 
+// One series per expert (a label set bounded by expert_count), only for MoE models.
+TEST(Metrics, MoeExpertTokensOnePerExpert) {
+  Metrics m;
+  EngineStats s;
+  s.moe_expert_tokens = {7, 0, 12};
+  const std::string out = m.render(s, "moe");
+  EXPECT_NE(out.find("# TYPE tern_moe_expert_tokens_total counter"), std::string::npos);
+  EXPECT_NE(out.find("tern_moe_expert_tokens_total{model_name=\"moe\",expert=\"0\"} 7\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("tern_moe_expert_tokens_total{model_name=\"moe\",expert=\"1\"} 0\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("tern_moe_expert_tokens_total{model_name=\"moe\",expert=\"2\"} 12\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("expert=\"3\""), std::string::npos);
+  EXPECT_EQ(m.render(EngineStats{}, "dense").find("tern_moe_expert_tokens_total"), std::string::npos)
+      << "a dense model exports no expert series";
+}
+
 TEST(Metrics, RequestLabelsAreAFixedSetAndValidUtf8) {
   EXPECT_STREQ(route_label("/v1/models/anything"), "/v1/models/{id}");
   EXPECT_STREQ(route_label("/v1/completions"), "/v1/completions");

@@ -34,6 +34,52 @@ std::string dominant_type(const Model& m) {
 
 bool is_float_type(const std::string& t) { return t == "F32" || t == "F16" || t == "BF16"; }
 
+// Tokens routed to each expert over the whole run (summed over layers), and
+// the smallest and largest share of them: with random weights about 1/n each;
+// a trained model's imbalance shows here.
+struct MoeShares {
+  std::vector<uint64_t> tokens;  // [n_expert]; empty for dense models
+  double min_share = 0, max_share = 0;
+  int min_expert = 0, max_expert = 0;
+};
+
+MoeShares moe_shares(const Model& m) {
+  MoeShares s;
+  const auto counts = m.expert_tokens();
+  s.tokens.assign(counts.begin(), counts.end());
+  uint64_t total = 0;
+  for (uint64_t c : s.tokens) total += c;
+  if (s.tokens.empty() || total == 0) return s;
+  for (size_t e = 0; e < s.tokens.size(); ++e) {
+    if (s.tokens[e] < s.tokens[static_cast<size_t>(s.min_expert)]) s.min_expert = static_cast<int>(e);
+    if (s.tokens[e] > s.tokens[static_cast<size_t>(s.max_expert)]) s.max_expert = static_cast<int>(e);
+  }
+  s.min_share = static_cast<double>(s.tokens[static_cast<size_t>(s.min_expert)]) / static_cast<double>(total);
+  s.max_share = static_cast<double>(s.tokens[static_cast<size_t>(s.max_expert)]) / static_cast<double>(total);
+  return s;
+}
+
+void print_moe(const Model& m, const MoeShares& s) {
+  const HParams& hp = m.hparams();
+  std::printf("experts   %d, %d per token: %.2f of %.2f GB of weights read per token (active / total)\n", hp.n_expert,
+              hp.n_expert_used, m.active_weight_bytes() / 1e9, m.weight_bytes() / 1e9);
+  std::printf("          tokens per expert over the run, summed over layers (uniform share %.2f%%):\n",
+              100.0 / hp.n_expert);
+  std::string line;  // 8 experts a line, no trailing blanks
+  for (size_t e = 0; e < s.tokens.size(); ++e) {
+    char cell[48];
+    std::snprintf(cell, sizeof cell, "%3zu:%-9llu", e, static_cast<unsigned long long>(s.tokens[e]));
+    line += (e % 8 == 0 ? "          " : " ") + std::string(cell);
+    if (e % 8 == 7 || e + 1 == s.tokens.size()) {
+      while (!line.empty() && line.back() == ' ') line.pop_back();
+      std::printf("%s\n", line.c_str());
+      line.clear();
+    }
+  }
+  std::printf("          min share %.2f%% (expert %d), max share %.2f%% (expert %d)\n", 100.0 * s.min_share,
+              s.min_expert, 100.0 * s.max_share, s.max_expert);
+}
+
 }  // namespace
 
 Result<std::vector<int>> parse_batch_list(const std::string& text) {
@@ -107,7 +153,9 @@ int cmd_bench(int argc, char** argv) {
   auto hash = hash_file(model_path);
 
   const BenchResult& r = *res;
-  const double weight_gb = m.weight_bytes() / 1e9;
+  // Decode reads the matrices a token uses: for MoE models its k experts, not all of them.
+  const double weight_gb = m.active_weight_bytes() / 1e9;
+  const MoeShares moe = moe_shares(m);
   const double bandwidth_gbs = weight_gb * r.tg.tok_s;
   const double gflops = r.flops_per_token_pp * r.pp.tok_s / 1e9;
   const std::string wtype = dominant_type(m);
@@ -151,6 +199,15 @@ int cmd_bench(int argc, char** argv) {
     std::printf("\"rss_bytes\": %lld, \"kv_bytes\": %lld, \"file_bytes\": %lld, \"rss_other_mib\": %.1f, ",
                 static_cast<long long>(r.rss_bytes), static_cast<long long>(r.kv_bytes),
                 static_cast<long long>(file_bytes), other_mib);
+    if (!moe.tokens.empty()) {
+      std::printf("\"moe\": {\"experts\": %d, \"experts_used\": %d, \"total_weight_bytes\": %llu, "
+                  "\"active_weight_bytes\": %llu, \"min_share\": %.4f, \"max_share\": %.4f, \"expert_tokens\": [",
+                  m.hparams().n_expert, m.hparams().n_expert_used, static_cast<unsigned long long>(m.weight_bytes()),
+                  static_cast<unsigned long long>(m.active_weight_bytes()), moe.min_share, moe.max_share);
+      for (size_t e = 0; e < moe.tokens.size(); ++e)
+        std::printf("%s%llu", e ? ", " : "", static_cast<unsigned long long>(moe.tokens[e]));
+      std::printf("]}, ");
+    }
     std::printf("\"cpu_flags\": \"%s\", \"git_sha\": \"%s\", \"compiler\": \"%s\"}\n",
                 kernels::cpu_features().describe().c_str(), build_git_sha(), build_compiler());
     return 0;
@@ -166,6 +223,7 @@ int cmd_bench(int argc, char** argv) {
   if (r.rss_bytes > 0)
     std::printf("memory    RSS %.1f MiB = file %.1f + KV %.1f + %.1f MiB other (after pp/tg)\n", r.rss_bytes / mib,
                 file_bytes / mib, r.kv_bytes / mib, other_mib);
+  if (!moe.tokens.empty()) print_moe(m, moe);
   std::printf("\n");
   std::printf("%-14s %18s %10s   %s\n", "test", "tok/s", "per core", "roofline");
   if (r.pp.tokens > 0)

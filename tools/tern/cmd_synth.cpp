@@ -18,18 +18,25 @@ int cmd_synth(int argc, char** argv) {
   std::string embed_path;
   bool pure = false;
   ArgParser args("synth",
-                 "tern synth --arch llama|llama3|qwen3|phi3|gemma2|gemma3 --dim D --layers L --heads H --kv-heads KV "
+                 "tern synth --arch llama|llama3|qwen3|phi3|gemma2|gemma3|mixtral|qwen2moe|qwen3moe --dim D --layers L --heads H --kv-heads KV "
                  "--ffn F --vocab-from VOCAB.gguf --type T -o OUT.gguf [--head-dim N] [--window N] [--ctx N] [--seed S] "
-                 "[-t THREADS]\n       tern synth --embed SMALL.gguf --dim D --layers L --heads H --kv-heads KV --ffn F "
+                 "[--experts N --experts-used K [--expert-ffn F] [--shared-ffn F]] [-t THREADS]\n       tern synth --embed SMALL.gguf --dim D --layers L --heads H --kv-heads KV --ffn F "
                  "--type T -o OUT.gguf");
   args.add("--arch", &o.arch,
-           "architecture: llama, llama3 (llama with Llama 3.1 rope_freqs), qwen3, phi3, gemma2, gemma3");
+           "architecture: llama, llama3 (llama with Llama 3.1 rope_freqs), qwen3, phi3, gemma2, gemma3, mixtral "
+           "(written as llama with experts), qwen2moe, qwen3moe");
   args.add("--dim", &o.n_embd, "embedding width");
   args.add("--layers", &o.n_layer, "number of blocks");
   args.add("--heads", &o.n_head, "attention heads (must divide --dim unless --head-dim is given)");
   args.add("--kv-heads", &o.n_head_kv, "key/value heads (must divide --heads; default --heads)");
   args.add("--head-dim", &o.head_dim, "head size (default --dim / --heads; Qwen3 uses 128, Gemma 256)");
   args.add("--ffn", &o.n_ff, "feed-forward width");
+  args.add("--experts", &o.n_expert, "mixtral/qwen2moe/qwen3moe: experts per layer (expert_count)");
+  args.add("--experts-used", &o.n_expert_used, "experts each token is routed to (expert_used_count)");
+  args.add("--expert-ffn", &o.n_ff_exp,
+           "qwen2moe/qwen3moe: one expert's width (expert_feed_forward_length; default --ffn / --experts-used); "
+           "mixtral's experts are --ffn wide");
+  args.add("--shared-ffn", &o.n_ff_shexp, "qwen2moe: the shared expert's width (default --ffn)");
   args.add("--window", &o.window, "gemma2/3: sliding window of the local layers (default 4096 gemma2, 1024 gemma3)");
   args.add("--vocab-from", &o.vocab_path, "GGUF whose tokenizer.* keys (and vocabulary size) are copied");
   args.add("--type", &type_name, "tensor type or mix, as for tern quantize: " + quant_scheme_names());
@@ -39,6 +46,7 @@ int cmd_synth(int argc, char** argv) {
            "SMALL.gguf: a model of the given shape that predicts exactly what SMALL does (its weights padded with "
            "zeros, extra layers that add nothing; see docs/spec.md). Replaces --arch and --vocab-from");
   args.add("--ctx", &o.n_ctx, "context_length (default 4096)");
+  args.add("--weight-std", &o.weight_std, "standard deviation of the random matrices (default 0.02)");
   args.add("--seed", &o.seed, "random seed (default 0); the same seed gives the same bytes");
   args.add("--name", &o.name, "general.name (default synth-<arch>-<dim>x<layers>)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");

@@ -116,6 +116,32 @@ class CpuBackend final : public HostBackend {
   void softcap(float* x, int64_t n_rows, int64_t n, float cap) override {
     rows(n_rows, n, [&](int64_t t) { kernels::softcap(x + t * n, n, cap); });
   }
+  // One f32 multiply-add per element in index order, so a token's sum has the
+  // same order whatever else the call holds (batch invariance). Parallel over
+  // column ranges: repeated rows never race.
+  void scatter_add(const float* y, std::span<const int32_t> dst_rows, std::span<const float> weights, float* out,
+                   int64_t n) override {
+    auto cols = [&](int64_t c0, int64_t c1) {
+      for (size_t i = 0; i < dst_rows.size(); ++i) {
+        const float w = weights[i];
+        const float* yr = y + static_cast<int64_t>(i) * n;
+        float* o = out + static_cast<int64_t>(dst_rows[i]) * n;
+        for (int64_t j = c0; j < c1; ++j) o[j] += w * yr[j];
+      }
+    };
+    constexpr int64_t kMinParallel = 1 << 15;  // elements, as rows()
+    const int64_t total = static_cast<int64_t>(dst_rows.size()) * n;
+    if (total < kMinParallel || n < 64) return cols(0, n);
+    const size_t n_chunks = static_cast<size_t>(n / 16);  // 16-float (64-byte) column chunks
+    pool_.parallel_for(n_chunks, [&](size_t b, size_t e, int) {
+      cols(static_cast<int64_t>(b) * 16, e == n_chunks ? n : static_cast<int64_t>(e) * 16);
+    });
+  }
+  void matmul_experts(std::span<const ExpertJob> jobs) override {
+    expert_jobs_.clear();
+    for (const ExpertJob& j : jobs) expert_jobs_.push_back({j.w, j.x, j.y, j.n_rows});
+    kernels::matmul_experts(expert_jobs_, pool_);
+  }
   void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q, float* out) override {
     build_attention_blocks(shape, in, q, out, blocks_);
     kernels::attention(shape, blocks_, pool_);
@@ -140,6 +166,7 @@ class CpuBackend final : public HostBackend {
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;  // owners of WeightView::packed
   uint64_t packed_bytes_ = 0;
   std::vector<kernels::QueryBlock> blocks_;  // attention's per-call list, reused
+  std::vector<kernels::ExpertMatmulJob> expert_jobs_;  // matmul_experts' per-call list, reused
 };
 
 }  // namespace

@@ -78,6 +78,9 @@ class RefBackend final : public HostBackend {
   void matmul_group(std::span<const MatmulJob> jobs, const float* x, int64_t n_rows) override {
     for (const MatmulJob& j : jobs) matmul(*j.w, x, j.y, n_rows);
   }
+  void matmul_experts(std::span<const ExpertJob> jobs) override {
+    for (const ExpertJob& j : jobs) matmul(*j.w, j.x, j.y, j.n_rows);
+  }
   void add_bias(float* x, const float* bias, int64_t n_rows, int64_t n) override {
     for (int64_t t = 0; t < n_rows; ++t)
       for (int64_t i = 0; i < n; ++i) x[t * n + i] += bias[i];
@@ -114,6 +117,16 @@ class RefBackend final : public HostBackend {
   }
   void softcap(float* x, int64_t n_rows, int64_t n, float cap) override {
     kernels::softcap_reference(x, n_rows * n, cap);
+  }
+  // The product and sum in double, rounded once.
+  void scatter_add(const float* y, std::span<const int32_t> rows, std::span<const float> weights, float* out,
+                   int64_t n) override {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      float* o = out + static_cast<int64_t>(rows[i]) * n;
+      const float* yr = y + static_cast<int64_t>(i) * n;
+      for (int64_t j = 0; j < n; ++j)
+        o[j] = static_cast<float>(static_cast<double>(o[j]) + static_cast<double>(weights[i]) * yr[j]);
+    }
   }
   void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q, float* out) override {
     build_attention_blocks(shape, in, q, out, blocks_);

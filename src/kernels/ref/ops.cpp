@@ -20,9 +20,19 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
 namespace {
 constexpr int kMaxGroup = 4;
 
-struct GroupPlan {
+// One distinct input of a pass: its rows quantized for one activation format.
+struct ActPlan {
   const MatmulKernels* k;
-  const uint8_t* xq;   // activations quantized for this job's kernel
+  const float* x;
+  int64_t n_tokens, n_cols;
+  size_t stride;      // bytes of one quantized row
+  size_t offset;      // into the pass's activation buffer
+  int64_t first_unit; // index of its first row among all inputs' rows
+};
+
+struct JobPlan {
+  const MatmulKernels* k;
+  const uint8_t* xq;  // activations quantized for this job's kernel
   size_t x_stride;
   int64_t rows_per_tile;
   int64_t first_tile;  // index of this job's first tile in the combined tile list
@@ -31,87 +41,118 @@ struct GroupPlan {
 
 void matmul_group(const MatmulJob* jobs, int n_jobs, const float* x, int64_t n_tokens, ThreadPool& pool) {
   TERN_ASSERT(n_jobs >= 1 && n_jobs <= kMaxGroup);
-  const int64_t n = jobs[0].w->n_cols;
-  // Activations quantized once per distinct activation format:
-  // [n_types][n_tokens][act_row_bytes] on the calling thread's scratch.
-  GroupPlan plan[kMaxGroup];
-  const MatmulKernels* act_kernels[kMaxGroup];
-  size_t act_offset[kMaxGroup];
-  int n_act = 0;
-  size_t act_bytes = 0;
-  int job_act[kMaxGroup];
+  ExpertMatmulJob all[kMaxGroup];
   for (int j = 0; j < n_jobs; ++j) {
-    TERN_ASSERT(jobs[j].w->n_cols == n);
-    const MatmulKernels* k = matmul_kernels(jobs[j].w->traits->type);
+    TERN_ASSERT(jobs[j].w->n_cols == jobs[0].w->n_cols);
+    all[j] = {jobs[j].w, x, jobs[j].y, n_tokens};
+  }
+  matmul_experts(std::span<const ExpertMatmulJob>(all, static_cast<size_t>(n_jobs)), pool);
+}
+
+void matmul_experts(std::span<const ExpertMatmulJob> jobs, ThreadPool& pool) {
+  // Plans on the calling thread's scratch. Workers must see the caller's
+  // objects, so the lambdas below use these references (a thread_local named
+  // inside a lambda would be the worker's own, empty, instance).
+  thread_local std::vector<ActPlan> tls_acts;
+  thread_local std::vector<JobPlan> tls_plan;
+  thread_local std::vector<int> tls_job_act;
+  thread_local std::vector<uint8_t> xq_buf;
+  std::vector<ActPlan>& acts = tls_acts;
+  std::vector<JobPlan>& plan = tls_plan;
+  std::vector<int>& job_act = tls_job_act;
+  acts.clear();
+  plan.assign(jobs.size(), JobPlan{});
+  job_act.assign(jobs.size(), -1);
+  size_t act_bytes = 0;
+  int64_t n_units = 0;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    const ExpertMatmulJob& job = jobs[j];
+    if (job.n_tokens <= 0) continue;
+    const MatmulKernels* k = matmul_kernels(job.w->traits->type);
     TERN_ASSERT(k != nullptr);
-    int a = 0;
-    while (a < n_act && (act_kernels[a]->act_type != k->act_type || act_kernels[a]->quantize_act != k->quantize_act)) ++a;
-    if (a == n_act) {
-      act_kernels[n_act] = k;
-      act_offset[n_act] = act_bytes;
-      act_bytes += act_row_bytes(*k, n) * n_tokens;
-      ++n_act;
+    const int64_t n = job.w->n_cols;
+    // Inputs shared by neighbouring jobs (Q/K/V, gate/up) are quantized once.
+    int a = static_cast<int>(acts.size()) - 1;
+    const int stop = std::max(0, static_cast<int>(acts.size()) - kMaxGroup);
+    for (; a >= stop; --a) {
+      const ActPlan& p = acts[static_cast<size_t>(a)];
+      if (p.x == job.x && p.n_tokens == job.n_tokens && p.n_cols == n && p.k->act_type == k->act_type &&
+          p.k->quantize_act == k->quantize_act)
+        break;
+    }
+    if (a < stop) {
+      a = static_cast<int>(acts.size());
+      acts.push_back({k, job.x, job.n_tokens, n, act_row_bytes(*k, n), act_bytes, n_units});
+      act_bytes += acts.back().stride * static_cast<size_t>(job.n_tokens);
+      n_units += job.n_tokens;
     }
     job_act[j] = a;
     plan[j].k = k;
     plan[j].x_stride = act_row_bytes(*k, n);
   }
-  thread_local std::vector<uint8_t> xq_buf;
+  if (acts.empty()) return;
   if (xq_buf.size() < act_bytes) xq_buf.resize(act_bytes);
   uint8_t* xq = xq_buf.data();
-  pool.parallel_for(static_cast<size_t>(n_tokens) * n_act, [&](size_t begin, size_t end, int) {
+  pool.parallel_for(static_cast<size_t>(n_units), [&](size_t begin, size_t end, int) {
+    size_t a = 0;
     for (size_t i = begin; i < end; ++i) {
-      const int a = static_cast<int>(i / n_tokens);
-      const int64_t t = static_cast<int64_t>(i % n_tokens);
-      const size_t stride = act_row_bytes(*act_kernels[a], n);
-      act_kernels[a]->quantize_act(x + t * n, xq + act_offset[a] + t * stride, n);
+      while (a + 1 < acts.size() && static_cast<int64_t>(i) >= acts[a + 1].first_unit) ++a;
+      const ActPlan& p = acts[a];
+      const int64_t t = static_cast<int64_t>(i) - p.first_unit;
+      p.k->quantize_act(p.x + t * p.n_cols, xq + p.offset + static_cast<size_t>(t) * p.stride, p.n_cols);
     }
   });
   // One list of row tiles over all jobs. Each thread owns a range of whole
-  // tiles; within it, columns go in blocks small enough for their activations
-  // to stay in cache (L2 by default, MatmulKernels::act_block_bytes) while
-  // every tile of the range passes over them; a tile reuses each loaded weight
-  // block for all its columns.
+  // tiles; within it, each job's columns go in blocks small enough for their
+  // activations to stay in cache (L2 by default, MatmulKernels::act_block_bytes)
+  // while every tile of that job in the range passes over them; a tile reuses
+  // each loaded weight block for all its columns.
   int64_t n_tiles = 0;
   size_t min_chunk = 1, max_stride = 1;
-  for (int j = 0; j < n_jobs; ++j) {
-    plan[j].xq = xq + act_offset[job_act[j]];
-    plan[j].rows_per_tile = plan[j].k->max_rows;
-    plan[j].first_tile = n_tiles;
-    n_tiles += (jobs[j].w->n_rows + plan[j].rows_per_tile - 1) / plan[j].rows_per_tile;
-    min_chunk = std::max<size_t>(min_chunk, 64 / plan[j].rows_per_tile);
-    max_stride = std::max(max_stride, plan[j].x_stride);
-  }
   int64_t max_cols = 1;
   size_t act_block = SIZE_MAX;
-  for (int j = 0; j < n_jobs; ++j) {
-    max_cols = std::max<int64_t>(max_cols, plan[j].k->max_cols);
-    act_block = std::min(act_block, plan[j].k->act_block_bytes);
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    JobPlan& p = plan[j];
+    p.first_tile = n_tiles;
+    if (job_act[j] < 0) continue;  // no tokens: no tiles
+    p.xq = xq + acts[static_cast<size_t>(job_act[j])].offset;
+    p.rows_per_tile = p.k->max_rows;
+    n_tiles += (jobs[j].w->n_rows + p.rows_per_tile - 1) / p.rows_per_tile;
+    min_chunk = std::max<size_t>(min_chunk, 64 / p.rows_per_tile);
+    max_stride = std::max(max_stride, p.x_stride);
+    max_cols = std::max<int64_t>(max_cols, p.k->max_cols);
+    act_block = std::min(act_block, p.k->act_block_bytes);
   }
   const int64_t col_block = std::max<int64_t>(max_cols, static_cast<int64_t>(act_block / max_stride));
   pool.parallel_for(static_cast<size_t>(n_tiles), [&](size_t tile_begin, size_t tile_end, int) {
-    for (int64_t c0 = 0; c0 < n_tokens; c0 += col_block) {
-      const int64_t c1 = std::min(n_tokens, c0 + col_block);
-      int j = 0;
-      for (size_t gt = tile_begin; gt < tile_end; ++gt) {
-        while (j + 1 < n_jobs && static_cast<int64_t>(gt) >= plan[j + 1].first_tile) ++j;
-        const GroupPlan& p = plan[j];
-        const WeightView& w = *jobs[j].w;
-        const int64_t r0 = (static_cast<int64_t>(gt) - p.first_tile) * p.rows_per_tile;
-        const int n_rows = static_cast<int>(std::min(p.rows_per_tile, w.n_rows - r0));
-        for (int64_t c = c0; c < c1; c += p.k->max_cols) {
-          const int n_cols = static_cast<int>(std::min<int64_t>(p.k->max_cols, c1 - c));
-          float* y = jobs[j].y + c * w.n_rows + r0;
-          if (w.packed && p.k->packed_tile) {  // panels of 32 rows, r0 is a multiple of 32
-            const auto* panel = static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(r0 / 32) * packed_panel_bytes(w);
-            p.k->packed_tile(n, panel, n_rows, p.xq + c * p.x_stride, p.x_stride, n_cols, y,
-                             static_cast<size_t>(w.n_rows));
-          } else {
-            p.k->tile(n, w.row(r0), w.row_stride_bytes, n_rows, p.xq + c * p.x_stride, p.x_stride, n_cols, y,
-                      static_cast<size_t>(w.n_rows));
+    size_t j = 0;
+    for (size_t seg = tile_begin; seg < tile_end;) {
+      // The run of tiles in [seg, tile_end) that belong to job j.
+      while (j + 1 < jobs.size() && static_cast<int64_t>(seg) >= plan[j + 1].first_tile) ++j;
+      const size_t seg_end = j + 1 < jobs.size() ? std::min(tile_end, static_cast<size_t>(plan[j + 1].first_tile)) : tile_end;
+      const JobPlan& p = plan[j];
+      const WeightView& w = *jobs[j].w;
+      const int64_t n = w.n_cols, n_tokens = jobs[j].n_tokens;
+      for (int64_t c0 = 0; c0 < n_tokens; c0 += col_block) {
+        const int64_t c1 = std::min(n_tokens, c0 + col_block);
+        for (size_t gt = seg; gt < seg_end; ++gt) {
+          const int64_t r0 = (static_cast<int64_t>(gt) - p.first_tile) * p.rows_per_tile;
+          const int n_rows = static_cast<int>(std::min(p.rows_per_tile, w.n_rows - r0));
+          for (int64_t c = c0; c < c1; c += p.k->max_cols) {
+            const int n_cols = static_cast<int>(std::min<int64_t>(p.k->max_cols, c1 - c));
+            float* y = jobs[j].y + c * w.n_rows + r0;
+            if (w.packed && p.k->packed_tile) {  // panels of 32 rows, r0 is a multiple of 32
+              const auto* panel = static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(r0 / 32) * packed_panel_bytes(w);
+              p.k->packed_tile(n, panel, n_rows, p.xq + c * p.x_stride, p.x_stride, n_cols, y,
+                               static_cast<size_t>(w.n_rows));
+            } else {
+              p.k->tile(n, w.row(r0), w.row_stride_bytes, n_rows, p.xq + c * p.x_stride, p.x_stride, n_cols, y,
+                        static_cast<size_t>(w.n_rows));
+            }
           }
         }
       }
+      seg = seg_end;
     }
   }, min_chunk);
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "core/thread_pool.h"
 #include "quant/quant.h"
@@ -44,6 +45,20 @@ struct MatmulJob {
   float* y;  // [n_tokens][w->n_rows]
 };
 void matmul_group(const MatmulJob* jobs, int n_jobs, const float* x, int64_t n_tokens, ThreadPool& pool);
+
+// Several matrices, each over its own input rows (the experts of a MoE layer,
+// each applied to the tokens routed to it): one parallel pass quantizes every
+// distinct input (jobs with the same x, n_tokens and activation format share
+// it: an expert's gate and up), one runs every job's row tiles, so a layer
+// costs two synchronisations however many experts it runs. Each y is
+// bit-identical to matmul(*w, x, y, n_tokens, ...). Jobs with n_tokens 0 do nothing.
+struct ExpertMatmulJob {
+  const WeightView* w;
+  const float* x;    // [n_tokens][w->n_cols]
+  float* y;          // [n_tokens][w->n_rows]
+  int64_t n_tokens;
+};
+void matmul_experts(std::span<const ExpertMatmulJob> jobs, ThreadPool& pool);
 
 // y = x / sqrt(mean(x^2) + eps) * weight, per row of n. x may alias y.
 void rms_norm(const float* x, const float* weight, float* y, int64_t n, float eps);

@@ -10,9 +10,18 @@ void llama_block(const Pass& p, const LayerWeights& l, const LayerHParams& lh) {
   layers::attention(p, l, lh, a.xn, a.proj);
   layers::residual_add(p, a.x, a.proj);
   layers::rms_norm(p, a.x, l.ffn_norm, a.xn, p.n);
-  layers::gated_ffn(p, l.ffn, a.xn, a.proj);
+  if (p.hp.is_moe())
+    layers::moe_ffn(p, l.moe, a.xn, a.proj);  // Mixtral, qwen2moe, qwen3moe
+  else
+    layers::gated_ffn(p, l.ffn, a.xn, a.proj);
   layers::residual_add(p, a.x, a.proj);
 }
+
+// Mixtral is written as "llama" with expert_count > 0: expert width
+// feed_forward_length, top-k weights renormalised (llama.cpp's llama graph
+// passes norm_w = true), no shared expert.
+constinit const MoeInfo kLlamaMoe{.required = false, .expert_ffn_key = false, .norm_weights = true,
+                                  .shared_expert = false};
 
 extern const ArchInfo kLlama;
 // GGUF converters permute Q and K rows so that adjacent-pair (Normal) RoPE
@@ -24,6 +33,7 @@ constinit const ArchInfo kLlama{.name = "llama",
                                 .reads_sliding_window = true,
                                 .reads_qkv_bias = true,
                                 .block = llama_block,
-                                .reads_rope_freqs = true};
+                                .reads_rope_freqs = true,
+                                .moe = &kLlamaMoe};
 
 }  // namespace tern::archs
