@@ -1,9 +1,9 @@
 #include "tokenizer/hf_tokenizer.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <limits>
+#include <filesystem>
 
+#include "core/log.h"
 #include "tokenizer/hf_pre_tokenizer.h"
 #include "tokenizer/hf_special_tokens.h"
 #include "tokenizer/utf8.h"
@@ -50,11 +50,18 @@ Result<int32_t> token_id(const hf::ModelFiles& f, const json& v, const std::stri
   return static_cast<int32_t>(id);
 }
 
-Status place(const hf::ModelFiles& f, std::vector<Token>& tokens, int32_t id, const std::string& text) {
+// Two vocabulary entries with one id are an error. An added token may take over a vocabulary
+// entry's id with new text: Hugging Face then decodes the id as the added token, and llama.cpp's
+// converter writes the added text too.
+Status place(const hf::ModelFiles& f, std::vector<Token>& tokens, int32_t id, const std::string& text, bool added) {
   if (static_cast<size_t>(id) >= tokens.size()) tokens.resize(static_cast<size_t>(id) + 1);
   Token& t = tokens[static_cast<size_t>(id)];
-  if (t.present && t.text != text)
-    return invalid(f, "id " + std::to_string(id) + " is given to both '" + t.text + "' and '" + text + "'");
+  if (t.present && t.text != text) {
+    if (!added || t.added)
+      return invalid(f, "id " + std::to_string(id) + " is given to both '" + t.text + "' and '" + text + "'");
+    TERN_LOG_WARN("%s/tokenizer.json: added token '%s' replaces '%s' as id %d", f.dir.c_str(), text.c_str(),
+                  t.text.c_str(), id);
+  }
   t.text = text;
   t.present = true;
   return Status::ok();
@@ -66,7 +73,7 @@ Status read_model_vocab(const hf::ModelFiles& f, const json& model, Assembled& a
   for (auto it = vocab->begin(); it != vocab->end(); ++it) {
     auto id = token_id(f, it.value(), it.key(), a.id_limit);
     TERN_RETURN_IF_ERROR(id);
-    TERN_RETURN_IF_ERROR(place(f, a.tokens, *id, it.key()));
+    TERN_RETURN_IF_ERROR(place(f, a.tokens, *id, it.key(), false));
   }
   return Status::ok();
 }
@@ -82,7 +89,7 @@ Status read_added_tokens(const hf::ModelFiles& f, Assembled& a) {
     if (content == nullptr || id_value == nullptr) return invalid(f, "an added token without content or id");
     auto id = token_id(f, *id_value, *content, a.id_limit);
     TERN_RETURN_IF_ERROR(id);
-    TERN_RETURN_IF_ERROR(place(f, a.tokens, *id, *content));
+    TERN_RETURN_IF_ERROR(place(f, a.tokens, *id, *content, true));
     Token& t = a.tokens[static_cast<size_t>(*id)];
     t.added = true;
     t.special = hf::bool_member(entry, "special", false);
@@ -221,6 +228,10 @@ std::string merge_part(const std::string& part) {
 Result<hf::ModelFiles> read_files(const std::string& dir) {
   hf::ModelFiles f;
   f.dir = dir;
+  std::error_code ec;
+  if (!std::filesystem::exists(dir + "/tokenizer.json", ec) && std::filesystem::exists(dir + "/tokenizer.model", ec))
+    return error(ErrorKind::Unsupported, dir + " has tokenizer.model (SentencePiece) but no tokenizer.json, " +
+                                             "the only tokenizer format read here");
   auto tokenizer = hf::read_json_file(dir + "/tokenizer.json", true);
   TERN_RETURN_IF_ERROR(tokenizer);
   f.tokenizer = std::move(tokenizer).value();

@@ -9,8 +9,8 @@
 //     (tokenizer.ggml.pre), an unknown sequence is refused, naming its patterns;
 //   - SentencePiece-style BPE (byte_fallback, spaces mapped to ▁ by a Replace normalizer or a
 //     Metaspace pre-tokenizer: Llama 2, Mistral, Gemma, Phi-3) -> "llama", with <0xXX> tokens as
-//     BYTE and scores derived from the merge ranks (tokenizer.json has no scores: the token the
-//     r-th merge first produces scores -r, so SPM's best-score-first order is the merge order);
+//     BYTE and scores derived from the merge ranks (tokenizer.json has no scores: the token merge
+//     r (from 0) first produces scores -(r+1), so SPM's best-score-first order is the merge order);
 //   - WordPiece (BERT) -> "bert", word-initial pieces spelled with ▁ and ## continuations without
 //     the prefix, as llama.cpp spells them.
 // Other model types (Unigram, WordLevel) are Unsupported, naming the type.
@@ -24,9 +24,10 @@
 // The chat template comes from tokenizer_config.json, else chat_template.jinja
 // or chat_template.json; a list of {name, template} gives the "default" one as
 // tokenizer.chat_template and the others as tokenizer.chat_template.NAME.
-// Errors: a missing tokenizer.json is NotFound; malformed JSON, a merge naming
-// a token that is not in the vocabulary, duplicate ids are InvalidFile; every
-// message names the file. Nothing here throws.
+// Errors: a missing tokenizer.json is NotFound (Unsupported when the directory has
+// only a SentencePiece tokenizer.model); malformed JSON, a merge naming
+// a token that is not in the vocabulary, duplicate or absurd ids are InvalidFile;
+// every message names the file. Nothing here throws. Threading: no shared state.
 #pragma once
 
 #include <string>

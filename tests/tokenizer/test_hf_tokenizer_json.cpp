@@ -183,6 +183,11 @@ TEST(HfTokenizer, MissingTokenizerJsonIsNotFound) {
   ASSERT_FALSE(kv.is_ok());
   EXPECT_EQ(kv.status().kind(), ErrorKind::NotFound);
   EXPECT_NE(kv.status().message().find(dir.str() + "/tokenizer.json"), std::string::npos);
+  dir.write("tokenizer.model", "protobuf");
+  kv = read_hf_tokenizer(dir.str());
+  ASSERT_FALSE(kv.is_ok());
+  EXPECT_EQ(kv.status().kind(), ErrorKind::Unsupported);
+  EXPECT_NE(kv.status().message().find("no tokenizer.json"), std::string::npos) << kv.status().message();
 }
 
 TEST(HfTokenizer, MalformedJsonNamesFileAndPlace) {
@@ -220,6 +225,10 @@ TEST(HfTokenizer, BadVocabularyAndMergesAreInvalid) {
   tok["model"]["vocab"]["d"] = 1;  // id 1 is "b"
   EXPECT_NE(read_error(tok).message().find("id 1 is given to both"), std::string::npos);
 
+  tok = tiny_bpe();  // two added tokens with one id
+  tok["added_tokens"] = json::array({{{"id", 5}, {"content", "<x>"}}, {{"id", 5}, {"content", "<y>"}}});
+  EXPECT_NE(read_error(tok).message().find("id 5 is given to both '<x>' and '<y>'"), std::string::npos);
+
   tok = tiny_bpe();
   tok["model"]["vocab"]["d"] = -3;
   EXPECT_EQ(read_error(tok).kind(), ErrorKind::InvalidFile);
@@ -251,6 +260,13 @@ TEST(HfTokenizer, AddedTokenTypesAndHoles) {
                                       "[PAD9]"}));
   EXPECT_EQ(ints(*kv, "tokenizer.ggml.token_type"), (std::vector<int64_t>{1, 1, 1, 1, 1, 5, 3, 3, 4, 5}));
   EXPECT_EQ(strings(*kv, "tokenizer.ggml.merges"), (std::vector<std::string>{"a b", "ab c"}));
+
+  // An added token may take over a vocabulary id with new text (Hugging Face decodes it so).
+  tok["added_tokens"] = json::array({{{"id", 2}, {"content", "<c>"}, {"special", true}}});
+  tok["model"]["merges"] = json::array({"a b"});
+  const KeyValues over = read_ok(tok);
+  EXPECT_EQ(strings(over, "tokenizer.ggml.tokens")[2], "<c>");
+  EXPECT_EQ(ints(over, "tokenizer.ggml.token_type")[2], 3);
 }
 
 TEST(HfTokenizer, KeysInLlamaCppOrder) {
