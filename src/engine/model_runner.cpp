@@ -13,7 +13,7 @@ ModelRunner::ModelRunner(const Model& model, KvManager& kv, int32_t n_ctx_seq) :
 }
 
 void ModelRunner::add_request(RequestId id, const RunnerRequest& r) {
-  auto st = std::make_unique<RequestState>(RequestState{Sampler(r.sampling, model_.hparams().n_vocab), r.n_logprobs});
+  auto st = std::make_unique<RequestState>(Sampler(r.sampling, model_.hparams().n_vocab), r.n_logprobs);
   for (TokenId t : r.prompt) st->sampler.accept(t);
   st->logit_bias = r.logit_bias;
   if (r.grammar) {

@@ -27,6 +27,7 @@
 #include <memory>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "grammar/matcher.h"
@@ -82,6 +83,7 @@ class ModelRunner {
 
  private:
   struct RequestState {
+    RequestState(Sampler s, int n) : sampler(std::move(s)), n_logprobs(n) {}
     Sampler sampler;
     int n_logprobs = -1;
     std::unique_ptr<grammar::Matcher> matcher;  // null: unconstrained

@@ -295,7 +295,9 @@ TEST(TokenizerMetadata, SpecialIdAllOnesMeansNone) {
     auto tok = test::build(w);
     ASSERT_TRUE(tok);
     EXPECT_EQ(tok->encode("hello", true, false), (Ids{TinySpm::kBos, TinySpm::kSpaceHello}));
-    if (std::string(key) == "tokenizer.ggml.eos_token_id") EXPECT_EQ(tok->eos_id(), -1);
+    if (std::string(key) == "tokenizer.ggml.eos_token_id") {
+      EXPECT_EQ(tok->eos_id(), -1);
+    }
   }
   auto w = v.writer();  // bos as "none": nothing is prepended even when asked
   w.set("tokenizer.ggml.bos_token_id", gguf::Value::of_u32(0xFFFFFFFFu));
