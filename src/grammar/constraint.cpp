@@ -11,17 +11,6 @@
 
 namespace tern::grammar {
 
-const char* const kJsonGbnf = R"G(
-root    ::= object
-value   ::= object | array | string | number | "true" | "false" | "null"
-object  ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
-member  ::= string ws ":" ws value
-array   ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
-string  ::= "\"" char* "\""
-char    ::= [^"\\\x00-\x1F] | "\\" ( ["\\/bfnrt] | "u" [0-9a-fA-F]{4} )
-number  ::= "-"? ( "0" | [1-9] [0-9]{0,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,2} )?
-ws      ::= [ \t\n\r]{0,20}
-)G";
 
 namespace {
 
@@ -29,8 +18,12 @@ Result<Grammar> compile_uncached(const OutputConstraint& c) {
   switch (c.kind) {
     case ConstraintKind::Gbnf:
       return parse_gbnf(c.text);
-    case ConstraintKind::JsonObject:
-      return parse_gbnf(kJsonGbnf);
+    case ConstraintKind::JsonObject: {
+      // Any object: the schema compiler's rules, so both modes bound whitespace and numbers alike.
+      auto gbnf = json_schema_to_gbnf(R"({"type":"object"})");
+      TERN_RETURN_IF_ERROR(gbnf.status());
+      return parse_gbnf(*gbnf);
+    }
     case ConstraintKind::JsonSchema: {
       auto gbnf = json_schema_to_gbnf(c.text);
       TERN_RETURN_IF_ERROR(gbnf.status());

@@ -21,9 +21,4 @@ inline constexpr size_t kCacheEntries = 64;
 // Null for ConstraintKind::None.
 Result<std::shared_ptr<const Grammar>> compile_constraint(const OutputConstraint& c);
 
-// GBNF of any JSON value (`value`) and any JSON object (`root`), with at
-// most 20 whitespace characters between tokens so a model cannot stall on
-// blanks forever, and numbers a double holds (16 digits, 2-digit exponents).
-extern const char* const kJsonGbnf;
-
 }  // namespace tern::grammar

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "tokenizer/utf8.h"
+
 namespace tern::grammar {
 namespace {
 
@@ -154,7 +156,7 @@ class Parser {
         break;
       }
       const auto cp = parse_char();
-      if (cp) append_utf8(*cp, bytes);
+      if (cp) utf8::append(bytes, *cp);
     }
     b_.literal(bytes, out);
   }

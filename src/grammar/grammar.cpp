@@ -3,25 +3,9 @@
 #include <algorithm>
 #include <functional>
 
-namespace tern::grammar {
+#include "tokenizer/utf8.h"
 
-void append_utf8(uint32_t cp, std::string& out) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+namespace tern::grammar {
 
 namespace {
 
@@ -48,9 +32,7 @@ void split_same_length(uint32_t lo, uint32_t hi, std::vector<std::vector<std::pa
       }
     }
   }
-  std::string a, b;
-  append_utf8(lo, a);
-  append_utf8(hi, b);
+  const std::string a = utf8::encode(lo), b = utf8::encode(hi);
   std::vector<std::pair<uint8_t, uint8_t>> seq;
   for (size_t k = 0; k < a.size(); ++k) seq.emplace_back(static_cast<uint8_t>(a[k]), static_cast<uint8_t>(b[k]));
   out.push_back(std::move(seq));

@@ -118,7 +118,4 @@ class GrammarBuilder {
 // pair the byte range allowed at that position.
 std::vector<std::vector<std::pair<uint8_t, uint8_t>>> utf8_sequences(uint32_t lo, uint32_t hi);
 
-// Appends the UTF-8 encoding of code point `cp` (a scalar value) to `out`.
-void append_utf8(uint32_t cp, std::string& out);
-
 }  // namespace tern::grammar

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "tokenizer/utf8.h"
 
 namespace tern::grammar {
 
@@ -391,7 +392,7 @@ class RegexParser {
     }
     if (json_ && (cp < 0x20 || cp == '"' || cp == '\\')) return cls({{cp, cp}}, false);
     std::string utf8;
-    append_utf8(cp, utf8);
+    utf8::append(utf8, cp);
     return gbnf_literal(utf8);
   }
 
