@@ -30,7 +30,8 @@ void ModelRunner::constrain(RequestState& st, std::span<float> row) {
   if (!st.matcher) return;
   st.matcher->mask(st.vocab->trie, st.mask);
   const size_t n = std::min(row.size(), st.mask.size());
-  std::vector<float> end_logits;
+  std::vector<float>& end_logits = st.end_logits;
+  end_logits.clear();
   for (TokenId e : st.end_ids) end_logits.push_back(row[static_cast<size_t>(e)]);
   bool any = false;
   for (size_t t = 0; t < row.size(); ++t) {

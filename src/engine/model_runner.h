@@ -90,7 +90,8 @@ class ModelRunner {
     std::shared_ptr<const grammar::TokenVocab> vocab;
     std::vector<TokenId> end_ids;
     std::vector<std::pair<TokenId, float>> logit_bias;
-    std::vector<uint8_t> mask;  // scratch [n_vocab]
+    std::vector<uint8_t> mask;        // scratch [n_vocab]
+    std::vector<float> end_logits;    // scratch [end_ids]
   };
   // The request's logit bias, then its grammar's mask (tokens the grammar
   // cannot take get -inf): what every row goes through before sampling or verification.

@@ -203,7 +203,8 @@ void Matcher::mask(const TokenTrie& trie, std::vector<uint8_t>& allowed) {
   }
   const Set& cur = history_.back();
   const size_t n_stacks = cur.size() - (can_end() ? 1 : 0);
-  std::vector<uint64_t> bits((trie.n_tokens() + 63) / 64, 0);
+  std::vector<uint64_t>& bits = bits_;
+  bits.assign((trie.n_tokens() + 63) / 64, 0);
   if (n_stacks <= kMaxCachedStacks) {
     for (uint32_t x : cur) {
       if (x == kEnd) continue;

@@ -138,6 +138,7 @@ class Matcher {
   const TokenTrie* cached_trie_ = nullptr;  // the trie mask_cache_ was built with
   std::unordered_map<uint32_t, std::vector<uint64_t>> mask_cache_;
   std::vector<uint32_t> mask_order_;  // cached stack ids, least recently used first
+  std::vector<uint64_t> bits_;        // scratch of mask(): the OR of the stacks' masks
 };
 
 }  // namespace tern::grammar

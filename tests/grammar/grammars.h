@@ -1,7 +1,21 @@
-// Grammars the grammar tests share, written for these tests in GBNF.
+// Grammars the grammar tests share, written for these tests in GBNF, and
+// the helper that compiles one.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "grammar/gbnf.h"
+
 namespace tern::grammar::testing {
+
+// The compiled grammar; a failed test (and null) when it does not compile.
+inline std::shared_ptr<const Grammar> compile(const char* gbnf) {
+  auto g = parse_gbnf(gbnf);
+  EXPECT_TRUE(g.is_ok()) << g.status().message();
+  return g.is_ok() ? std::make_shared<const Grammar>(std::move(g).value()) : nullptr;
+}
 
 // JSON (RFC 8259) with optional whitespace between tokens.
 inline constexpr const char* kJson = R"G(

@@ -12,11 +12,7 @@
 namespace tern::grammar {
 namespace {
 
-std::shared_ptr<const Grammar> compile(const char* text) {
-  auto g = parse_gbnf(text);
-  EXPECT_TRUE(g.is_ok()) << g.status().message();
-  return std::make_shared<const Grammar>(std::move(g).value());
-}
+using testing::compile;
 
 // The whole string is a sentence of the grammar.
 bool matches(const std::shared_ptr<const Grammar>& g, const std::string& s) {

@@ -15,11 +15,7 @@
 namespace tern::grammar {
 namespace {
 
-std::shared_ptr<const Grammar> compile(const char* text) {
-  auto g = parse_gbnf(text);
-  EXPECT_TRUE(g.is_ok()) << g.status().message();
-  return std::make_shared<const Grammar>(std::move(g).value());
-}
+using testing::compile;
 
 // A small vocabulary like a real one: single bytes (all 256, so any text can
 // be spelled), JSON-ish multi-character pieces, pieces that end inside a UTF-8
