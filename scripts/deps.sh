@@ -6,7 +6,7 @@ set -euo pipefail
 # The server's HTTP layer is Boost.Asio/Beast (header-only). Its tests use
 # Prometheus' promtool, Debian's Chromium (driven by playwright-core) and Node.js.
 packages=(build-essential cmake ninja-build pkg-config git libgtest-dev libgmock-dev libicu-dev liblz4-dev libzstd-dev
-          nlohmann-json3-dev libboost-dev prometheus chromium fonts-dejavu-core)
+          nlohmann-json3-dev libboost-dev prometheus chromium fonts-dejavu-core python3 python3-jinja2)
 command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
 
 missing=()

@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "server/server_state.h"
+#include "server/tool_calls.h"
 
 namespace tern::server {
 
@@ -56,6 +57,8 @@ struct Choice {
   RequestOutput final_output;
   Clock::time_point last_token;
   bool has_last = false;
+  std::unique_ptr<ToolCallParser> tools;  // chat with tools: splits the reply into content and calls
+  json tool_calls = json::array();        // calls made (non-streaming)
 };
 
 struct Job : std::enable_shared_from_this<Job> {
@@ -64,6 +67,7 @@ struct Job : std::enable_shared_from_this<Job> {
   bool chat = true;
   bool echo = false;
   GenerationParams params;
+  ToolsRequest tools;  // chat: what the reply may call (active() or not)
   std::string endpoint, id;
   int64_t created = 0;
   std::vector<std::string> prompt_texts;  // for echo
@@ -178,23 +182,56 @@ struct Job : std::enable_shared_from_this<Job> {
         add_logprob(c.logprobs, o, c.text_offset);
       }
     }
-    if (sse && (!o.text.empty() || !lp_delta.is_null())) {
+    // With tools, the parser decides which text is content and which a call.
+    std::string text = o.text;
+    std::vector<ParsedToolCall> calls;
+    if (c.tools) {
+      ToolCallParser::Delta d = c.tools->feed(o.text);
+      if (o.finish) {
+        ToolCallParser::Delta rest = c.tools->finish();
+        d.content += rest.content;
+        for (auto& call : rest.calls) d.calls.push_back(std::move(call));
+      }
+      text = std::move(d.content);
+      calls = std::move(d.calls);
+    }
+    if (sse && (!text.empty() || !lp_delta.is_null())) {
       json j = chunk_base();
       json choice = {{"index", c.index}, {"logprobs", lp_delta.is_null() ? json(nullptr) : lp_delta},
                      {"finish_reason", nullptr}};
       if (chat)
-        choice["delta"] = {{"content", o.text}};
+        choice["delta"] = {{"content", text}};
       else
-        choice["text"] = o.text;
+        choice["text"] = text;
       j["choices"] = json::array({choice});
       if (params.include_usage) j["usage"] = nullptr;
       send_event(j);
     } else if (!sse) {
-      c.text += o.text;
+      c.text += text;
+    }
+    for (ParsedToolCall& call : calls) {
+      json entry = {{"id", new_tool_call_id()},
+                    {"type", "function"},
+                    {"function", {{"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}}}};
+      if (sse) {
+        // As OpenAI streams them: one delta per call, with its position among the calls.
+        entry["index"] = c.tool_calls.size();
+        c.tool_calls.push_back(nullptr);
+        json j = chunk_base();
+        j["choices"] = json::array(
+            {{{"index", c.index}, {"delta", {{"tool_calls", json::array({entry})}}}, {"logprobs", nullptr},
+              {"finish_reason", nullptr}}});
+        if (params.include_usage) j["usage"] = nullptr;
+        send_event(j);
+      } else {
+        c.tool_calls.push_back(std::move(entry));
+      }
     }
     if (!o.finish) return;
     c.done = true;
     c.finish = finish_name(*o.finish);
+    if (!c.tool_calls.empty() && (*o.finish == FinishReason::Stop || *o.finish == FinishReason::Eos))
+      c.finish = "tool_calls";
     c.final_output = o;
     ++n_done;
     st->pending.fetch_sub(1);
@@ -247,6 +284,10 @@ struct Job : std::enable_shared_from_this<Job> {
                      {"logprobs", c.logprobs.is_null() ? json(nullptr) : c.logprobs}};
       if (chat) {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+        if (!c.tool_calls.empty()) {
+          if (c.text.empty()) choice["message"]["content"] = nullptr;
+          choice["message"]["tool_calls"] = c.tool_calls;
+        }
       } else {
         choice["text"] = echo ? prompt_texts[static_cast<size_t>(c.prompt_index)] + c.text : c.text;
       }
@@ -334,7 +375,10 @@ bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> p
   for (size_t k = 0; k < prompts.size(); ++k) {
     const Status valid = st.engine->validate(engine_request(p, prompts[k], static_cast<int>(k) * p.n, n_ctx));
     if (!valid.is_ok()) {
-      send_error(st, job->responder, job->endpoint, api_error_from_status(valid, job->chat ? "messages" : "prompt"));
+      // A forced tool call's grammar is built from the tools' parameters: they are what to fix.
+      const bool forced = job->tools.choice == ToolChoice::Required || job->tools.choice == ToolChoice::Named;
+      const char* param = !job->chat ? "prompt" : forced ? "tools" : "messages";
+      send_error(st, job->responder, job->endpoint, api_error_from_status(valid, param));
       return false;
     }
   }
@@ -353,8 +397,10 @@ bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> p
   for (auto& toks : prompts) job->prompt_counts.push_back(static_cast<int>(toks.size()));
   job->choices.resize(static_cast<size_t>(n_choices));
   for (int i = 0; i < n_choices; ++i) {
-    job->choices[static_cast<size_t>(i)].index = i;
-    job->choices[static_cast<size_t>(i)].prompt_index = i / p.n;
+    Choice& c = job->choices[static_cast<size_t>(i)];
+    c.index = i;
+    c.prompt_index = i / p.n;
+    if (job->tools.active()) c.tools = std::make_unique<ToolCallParser>(job->tools);
   }
   if (p.stream) job->start_stream();
   std::weak_ptr<Job> weak = job;
@@ -424,12 +470,28 @@ Result<std::string> chat_prompt_text(const Server::State& st, std::vector<ChatMe
   // Special-token text a client typed stays text: quoted here, it survives
   // rendering and is tokenised as plain text, while the template's own
   // control tokens (and bos/eos_token) keep their meaning.
-  if (!st.config.special_tokens_in_content)
-    for (ChatMessage& m : in.messages) m.content = st.engine->quote_special(m.content);
+  if (!st.config.special_tokens_in_content) {
+    const Engine* engine = st.engine.get();
+    in.client_text = [engine](std::string_view s) { return engine->quote_special(std::string(s)); };
+  }
+  if (opts.tools.active()) {
+    if (st.chat_template->reads_tools()) {
+      in.tools_json = opts.tools.tools_json;
+    } else if (!in.messages.empty()) {
+      // A template that ignores `tools` would drop them silently: describe them in the system
+      // message, or ahead of the first message when there is none (some templates refuse a
+      // system role), in the <tool_call> format the reply parser reads.
+      ChatMessage& first = in.messages.front();
+      const std::string text = tools_prompt_text(opts.tools);
+      first.content = first.role == "system" ? first.content + "\n\n" + text : text + "\n\n" + first.content;
+    }
+  }
   in.add_generation_prompt = opts.add_generation_prompt && !opts.continue_final_message;
   in.bos_token = st.info.bos_token;
   in.eos_token = st.info.eos_token;
-  const std::string last = in.messages.empty() ? std::string() : in.messages.back().content;
+  const std::string last = in.messages.empty() ? std::string()
+                           : in.client_text     ? in.client_text(in.messages.back().content)
+                                                : in.messages.back().content;
   auto text = st.chat_template->render(in);
   if (!text.is_ok() || !opts.continue_final_message) return text;
   // As transformers does: keep the text up to the end of the final
@@ -462,7 +524,15 @@ void handle_chat(const std::shared_ptr<Server::State>& st, HttpRequest req, Resp
   auto prompt = chat_prompt_tokens(*st, std::move(chat.messages), chat.prompt);
   if (!prompt.is_ok()) return send_error(*st, r, endpoint, api_error_from_status(prompt.status(), "messages"));
   std::vector<std::vector<int32_t>> prompts{std::move(prompt).value()};
+  ToolsRequest& tools = chat.prompt.tools;
+  if (tools.choice == ToolChoice::Required || tools.choice == ToolChoice::Named) {
+    // The reply is the call: JSON by grammar (the named function's arguments, or an array of calls).
+    auto schema = forced_tool_schema(tools);
+    if (!schema.is_ok()) return send_error(*st, r, endpoint, api_error_from_status(schema.status(), "tools"));
+    chat.params.constraint = {ConstraintKind::JsonSchema, std::move(schema).value()};
+  }
   auto job = make_job(st, std::move(r), true, std::move(chat.params));
+  job->tools = std::move(tools);
   launch(job, std::move(prompts));
 }
 

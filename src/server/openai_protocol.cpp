@@ -285,9 +285,6 @@ std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams&
     if (f.error) return f.error;
     p.n_logprobs = k;
   }
-  // Features that would change the answer: refuse rather than ignore.
-  if (const json* t = f.get("tools"); t && !(t->is_array() && t->empty()))
-    return bad("tools", "tool calling is not supported by this server");
   if (const json* lb = f.get("logit_bias")) {
     if (!lb->is_object() || lb->size() > kMaxLogitBias)
       return bad("logit_bias", "'logit_bias' must be an object of at most " + std::to_string(kMaxLogitBias) +
@@ -352,6 +349,40 @@ std::optional<json> parse_json(std::string_view body, ApiError& e) {
   return j;
 }
 
+// An assistant message's tool_calls and a tool message's tool_call_id / name.
+std::optional<ApiError> parse_message_tools(const json& m, const std::string& where, ChatMessage& msg) {
+  if (auto it = m.find("tool_calls"); it != m.end() && !it->is_null()) {
+    const std::string at = where + ".tool_calls";
+    if (msg.role != "assistant") return bad(at, at + " is only allowed on assistant messages");
+    if (!it->is_array()) return bad(at, at + " must be an array");
+    for (size_t k = 0; k < it->size(); ++k) {
+      const json& c = (*it)[k];
+      const std::string ck = at + "[" + std::to_string(k) + "]";
+      const json* fn = c.is_object() && c.contains("function") ? &c["function"] : nullptr;
+      if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+        return bad(ck, ck + " must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
+      ToolCall call;
+      call.name = (*fn)["name"].get<std::string>();
+      if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
+      if (fn->contains("arguments")) {
+        const json& a = (*fn)["arguments"];
+        if (a.is_string()) call.arguments = a.get<std::string>();
+        else if (a.is_object()) call.arguments = a.dump();
+        else if (!a.is_null()) return bad(ck, ck + ".function.arguments must be a JSON string");
+      }
+      if (call.arguments.empty()) call.arguments = "{}";
+      msg.tool_calls.push_back(std::move(call));
+    }
+  }
+  for (const char* key : {"tool_call_id", "name"}) {
+    auto it = m.find(key);
+    if (it == m.end() || it->is_null()) continue;
+    if (!it->is_string()) return bad(where + "." + key, where + "." + key + " must be a string");
+    (std::string_view(key) == "name" ? msg.name : msg.tool_call_id) = it->get<std::string>();
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_messages(const json& j, std::vector<ChatMessage>& out) {
   auto it = j.find("messages");
   if (it == j.end() || it->is_null()) return bad("messages", "'messages' is required");
@@ -369,6 +400,7 @@ std::optional<ApiError> parse_messages(const json& j, std::vector<ChatMessage>& 
     if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
       return bad(where + ".role", where + ".role must be one of system, developer, user, assistant, tool; got '" +
                                       msg.role + "'");
+    if (auto err = parse_message_tools(m, where, msg)) return err;
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
       if (msg.role != "assistant") return bad(where + ".content", where + ".content is required");
@@ -402,7 +434,78 @@ void keep_schema_order(std::string_view body, OutputConstraint& c) {
     c.text = o["response_format"]["json_schema"]["schema"].dump();
 }
 
-std::optional<ApiError> parse_prompt_options(Fields& f, const std::vector<ChatMessage>& messages, ChatPromptOptions& o) {
+bool valid_function_name(const std::string& n) {
+  if (n.empty() || n.size() > 64) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+           c == '.';
+  });
+}
+
+// tools, tool_choice and parallel_tool_calls, read from the body with its key order kept (the
+// template prints tools with tojson, and a schema's property order is the order generated).
+std::optional<ApiError> parse_tools(std::string_view body, ToolsRequest& out) {
+  const auto o = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (o.is_discarded() || !o.is_object()) return std::nullopt;  // parse_json() has answered already
+  if (auto it = o.find("tools"); it != o.end() && !it->is_null()) {
+    if (!it->is_array()) return bad("tools", "'tools' must be an array of {\"type\": \"function\", \"function\": {...}}");
+    if (it->size() > kMaxTools) return bad("tools", "at most " + std::to_string(kMaxTools) + " tools per request");
+    for (size_t k = 0; k < it->size(); ++k) {
+      const auto& t = (*it)[k];
+      const std::string at = "tools[" + std::to_string(k) + "]";
+      if (!t.is_object() || !t.contains("type") || t["type"] != "function")
+        return bad(at, at + " must have \"type\": \"function\" (the only tool type supported)");
+      if (!t.contains("function") || !t["function"].is_object())
+        return bad(at, at + ".function must be an object with name, description and parameters");
+      const auto& fn = t["function"];
+      if (!fn.contains("name") || !fn["name"].is_string() || !valid_function_name(fn["name"].get<std::string>()))
+        return bad(at, at + ".function.name must be 1 to 64 letters, digits, '_', '-' or '.'");
+      ToolSpec spec;
+      spec.name = fn["name"].get<std::string>();
+      for (const ToolSpec& prev : out.tools)
+        if (prev.name == spec.name) return bad(at, "two tools are named '" + spec.name + "'");
+      if (fn.contains("parameters") && !fn["parameters"].is_null()) {
+        if (!fn["parameters"].is_object()) return bad(at, at + ".function.parameters must be a JSON Schema object");
+        spec.parameters = fn["parameters"].dump();
+      }
+      if (fn.contains("description") && !fn["description"].is_string() && !fn["description"].is_null())
+        return bad(at, at + ".function.description must be a string");
+      out.tools.push_back(std::move(spec));
+    }
+    if (!out.tools.empty()) out.tools_json = it->dump();
+  }
+  if (auto it = o.find("tool_choice"); it != o.end() && !it->is_null()) {
+    const char* shape = "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+                        "\"function\": {\"name\": ...}}";
+    if (it->is_string()) {
+      const std::string c = it->get<std::string>();
+      if (c == "auto") out.choice = ToolChoice::Auto;
+      else if (c == "none") out.choice = ToolChoice::None;
+      else if (c == "required") out.choice = ToolChoice::Required;
+      else return bad("tool_choice", shape);
+    } else if (it->is_object() && it->contains("function") && (*it)["function"].is_object() &&
+               (*it)["function"].contains("name") && (*it)["function"]["name"].is_string()) {
+      out.choice = ToolChoice::Named;
+      out.named = (*it)["function"]["name"].get<std::string>();
+    } else {
+      return bad("tool_choice", shape);
+    }
+    if (out.choice == ToolChoice::Required && out.tools.empty())
+      return bad("tool_choice", "'tool_choice' \"required\" needs 'tools'");
+    if (out.choice == ToolChoice::Named &&
+        std::none_of(out.tools.begin(), out.tools.end(), [&](const ToolSpec& t) { return t.name == out.named; }))
+      return bad("tool_choice", "'tool_choice' names the function '" + out.named + "', which is not among 'tools'");
+  }
+  if (auto it = o.find("parallel_tool_calls"); it != o.end() && !it->is_null()) {
+    if (!it->is_boolean()) return bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    out.parallel = it->get<bool>();
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_prompt_options(Fields& f, std::string_view body, const std::vector<ChatMessage>& messages,
+                                             ChatPromptOptions& o) {
+  if (auto err = parse_tools(body, o.tools)) return err;
   const bool agp_given = f.get("add_generation_prompt") != nullptr;
   f.boolean("add_generation_prompt", o.add_generation_prompt);
   f.boolean("continue_final_message", o.continue_final_message);
@@ -427,8 +530,13 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
   if (auto err = parse_messages(*j, r.messages)) return *err;
   if (auto err = parse_common(*j, /*chat=*/true, r.params)) return *err;
   Fields f(*j);
-  if (auto err = parse_prompt_options(f, r.messages, r.prompt)) return *err;
+  if (auto err = parse_prompt_options(f, body, r.messages, r.prompt)) return *err;
   keep_schema_order(body, r.params.constraint);
+  const ToolChoice choice = r.prompt.tools.choice;
+  if ((choice == ToolChoice::Required || choice == ToolChoice::Named) &&
+      r.params.constraint.kind != ConstraintKind::None)
+    return bad("tool_choice", "a required or named 'tool_choice' cannot be combined with response_format, grammar, "
+                              "regex or json_schema: the tool call is the reply's format");
   return r;
 }
 
@@ -496,7 +604,7 @@ ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view body) {
   Fields f(*j);
   if (j->contains("messages")) {
     if (auto err = parse_messages(*j, r.messages)) return *err;
-    if (auto err = parse_prompt_options(f, r.messages, r.chat)) return *err;
+    if (auto err = parse_prompt_options(f, body, r.messages, r.chat)) return *err;
     r.add_special = false;  // the template writes BOS itself
   } else if (!f.string("prompt", r.prompt) && !f.error) {
     return bad("prompt", "'prompt' (a string) or 'messages' is required");

@@ -5,8 +5,8 @@
 // JSON the OpenAI API documents for the fields we implement (plus the vLLM-
 // style extensions top_k, min_p, repetition_penalty, priority, ignore_eos) and
 // reject with an ApiError naming the offending `param` anything of the wrong
-// type or out of range, and features we cannot honour (tools, schema
-// keywords the grammar compiler refuses) — never silently ignore something that would change
+// type or out of range, and features we cannot honour (schema
+// keywords the grammar compiler refuses, an unknown tool_choice) — never silently ignore something that would change
 // the answer. Unknown fields are ignored, as vLLM does. Defaults follow
 // OpenAI: temperature 1, top_p 1, no top-k/min-p, n 1; max_tokens defaults to
 // 16 for completions and to "until the context ends" (-1) for chat.
@@ -72,12 +72,34 @@ inline constexpr int kMaxJsonDepth = 64;  // deeper request bodies are refused b
 inline constexpr int kMaxStop = 16;
 inline constexpr size_t kMaxLogitBias = 1024;
 
+// Tool calling: `tools` ([{"type": "function", "function": {"name", "description"?,
+// "parameters"?}}]), `tool_choice` ("auto" | "none" | "required" | {"type": "function",
+// "function": {"name"}}) and `parallel_tool_calls`.
+enum class ToolChoice { Auto, None, Required, Named };
+inline constexpr size_t kMaxTools = 128;
+
+struct ToolSpec {
+  std::string name;
+  std::string parameters;  // JSON Schema text, key order as sent ("" = any object)
+};
+
+struct ToolsRequest {
+  std::string tools_json;  // the `tools` array as sent, key order kept ("" = no tools)
+  std::vector<ToolSpec> tools;
+  ToolChoice choice = ToolChoice::Auto;  // OpenAI's default when tools are given
+  std::string named;                     // ToolChoice::Named: the function
+  bool parallel = true;                  // parallel_tool_calls
+  // Whether the reply is parsed for calls (tool_choice none: the model sees no tools at all).
+  bool active() const { return !tools.empty() && choice != ToolChoice::None; }
+};
+
 // How chat messages become a prompt: the template's generation prompt (an
 // open assistant turn), or continue_final_message (vLLM/transformers): the
 // last message, an assistant one, is left open so the model continues it.
 struct ChatPromptOptions {
   bool add_generation_prompt = true;
   bool continue_final_message = false;
+  ToolsRequest tools;  // rendered into the prompt when active()
 };
 
 struct ChatRequest {

@@ -18,9 +18,12 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -31,15 +34,35 @@ namespace jinja {
 struct Program;
 }
 
+// A function call an assistant made, as the OpenAI API carries it.
+struct ToolCall {
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text; handed to templates as a dict when it is a JSON object
+};
+
 struct ChatMessage {
+  ChatMessage() = default;
+  ChatMessage(std::string r, std::string c) : role(std::move(r)), content(std::move(c)) {}
+
   std::string role;  // system, user, assistant, tool
   std::string content;
+  std::vector<ToolCall> tool_calls;  // assistant: calls it made (then content may be empty, rendered as none)
+  std::string tool_call_id;          // tool: the call this result answers ("" = not given)
+  std::string name;                  // tool: the function's name ("" = not given)
 };
 
 struct ChatTemplateInputs {
   std::vector<ChatMessage> messages;
   bool add_generation_prompt = true;
   std::string bos_token, eos_token;  // from the vocabulary
+  // The OpenAI `tools` array as JSON text ("" = no tools: the template sees `tools` undefined).
+  // Key order is kept, as Python dicts keep it, since templates print tools with tojson.
+  std::string tools_json;
+  int64_t now_unix = 0;  // the clock strftime_now() and date_string read; 0 = the current time
+  // Applied to every string the client sent (contents, tool calls, tools) before the template
+  // sees it; the server quotes special-token text with it. Null = strings as given.
+  std::function<std::string(std::string_view)> client_text;
 };
 
 class ChatTemplate {
@@ -49,16 +72,25 @@ class ChatTemplate {
 
   // Parses once; InvalidArgument with line/column for syntax it does not support.
   static Result<ChatTemplate> parse(std::string_view source);
-  // A ChatML template (the fallback when a model has none).
+  // A ChatML template (the fallback when a model has none), and its source.
   static ChatTemplate chatml();
+  static std::string_view chatml_source();
 
-  // The template's variables are messages (a list of {role, content} dicts),
-  // add_generation_prompt, bos_token and eos_token; nothing else is defined.
+  // The template's variables are messages (a list of {role, content} dicts, plus tool_calls
+  // [{id, type, function: {name, arguments}}] on assistant messages that made calls and
+  // tool_call_id/name on tool results), add_generation_prompt, bos_token, eos_token, tools (when
+  // given), date_string ("26 Jul 2024" style, today) and the function strftime_now(format), as
+  // transformers and llama.cpp provide them. InvalidArgument when tools_json is not a JSON array.
   Result<std::string> render(const ChatTemplateInputs& in) const;
+
+  // Whether the template reads the `tools` variable at all; when it does not, a caller that has
+  // tools must describe them in the messages itself.
+  bool reads_tools() const { return reads_tools_; }
 
  private:
   ChatTemplate() = default;
   std::shared_ptr<const jinja::Program> program_;  // never null after parse()
+  bool reads_tools_ = false;
 };
 
 }  // namespace tern

@@ -173,6 +173,7 @@ struct RenderLimits {
                                                // could not fit the output limit anyway
   int64_t max_steps = 2'000'000;               // nodes executed + expressions evaluated
   int max_depth = 256;                         // runtime nesting of expressions and blocks
+  int64_t now_unix = 0;                        // the clock strftime_now() reads (UTC); 0 = now
 };
 
 Result<std::string> render_program(const Program& program, Dict globals, const RenderLimits& limits);

@@ -5,6 +5,7 @@
 // Undefined, which is falsy and renders as "". Every error becomes the render's Status.
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 #include <limits>
 
 #include "tokenizer/jinja_ast.h"
@@ -430,7 +431,24 @@ class Renderer {
       return Value::of_dict(std::move(d), e.name == "namespace" ? ValueKind::Namespace : ValueKind::Map);
     }
     if (e.name == "range") return eval_range(e, call);
+    if (e.name == "strftime_now") return eval_strftime_now(e, call);
     return fail(e, "unknown function '" + e.name + "'");
+  }
+
+  // strftime_now(format), the clock function transformers gives templates (for "Today Date: ...").
+  Value eval_strftime_now(const Expr& e, const CallArgs& call) {
+    if (call.args.size() != 1 || !call.args[0].is_string()) return fail(e, "strftime_now() takes one format string");
+    const std::time_t t = limits_.now_unix != 0 ? static_cast<std::time_t>(limits_.now_unix) : std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[256];
+    // The template chooses the format: that is the function's point (strftime only formats).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+    const size_t n = call.args[0].s.size() < 128 ? std::strftime(buf, sizeof buf, call.args[0].s.c_str(), &tm) : 0;
+#pragma GCC diagnostic pop
+    if (n == 0 && !call.args[0].s.empty()) return fail(e, "strftime_now(): format is too long or formats to nothing");
+    return Value::of_string(std::string(buf, n));
   }
 
   Value eval_range(const Expr& e, const CallArgs& call) {

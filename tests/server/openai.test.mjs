@@ -1,11 +1,13 @@
 // The official `openai` npm client against a live `tern serve` (stories260K):
 // chat and completions, streaming and not, n > 1, stop, seeds, logprobs, usage,
-// typed errors, client-side aborts, Prometheus' own checker on /metrics, and a
+// structured output (zod), tool calls round-tripped with the SDK's helpers, typed errors, client-side aborts, Prometheus' own checker on /metrics, and a
 // clean exit on SIGTERM.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import OpenAI from 'openai';
+import { zodResponseFormat } from 'openai/helpers/zod';
+import { z } from 'zod';
 import { startServer, skipReason } from './live_server.mjs';
 
 const why = skipReason();
@@ -226,6 +228,133 @@ test('grammar-constrained output: a GBNF extension field, streaming and not, and
   await assert.rejects(client.completions.create({ model: 'stories260K', prompt: 'x', max_tokens: 5, grammar: 'root ::= nowhere' }),
     (e) => e instanceof OpenAI.BadRequestError && /'nowhere' is used but not defined/.test(e.message));
   await waitIdle();
+});
+
+test('structured output: chat.completions.parse with a zod schema returns the parsed object', { skip: why ?? false }, async () => {
+  const Person = z.object({ name: z.string().max(8), age: z.number().int().min(0).max(120), pet: z.enum(['cat', 'dog']).nullable() });
+  for (const seed of [1, 2, 3]) {
+    const r = await client.chat.completions.parse({ model: 'stories260K', messages, max_tokens: 80, temperature: 1.2, seed,
+      response_format: zodResponseFormat(Person, 'person') });
+    const msg = r.choices[0].message;
+    assert.equal(r.choices[0].finish_reason, 'stop');
+    assert.deepEqual(Person.parse(msg.parsed), msg.parsed);  // the SDK parsed it; zod agrees it is valid
+    assert.deepEqual(Object.keys(msg.parsed), ['name', 'age', 'pet']);
+  }
+  await waitIdle();
+});
+
+// A tool small enough for stories260K's 512-token context, with a bounded argument.
+const weatherTool = { type: 'function', function: { name: 'get_weather', description: 'Weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 6 } }, required: ['city'], additionalProperties: false } } };
+const ask = [{ role: 'user', content: 'Weather?' }];
+
+test('tools: a named tool_choice forces a call; the call and its result round-trip into an answer', { skip: why ?? false }, async () => {
+  const body = { ...greedy, messages: ask, tools: [weatherTool], tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 40 };
+  const r = await client.chat.completions.create(body);
+  const choice = r.choices[0];
+  assert.equal(choice.finish_reason, 'tool_calls');
+  assert.equal(choice.message.content, null);
+  assert.equal(choice.message.tool_calls.length, 1);
+  const call = choice.message.tool_calls[0];
+  assert.equal(call.type, 'function');
+  assert.match(call.id, /^[A-Za-z0-9]{9}$/);
+  assert.equal(call.function.name, 'get_weather');
+  const args = JSON.parse(call.function.arguments);
+  assert.deepEqual(Object.keys(args), ['city']);
+  assert.ok(typeof args.city === 'string' && args.city.length <= 6);
+
+  // Streamed: the SDK's stream helper assembles the tool_calls deltas into the same call.
+  const stream = client.chat.completions.stream(body);
+  const streamed = (await stream.finalChatCompletion()).choices[0];
+  assert.equal(streamed.finish_reason, 'tool_calls');
+  assert.equal(streamed.message.tool_calls.length, 1);
+  assert.equal(streamed.message.tool_calls[0].function.name, 'get_weather');
+  assert.equal(streamed.message.tool_calls[0].function.arguments, call.function.arguments);
+
+  // The history goes back in: the template writes the call and the tool's result, and the model answers in text.
+  const history = [...ask, choice.message, { role: 'tool', tool_call_id: call.id, content: '21C' }];
+  const prompt = await (await fetch(`${srv.url}/apply-template`, { method: 'POST',
+    body: JSON.stringify({ messages: history, tools: [weatherTool] }) })).json();
+  assert.ok(prompt.prompt.includes(`<tool_call>\n{"name": "get_weather", "arguments": ${JSON.stringify(args).replace(/":/g, '": ')}}\n</tool_call>`), prompt.prompt);
+  assert.ok(prompt.prompt.includes('<tool_response>\n21C\n</tool_response>'));
+  const answer = await client.chat.completions.create({ ...greedy, messages: history, tools: [weatherTool], tool_choice: 'none', max_tokens: 8 });
+  assert.equal(answer.choices[0].finish_reason, 'length');
+  assert.ok(answer.choices[0].message.content.length > 0);
+  assert.equal(answer.choices[0].message.tool_calls, undefined);
+
+  // auto: stories260K tells a story, which stays content, streamed or not.
+  const auto = { ...greedy, messages: ask, tools: [weatherTool], max_tokens: 12 };
+  const text = await client.chat.completions.create(auto);
+  assert.equal(text.choices[0].finish_reason, 'length');
+  assert.equal(text.choices[0].message.tool_calls, undefined);
+  const streamedText = (await client.chat.completions.stream(auto).finalChatCompletion()).choices[0].message;
+  assert.equal(streamedText.content, text.choices[0].message.content);
+  await waitIdle();
+});
+
+test('tools: a template that ignores `tools` gets them described in the first message', { skip: why ?? false }, async () => {
+  // Gemma's template has no tools branch (and refuses a system role).
+  const gemma = await startServer({ args: ['--chat-template-file', '../tokenizer/templates/gemma.jinja'] });
+  try {
+    const c = new OpenAI({ baseURL: `${gemma.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const p = await (await fetch(`${gemma.url}/apply-template`, { method: 'POST',
+      body: JSON.stringify({ messages: ask, tools: [weatherTool] }) })).json();
+    assert.ok(p.prompt.startsWith('<s><start_of_turn>user\n# Tools\n<tools>\n{"type":"function","function":{"name":"get_weather"'), p.prompt);
+    assert.ok(p.prompt.includes('</tool_call> per call.\n\nWeather?<end_of_turn>'), p.prompt);
+    const r = await c.chat.completions.create({ ...greedy, messages: ask, tools: [weatherTool], max_tokens: 40,
+      tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+    assert.equal(r.choices[0].message.tool_calls[0].function.name, 'get_weather');
+  } finally {
+    assert.equal(await gemma.stop(), 0);
+  }
+});
+
+test('tools: required picks among several tools, and the SDK runner calls the function with parsed arguments', { skip: why ?? false }, async () => {
+  // Two tools with short names: the tools' JSON costs stories260K many prompt tokens.
+  const wx = { type: 'function', function: { name: 'wx', parameters: { type: 'object', properties: { c: { type: 'string', maxLength: 4 } }, required: ['c'] } } };
+  const tm = { type: 'function', function: { name: 'tm', parameters: { type: 'object', properties: { tz: { enum: ['utc', 'cet'] } }, required: ['tz'] } } };
+  let n_calls = 0;
+  for (const seed of [1, 2, 3, 4]) {
+    for (const stream of [false, true]) {
+      const body = { model: 'stories260K', temperature: 1.2, seed, messages: ask, tools: [wx, tm], tool_choice: 'required',
+        parallel_tool_calls: false, max_tokens: 85 };
+      const choice = stream ? (await client.chat.completions.stream(body).finalChatCompletion()).choices[0]
+        : (await client.chat.completions.create(body)).choices[0];
+      if (choice.finish_reason === 'length') continue;  // cut inside the JSON: returned as content, checked in C++
+      assert.equal(choice.finish_reason, 'tool_calls');
+      assert.equal(choice.message.tool_calls.length, 1);
+      const { name, arguments: a } = choice.message.tool_calls[0].function;
+      const args = JSON.parse(a);
+      if (name === 'tm') assert.ok(['utc', 'cet'].includes(args.tz));
+      else assert.ok(name === 'wx' && typeof args.c === 'string' && args.c.length <= 4, a);
+      ++n_calls;
+    }
+  }
+  assert.ok(n_calls >= 4, `only ${n_calls} of 8 replies finished their call`);
+  const seen = [];
+  const runner = client.chat.completions.runTools({ ...greedy, messages: ask, max_tokens: 40,
+    tool_choice: { type: 'function', function: { name: 'get_weather' } },
+    tools: [{ type: 'function', function: { ...weatherTool.function, parse: JSON.parse, function: (args) => { seen.push(args); return '21C'; } } }] });
+  await runner.done();
+  assert.equal(seen.length, 1);
+  assert.equal(typeof seen[0].city, 'string');
+  const last = runner.messages.at(-1);
+  assert.equal(last.role, 'tool');
+  assert.equal(last.content, '21C');
+  await waitIdle();
+});
+
+test('tools: bad definitions and choices are 400s naming the field', { skip: why ?? false }, async () => {
+  const cases = [
+    [{ tools: [weatherTool], tool_choice: { type: 'function', function: { name: 'nope' } } }, 'tool_choice'],
+    [{ tools: [{ type: 'function', function: { name: 'bad name' } }] }, 'tools[0]'],
+    [{ tool_choice: 'required' }, 'tool_choice'],
+    [{ tools: [{ type: 'function', function: { name: 'f', parameters: { type: 'object', properties: { x: { not: {} } } } } }], tool_choice: 'required' }, 'tools'],
+  ];
+  for (const [extra, param] of cases) {
+    await assert.rejects(client.chat.completions.create({ ...greedy, messages: ask, max_tokens: 4, ...extra }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === param, JSON.stringify(extra));
+  }
 });
 
 test('GET /metrics passes promtool check metrics', { skip: why ?? false }, async () => {

@@ -42,7 +42,7 @@ TEST_F(ServerHttp, MalformedAndWrongTypesAre400) {
       {R"("n":0)", "n"},                         {R"("n":100)", "n"},
       {R"("top_p":0)", "top_p"},                 {R"("stop":[1,2])", "stop"},
       {R"("stream":"yes")", "stream"},           {R"("top_logprobs":50,"logprobs":true)", "top_logprobs"},
-      {R"("presence_penalty":5)", "presence_penalty"}, {R"("tools":[{"type":"function"}])", "tools"},
+      {R"("presence_penalty":5)", "presence_penalty"}, {R"("tools":[{"type":"function"}])", "tools[0]"},
       {R"("logit_bias":{"x":5})", "logit_bias"}, {R"("seed":"x")", "seed"},
   };
   for (const auto& [field, param] : cases) {

@@ -3,12 +3,16 @@
 // errors with positions, and hostile templates that must fail cleanly within the limits.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "tokenizer/chat_template.h"
 
 namespace tern {
 namespace {
+
+constexpr int64_t kJul26of2024 = 1721995200;  // 2024-07-26 12:00 UTC: date_string is "26 Jul 2024"
 
 // ---- conversations ----
 
@@ -34,6 +38,7 @@ std::string render(const ChatTemplate& t, std::vector<ChatMessage> messages, std
   in.bos_token = std::move(bos);
   in.eos_token = std::move(eos);
   in.add_generation_prompt = add_generation_prompt;
+  in.now_unix = kJul26of2024;
   auto r = t.render(in);
   EXPECT_TRUE(r.is_ok()) << r.status().message();
   return r.is_ok() ? r.value() : "<render failed>";
@@ -59,14 +64,17 @@ std::string eval(std::string_view source) {
   return r.is_ok() ? r.value() : "RENDER ERROR: " + r.status().message();
 }
 
-// ---- real templates (sources as in each model's tokenizer_config.json, JSON-decoded) ----
+// ---- real templates (tests/tokenizer/templates: sources as in each model's tokenizer_config.json,
+// JSON-decoded; the same files are rendered by Jinja2 itself in jinja_reference.py) ----
 
-// meta-llama/Llama-2-7b-chat-hf
-constexpr std::string_view kLlama2 =
-    R"TPL({% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set system_message = false %}{% endif %}{% for message in loop_messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\n' + system_message + '\n<</SYS>>\n\n' + message['content'] %}{% else %}{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %})TPL";
+std::string load(const std::string& name) {
+  std::ifstream f(std::string(TERN_TEMPLATE_DIR) + "/" + name + ".jinja", std::ios::binary);
+  EXPECT_TRUE(f.good()) << name;
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
 
 TEST(ChatTemplateModels, Llama2) {
-  ChatTemplate t = must_parse(kLlama2);
+  ChatTemplate t = must_parse(load("llama2"));
   EXPECT_EQ(render(t, with_system()),
             "<s>[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST] Hi there </s>"
             "<s>[INST] Who are you [/INST]");
@@ -75,15 +83,8 @@ TEST(ChatTemplateModels, Llama2) {
             std::string::npos);
 }
 
-// meta-llama/Meta-Llama-3-8B-Instruct (the revision that honours add_generation_prompt)
-constexpr std::string_view kLlama3 =
-    "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + "
-    "message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 "
-    "%}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}{% if add_generation_prompt %}{{ "
-    "'<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}";
-
 TEST(ChatTemplateModels, Llama3) {
-  ChatTemplate t = must_parse(kLlama3);
+  ChatTemplate t = must_parse(load("llama3"));
   const std::string bos = "<|begin_of_text|>", eos = "<|eot_id|>";
   EXPECT_EQ(render(t, with_system(), bos, eos),
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nYou are a helpful assistant<|eot_id|>"
@@ -99,120 +100,8 @@ TEST(ChatTemplateModels, Llama3) {
             "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nHello<|eot_id|>");
 }
 
-// meta-llama/Meta-Llama-3.1-8B-Instruct
-constexpr std::string_view kLlama31 = R"TPL({{- bos_token }}
-{%- if custom_tools is defined %}
-    {%- set tools = custom_tools %}
-{%- endif %}
-{%- if not tools_in_user_message is defined %}
-    {%- set tools_in_user_message = true %}
-{%- endif %}
-{%- if not date_string is defined %}
-    {%- set date_string = "26 Jul 2024" %}
-{%- endif %}
-{%- if not tools is defined %}
-    {%- set tools = none %}
-{%- endif %}
-
-{#- This block extracts the system message, so we can slot it into the right place. #}
-{%- if messages[0]['role'] == 'system' %}
-    {%- set system_message = messages[0]['content']|trim %}
-    {%- set messages = messages[1:] %}
-{%- else %}
-    {%- set system_message = "" %}
-{%- endif %}
-
-{#- System message + builtin tools #}
-{{- "<|start_header_id|>system<|end_header_id|>\n\n" }}
-{%- if builtin_tools is defined or tools is not none %}
-    {{- "Environment: ipython\n" }}
-{%- endif %}
-{%- if builtin_tools is defined %}
-    {{- "Tools: " + builtin_tools | reject('equalto', 'code_interpreter') | join(", ") + "\n\n"}}
-{%- endif %}
-{{- "Cutting Knowledge Date: December 2023\n" }}
-{{- "Today Date: " + date_string + "\n\n" }}
-{%- if tools is not none and not tools_in_user_message %}
-    {{- "You have access to the following functions. To call a function, please respond with JSON for a function call." }}
-    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
-    {{- "Do not use variables.\n\n" }}
-    {%- for t in tools %}
-        {{- t | tojson(indent=4) }}
-        {{- "\n\n" }}
-    {%- endfor %}
-{%- endif %}
-{{- system_message }}
-{{- "<|eot_id|>" }}
-
-{#- Custom tools are passed in a user message with some extra guidance #}
-{%- if tools_in_user_message and not tools is none %}
-    {#- Extract the first user message so we can plug it in here #}
-    {%- if messages | length != 0 %}
-        {%- set first_user_message = messages[0]['content']|trim %}
-        {%- set messages = messages[1:] %}
-    {%- else %}
-        {{- raise_exception("Cannot put tools in the first user message when there's no first user message!") }}
-{%- endif %}
-    {{- '<|start_header_id|>user<|end_header_id|>\n\n' -}}
-    {{- "Given the following functions, please respond with a JSON for a function call " }}
-    {{- "with its proper arguments that best answers the given prompt.\n\n" }}
-    {{- 'Respond in the format {"name": function name, "parameters": dictionary of argument name and its value}.' }}
-    {{- "Do not use variables.\n\n" }}
-    {%- for t in tools %}
-        {{- t | tojson(indent=4) }}
-        {{- "\n\n" }}
-    {%- endfor %}
-    {{- first_user_message + "<|eot_id|>"}}
-{%- endif %}
-
-{%- for message in messages %}
-    {%- if not (message.role == 'ipython' or message.role == 'tool' or 'tool_calls' in message) %}
-        {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>' }}
-    {%- elif 'tool_calls' in message %}
-        {%- if not message.tool_calls|length == 1 %}
-            {{- raise_exception("This model only supports single tool-calls at once!") }}
-        {%- endif %}
-        {%- set tool_call = message.tool_calls[0].function %}
-        {%- if builtin_tools is defined and tool_call.name in builtin_tools %}
-            {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
-            {{- "<|python_tag|>" + tool_call.name + ".call(" }}
-            {%- for arg_name, arg_val in tool_call.arguments | items %}
-                {{- arg_name + '="' + arg_val + '"' }}
-                {%- if not loop.last %}
-                    {{- ", " }}
-                {%- endif %}
-                {%- endfor %}
-            {{- ")" }}
-        {%- else  %}
-            {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' -}}
-            {{- '{"name": "' + tool_call.name + '", ' }}
-            {{- '"parameters": ' }}
-            {{- tool_call.arguments | tojson }}
-            {{- "}" }}
-        {%- endif %}
-        {%- if builtin_tools is defined %}
-            {#- This means we're in ipython mode #}
-            {{- "<|eom_id|>" }}
-        {%- else %}
-            {{- "<|eot_id|>" }}
-        {%- endif %}
-    {%- elif message.role == "tool" or message.role == "ipython" %}
-        {{- "<|start_header_id|>ipython<|end_header_id|>\n\n" }}
-        {%- if message.content is mapping or message.content is iterable %}
-            {{- message.content | tojson }}
-        {%- else %}
-            {{- message.content }}
-        {%- endif %}
-        {{- "<|eot_id|>" }}
-    {%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}
-    {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
-{%- endif %}
-)TPL";
-
 TEST(ChatTemplateModels, Llama31) {
-  ChatTemplate t = must_parse(kLlama31);
+  ChatTemplate t = must_parse(load("llama31"));
   const std::string bos = "<|begin_of_text|>", eos = "<|eot_id|>";
   const std::string preamble =
       "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\n"
@@ -232,17 +121,9 @@ TEST(ChatTemplateModels, Llama31) {
                 "<|start_header_id|>ipython<|end_header_id|>\n\n\"42\"<|eot_id|>");
 }
 
-// mistralai/Mistral-7B-Instruct-v0.1, original template (eos followed by a space)
-constexpr std::string_view kMistralV01 =
-    R"TPL({{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token + ' ' }}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %})TPL";
-
-// mistralai/Mistral-7B-Instruct-v0.2, original template
-constexpr std::string_view kMistralV02 =
-    R"TPL({{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif %}{% endfor %})TPL";
-
 TEST(ChatTemplateModels, MistralV01AndV02Originals) {
-  ChatTemplate v01 = must_parse(kMistralV01);
-  ChatTemplate v02 = must_parse(kMistralV02);
+  ChatTemplate v01 = must_parse(load("mistral_v01"));
+  ChatTemplate v02 = must_parse(load("mistral_v02"));
   EXPECT_EQ(render(v01, no_system()), "<s>[INST] Hello [/INST]Hi there</s> [INST] Who are you [/INST]");
   EXPECT_EQ(render(v02, no_system()), "<s>[INST] Hello [/INST]Hi there</s>[INST] Who are you [/INST]");
   EXPECT_EQ(render(v01, user_only()), "<s>[INST] Hello [/INST]");
@@ -252,132 +133,15 @@ TEST(ChatTemplateModels, MistralV01AndV02Originals) {
             "chat template: Conversation roles must alternate user/assistant/user/assistant/...");
 }
 
-// mistralai/Mistral-7B-Instruct-v0.1 and v0.2, later revision with an optional system message
-constexpr std::string_view kMistralV1System = R"TPL({%- if messages[0]['role'] == 'system' %}
-    {%- set system_message = messages[0]['content'] %}
-    {%- set loop_messages = messages[1:] %}
-{%- else %}
-    {%- set loop_messages = messages %}
-{%- endif %}
-
-{{- bos_token }}
-{%- for message in loop_messages %}
-    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}
-        {{- raise_exception('After the optional system message, conversation roles must alternate user/assistant/user/assistant/...') }}
-    {%- endif %}
-    {%- if message['role'] == 'user' %}
-        {%- if loop.first and system_message is defined %}
-            {{- ' [INST] ' + system_message + '\n\n' + message['content'] + ' [/INST]' }}
-        {%- else %}
-            {{- ' [INST] ' + message['content'] + ' [/INST]' }}
-        {%- endif %}
-    {%- elif message['role'] == 'assistant' %}
-        {{- ' ' + message['content'] + eos_token}}
-    {%- else %}
-        {{- raise_exception('Only user and assistant roles are supported, with the exception of an initial optional system message!') }}
-    {%- endif %}
-{%- endfor %}
-)TPL";
-
 TEST(ChatTemplateModels, MistralV1WithSystem) {
-  ChatTemplate t = must_parse(kMistralV1System);
+  ChatTemplate t = must_parse(load("mistral_v1_system"));
   EXPECT_EQ(render(t, with_system()),
             "<s> [INST] You are a helpful assistant\n\nHello [/INST] Hi there</s> [INST] Who are you [/INST]");
   EXPECT_EQ(render(t, user_only()), "<s> [INST] Hello [/INST]");
 }
 
-// mistralai/Mistral-7B-Instruct-v0.3 ("v3" template with tool calling)
-constexpr std::string_view kMistralV03 = R"TPL({%- if messages[0]["role"] == "system" %}
-    {%- set system_message = messages[0]["content"] %}
-    {%- set loop_messages = messages[1:] %}
-{%- else %}
-    {%- set loop_messages = messages %}
-{%- endif %}
-{%- if not tools is defined %}
-    {%- set tools = none %}
-{%- endif %}
-{%- set user_messages = loop_messages | selectattr("role", "equalto", "user") | list %}
-
-{#- This block checks for alternating user/assistant messages, skipping tool calling messages #}
-{%- set ns = namespace() %}
-{%- set ns.index = 0 %}
-{%- for message in loop_messages %}
-    {%- if not (message.role == "tool" or message.role == "tool_results" or (message.tool_calls is defined and message.tool_calls is not none)) %}
-        {%- if (message["role"] == "user") != (ns.index % 2 == 0) %}
-            {{- raise_exception("After the optional system message, conversation roles must alternate user/assistant/user/assistant/...") }}
-        {%- endif %}
-        {%- set ns.index = ns.index + 1 %}
-    {%- endif %}
-{%- endfor %}
-
-{{- bos_token }}
-{%- for message in loop_messages %}
-    {%- if message["role"] == "user" %}
-        {%- if tools is not none and (message == user_messages[-1]) %}
-            {{- "[AVAILABLE_TOOLS] [" }}
-            {%- for tool in tools %}
-                {%- set tool = tool.function %}
-                {{- '{"type": "function", "function": {' }}
-                {%- for key, val in tool.items() if key != "return" %}
-                    {%- if val is string %}
-                        {{- '"' + key + '": "' + val + '"' }}
-                    {%- else %}
-                        {{- '"' + key + '": ' + val|tojson }}
-                    {%- endif %}
-                    {%- if not loop.last %}
-                        {{- ", " }}
-                    {%- endif %}
-                {%- endfor %}
-                {{- "}}" }}
-                {%- if not loop.last %}
-                    {{- ", " }}
-                {%- else %}
-                    {{- "]" }}
-                {%- endif %}
-            {%- endfor %}
-            {{- "[/AVAILABLE_TOOLS]" }}
-            {%- endif %}
-        {%- if loop.last and system_message is defined %}
-            {{- "[INST] " + system_message + "\n\n" + message["content"] + "[/INST]" }}
-        {%- else %}
-            {{- "[INST] " + message["content"] + "[/INST]" }}
-        {%- endif %}
-    {%- elif message.tool_calls is defined and message.tool_calls is not none %}
-        {{- "[TOOL_CALLS] [" }}
-        {%- for tool_call in message.tool_calls %}
-            {%- set out = tool_call.function|tojson %}
-            {{- out[:-1] }}
-            {%- if not tool_call.id is defined or tool_call.id|length != 9 %}
-                {{- raise_exception("Tool call IDs should be alphanumeric strings with length 9!") }}
-            {%- endif %}
-            {{- ', "id": "' + tool_call.id + '"}' }}
-            {%- if not loop.last %}
-                {{- ", " }}
-            {%- else %}
-                {{- "]" + eos_token }}
-            {%- endif %}
-        {%- endfor %}
-    {%- elif message["role"] == "assistant" %}
-        {{- " " + message["content"]|trim + eos_token}}
-    {%- elif message["role"] == "tool_results" or message["role"] == "tool" %}
-        {%- if message.content is defined and message.content.content is defined %}
-            {%- set content = message.content.content %}
-        {%- else %}
-            {%- set content = message.content %}
-        {%- endif %}
-        {{- '[TOOL_RESULTS] {"content": ' + content|string + ", " }}
-        {%- if not message.tool_call_id is defined or message.tool_call_id|length != 9 %}
-            {{- raise_exception("Tool call IDs should be alphanumeric strings with length 9!") }}
-        {%- endif %}
-        {{- '"call_id": "' + message.tool_call_id + '"}[/TOOL_RESULTS]' }}
-    {%- else %}
-        {{- raise_exception("Only user and assistant roles are supported, with the exception of an initial optional system message!") }}
-    {%- endif %}
-{%- endfor %}
-)TPL";
-
 TEST(ChatTemplateModels, MistralV03) {
-  ChatTemplate t = must_parse(kMistralV03);
+  ChatTemplate t = must_parse(load("mistral_v03"));
   // v3 moves the system message in front of the *last* user message.
   EXPECT_EQ(render(t, with_system()),
             "<s>[INST] Hello[/INST] Hi there</s>[INST] You are a helpful assistant\n\nWho are you[/INST]");
@@ -386,15 +150,8 @@ TEST(ChatTemplateModels, MistralV03) {
             std::string::npos);
 }
 
-// Qwen/Qwen2-7B-Instruct (ChatML with a default system message)
-constexpr std::string_view kQwen2 =
-    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
-    "'<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + "
-    "message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}{% if add_generation_prompt "
-    "%}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
 TEST(ChatTemplateModels, Qwen2) {
-  ChatTemplate t = must_parse(kQwen2);
+  ChatTemplate t = must_parse(load("qwen2"));
   EXPECT_EQ(render(t, with_system(), "", "<|im_end|>"),
             "<|im_start|>system\nYou are a helpful assistant<|im_end|>\n<|im_start|>user\nHello<|im_end|>\n"
             "<|im_start|>assistant\nHi there<|im_end|>\n<|im_start|>user\nWho are you<|im_end|>\n"
@@ -404,15 +161,8 @@ TEST(ChatTemplateModels, Qwen2) {
             "<|im_start|>assistant\n");
 }
 
-// google/gemma-2b-it and google/gemma-7b-it
-constexpr std::string_view kGemma =
-    R"TPL({{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ '<start_of_turn>' + role + '
-' + message['content'] | trim + '<end_of_turn>
-' }}{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model
-'}}{% endif %})TPL";
-
 TEST(ChatTemplateModels, Gemma) {
-  ChatTemplate t = must_parse(kGemma);
+  ChatTemplate t = must_parse(load("gemma"));
   EXPECT_EQ(render_error(t, with_system()), "chat template: System role not supported");
   EXPECT_EQ(render(t, no_system(), "<bos>", "<eos>"),
             "<bos><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\nHi there<end_of_turn>\n"
@@ -420,34 +170,15 @@ TEST(ChatTemplateModels, Gemma) {
   EXPECT_EQ(render(t, user_only(), "<bos>", "<eos>"), "<bos><start_of_turn>user\nHello<end_of_turn>\n<start_of_turn>model\n");
 }
 
-// microsoft/Phi-3-mini-4k-instruct (revision of 2024-05-08)
-constexpr std::string_view kPhi3Mini =
-    R"TPL({% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>
-' + message['content'] + '<|end|>
-'}}{% elif message['role'] == 'user' %}{{'<|user|>
-' + message['content'] + '<|end|>
-'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>
-' + message['content'] + '<|end|>
-'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>
-' }}{% else %}{{ eos_token }}{% endif %})TPL";
-
-// microsoft/Phi-3-mini-4k-instruct (first release: bos, and no system role)
-constexpr std::string_view kPhi3MiniFirst =
-    R"TPL({{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}{{'<|user|>' + '
-' + message['content'] + '<|end|>' + '
-' + '<|assistant|>' + '
-'}}{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '
-'}}{% endif %}{% endfor %})TPL";
-
 TEST(ChatTemplateModels, Phi3Mini) {
-  ChatTemplate t = must_parse(kPhi3Mini);
+  ChatTemplate t = must_parse(load("phi3_mini"));
   EXPECT_EQ(render(t, with_system(), "<s>", "<|endoftext|>"),
             "<|system|>\nYou are a helpful assistant<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n"
             "<|user|>\nWho are you<|end|>\n<|assistant|>\n");
   EXPECT_EQ(render(t, user_only(), "<s>", "<|endoftext|>"), "<|user|>\nHello<|end|>\n<|assistant|>\n");
   EXPECT_EQ(render(t, user_only(), "<s>", "<|endoftext|>", false), "<|user|>\nHello<|end|>\n<|endoftext|>");
 
-  ChatTemplate first = must_parse(kPhi3MiniFirst);
+  ChatTemplate first = must_parse(load("phi3_mini_first"));
   EXPECT_EQ(render(first, with_system(), "<s>", "<|endoftext|>"),
             "<s><|user|>\nHello<|end|>\n<|assistant|>\nHi there<|end|>\n<|user|>\nWho are you<|end|>\n<|assistant|>\n");
   EXPECT_EQ(render(first, user_only(), "<s>", "<|endoftext|>"), "<s><|user|>\nHello<|end|>\n<|assistant|>\n");
@@ -461,7 +192,117 @@ TEST(ChatTemplateModels, ChatmlFallback) {
             "<|im_start|>assistant\n");
   EXPECT_EQ(render(t, user_only(), "", ""), "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(render(t, user_only(), "", "", false), "<|im_start|>user\nHello<|im_end|>\n");
-  EXPECT_EQ(render(t, {{"tool", "{\"x\": 1}"}}, "", "", false), "<|im_start|>tool\n{\"x\": 1}<|im_end|>\n");
+  // A tool result is wrapped as the Hermes convention writes it.
+  EXPECT_EQ(render(t, {{"tool", "{\"x\": 1}"}}, "", "", false),
+            "<|im_start|>tool\n<tool_response>\n{\"x\": 1}\n</tool_response><|im_end|>\n");
+}
+
+// ---- tools: definitions and call history, as each template writes them (checked against
+// Jinja2's rendering of the same template; jinja_reference.py covers many more cases) ----
+
+constexpr std::string_view kWeatherTool =
+    R"([{"type": "function", "function": {"name": "get_weather", "description": "Weather now", )"
+    R"("parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])";
+
+std::vector<ChatMessage> tool_round_trip() {
+  ChatMessage call("assistant", "");
+  call.tool_calls.push_back({"abcDEF123", "get_weather", R"({"city": "Paris"})"});
+  ChatMessage result("tool", "21C");
+  result.tool_call_id = "abcDEF123";
+  return {{"user", "Weather in Paris?"}, call, result};
+}
+
+std::string render_with_tools(const ChatTemplate& t, std::string bos, std::string eos) {
+  ChatTemplateInputs in;
+  in.messages = tool_round_trip();
+  in.tools_json = kWeatherTool;
+  in.bos_token = std::move(bos);
+  in.eos_token = std::move(eos);
+  in.now_unix = kJul26of2024;
+  auto r = t.render(in);
+  EXPECT_TRUE(r.is_ok()) << r.status().message();
+  return r.is_ok() ? r.value() : "<render failed>";
+}
+
+TEST(ChatTemplateTools, Llama31ToolsInTheFirstUserMessage) {
+  const ChatTemplate t = must_parse(load("llama31"));
+  EXPECT_TRUE(t.reads_tools());
+  EXPECT_EQ(render_with_tools(t, "<|begin_of_text|>", "<|eot_id|>"),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n"
+            "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nGiven the following functions, please respond with a JSON "
+            "for a function call with its proper arguments that best answers the given prompt.\n\n"
+            "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its "
+            "value}.Do not use variables.\n\n"
+            "{\n    \"type\": \"function\",\n    \"function\": {\n        \"name\": \"get_weather\",\n"
+            "        \"description\": \"Weather now\",\n        \"parameters\": {\n            \"type\": \"object\",\n"
+            "            \"properties\": {\n                \"city\": {\n                    \"type\": \"string\"\n"
+            "                }\n            }\n        }\n    }\n}\n\n"
+            "Weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+            "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}<|eot_id|>"
+            "<|start_header_id|>ipython<|end_header_id|>\n\n\"21C\"<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST(ChatTemplateTools, Qwen25HermesToolCalls) {
+  const ChatTemplate t = must_parse(load("qwen25"));
+  EXPECT_EQ(render_with_tools(t, "", "<|im_end|>"),
+            "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n\n# Tools\n\n"
+            "You may call one or more functions to assist with the user query.\n\n"
+            "You are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+            "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather now\", "
+            "\"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}\n</tools>\n\n"
+            "For each function call, return a json object with function name and arguments within "
+            "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+            "<args-json-object>}\n</tool_call><|im_end|>\n<|im_start|>user\nWeather in Paris?<|im_end|>\n"
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+            "</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n21C\n</tool_response><|im_end|>\n"
+            "<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplateTools, MistralV03AvailableToolsAndCallIds) {
+  const ChatTemplate t = must_parse(load("mistral_v03"));
+  EXPECT_EQ(render_with_tools(t, "<s>", "</s>"),
+            "<s>[AVAILABLE_TOOLS] [{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", "
+            "\"description\": \"Weather now\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+            "{\"type\": \"string\"}}}}}][/AVAILABLE_TOOLS][INST] Weather in Paris?[/INST][TOOL_CALLS] "
+            "[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}, \"id\": \"abcDEF123\"}]</s>"
+            "[TOOL_RESULTS] {\"content\": 21C, \"call_id\": \"abcDEF123\"}[/TOOL_RESULTS]");
+  // Its own rule: ids of nine characters.
+  auto messages = tool_round_trip();
+  messages[1].tool_calls[0].id = "call_1";
+  EXPECT_NE(render_error(t, messages).find("length 9"), std::string::npos);
+}
+
+TEST(ChatTemplateTools, ChatmlFallbackDescribesToolsAndWritesCallsAsTags) {
+  const ChatTemplate t = ChatTemplate::chatml();
+  EXPECT_TRUE(t.reads_tools());
+  EXPECT_EQ(render_with_tools(t, "", ""),
+            "<|im_start|>system\n# Tools\n<tools>\n{\"type\": \"function\", \"function\": {\"name\": "
+            "\"get_weather\", \"description\": \"Weather now\", \"parameters\": {\"type\": \"object\", "
+            "\"properties\": {\"city\": {\"type\": \"string\"}}}}}\n</tools>\nTo call functions, reply with one "
+            "<tool_call>{\"name\": <name>, \"arguments\": <object>}</tool_call> per call.<|im_end|>\n"
+            "<|im_start|>user\nWeather in Paris?<|im_end|>\n<|im_start|>assistant\n<tool_call>\n{\"name\": "
+            "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call><|im_end|>\n"
+            "<|im_start|>tool\n<tool_response>\n21C\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatTemplateTools, ArgumentsThatAreNoObjectStayAStringAndBadToolsAreRefused) {
+  const ChatTemplate t = must_parse("{{ messages[0].tool_calls[0].function.arguments | tojson }}");
+  ChatMessage m("assistant", "");
+  m.tool_calls.push_back({"id", "f", "not json"});
+  EXPECT_EQ(render(t, {m}), "\"not json\"");
+  ChatTemplateInputs in;
+  in.messages = {{"user", "x"}};
+  in.tools_json = "{\"not\": \"a list\"}";
+  EXPECT_FALSE(t.render(in).is_ok());
+  EXPECT_FALSE(must_parse("{{ custom_tools }}{{ builtin_tools }}").reads_tools());
+}
+
+TEST(ChatTemplateJinja, StrftimeNowAndDateStringReadTheClock) {
+  const ChatTemplate t = must_parse("{{ strftime_now('%Y-%m-%d %H:%M') }}|{{ date_string }}");
+  EXPECT_EQ(render(t, {}), "2024-07-26 12:00|26 Jul 2024");
+  EXPECT_NE(eval("{{ strftime_now(5) }}").find("RENDER ERROR"), std::string::npos);
 }
 
 // ---- the Jinja subset ----
@@ -629,7 +470,7 @@ TEST(ChatTemplateLimits, DeepNestingIsAParseError) {
 }
 
 TEST(ChatTemplateLimits, LongConversationStaysWithinBudget) {
-  ChatTemplate t = must_parse(kMistralV03);
+  ChatTemplate t = must_parse(load("mistral_v03"));
   std::vector<ChatMessage> messages;
   for (int k = 0; k < 2000; ++k) messages.push_back({k % 2 == 0 ? "user" : "assistant", "message " + std::to_string(k)});
   std::string out = render(t, messages);

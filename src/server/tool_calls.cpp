@@ -1,0 +1,288 @@
+// Tool calls in and out of a model's reply (see tool_calls.h for the formats).
+#include "server/tool_calls.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <random>
+
+namespace tern::server {
+
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+constexpr std::string_view kOpen = "<tool_call>";
+constexpr std::string_view kClose = "</tool_call>";
+
+bool is_space(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+// Bytes of `s` at its end that could begin `marker` (held back while streaming).
+size_t partial_marker(std::string_view s, std::string_view marker) {
+  for (size_t n = std::min(s.size(), marker.size() - 1); n > 0; --n)
+    if (s.substr(s.size() - n) == marker.substr(0, n)) return n;
+  return 0;
+}
+
+// Where the JSON object or array starting at s[0] ends (one past its closing bracket), or npos.
+size_t json_end(std::string_view s) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if (c == '}' || c == ']') {
+      if (--depth == 0) return i + 1;
+    }
+  }
+  return std::string_view::npos;
+}
+
+std::string compact(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
+
+}  // namespace
+
+ToolCallParser::ToolCallParser(const ToolsRequest& tools) : tools_(tools) {}
+
+bool ToolCallParser::declared(const std::string& name) const {
+  return std::any_of(tools_.tools.begin(), tools_.tools.end(), [&](const ToolSpec& t) { return t.name == name; });
+}
+
+// One call object: {"name", "arguments" | "parameters"}, or the same wrapped in
+// {"type": "function", "function": {...}}; arguments may arrive as a JSON string.
+static bool call_of(const ojson& j, ParsedToolCall& out) {
+  if (!j.is_object()) return false;
+  const ojson& c = j.contains("function") && j["function"].is_object() ? j["function"] : j;
+  if (!c.contains("name") || !c["name"].is_string()) return false;
+  const ojson* args = c.contains("arguments") ? &c["arguments"] : c.contains("parameters") ? &c["parameters"] : nullptr;
+  ojson parsed;
+  if (args && args->is_string()) {
+    parsed = ojson::parse(args->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+    args = &parsed;
+  }
+  if (!args || !args->is_object()) return false;
+  out.name = c["name"].get<std::string>();
+  out.arguments = compact(*args);
+  return true;
+}
+
+bool ToolCallParser::take_calls(std::string_view text, Delta& d) {
+  std::vector<ParsedToolCall> calls;
+  if (tools_.choice == ToolChoice::Named) {
+    const ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return false;
+    calls.push_back({tools_.named, compact(j)});
+  } else {
+    // A JSON array of calls, or call objects one after another (`;` or whitespace between).
+    size_t i = 0;
+    while (true) {
+      while (i < text.size() && (is_space(text[i]) || (text[i] == ';' && !calls.empty()))) ++i;
+      if (i == text.size()) break;
+      if (text[i] != '{' && text[i] != '[') return false;
+      const size_t end = json_end(text.substr(i));
+      if (end == std::string_view::npos) return false;
+      const ojson j = ojson::parse(text.substr(i, end), nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded()) return false;
+      if (j.is_array()) {
+        if (j.empty()) return false;
+        for (const ojson& e : j) {
+          ParsedToolCall c;
+          if (!call_of(e, c)) return false;
+          calls.push_back(std::move(c));
+        }
+      } else {
+        ParsedToolCall c;
+        if (!call_of(j, c)) return false;
+        calls.push_back(std::move(c));
+      }
+      i += end;
+    }
+    if (calls.empty()) return false;
+  }
+  for (const ParsedToolCall& c : calls)
+    if (!declared(c.name)) return false;
+  for (ParsedToolCall& c : calls) {
+    if (!tools_.parallel && n_calls_ > 0) break;  // parallel_tool_calls false: the first call only
+    ++n_calls_;
+    d.calls.push_back(std::move(c));
+  }
+  return true;
+}
+
+void ToolCallParser::emit_text(Delta& d, bool final) {
+  size_t end = final ? buf_.size() : buf_.size() - partial_marker(buf_, kOpen);
+  // Trailing whitespace waits while streaming (it may sit before a call); after calls it is
+  // not content at all.
+  if (!final || n_calls_ > 0)
+    while (end > 0 && is_space(buf_[end - 1])) --end;
+  const std::string_view out(buf_.data(), end);
+  if (std::any_of(out.begin(), out.end(), [](char c) { return !is_space(c); })) seen_text_ = true;
+  d.content.append(out);
+  buf_.erase(0, final ? buf_.size() : end);
+}
+
+void ToolCallParser::run(Delta& d) {
+  while (true) {
+    if (mode_ == Mode::Text) {
+      if (tools_.choice == ToolChoice::Named || tools_.choice == ToolChoice::Required) {
+        mode_ = Mode::Json;  // the grammar made the whole reply JSON
+        return;
+      }
+      if (!seen_text_ && n_calls_ == 0) {
+        const auto first = std::find_if(buf_.begin(), buf_.end(), [](char c) { return !is_space(c); });
+        if (first == buf_.end()) return;  // only whitespace so far: undecided
+        if (*first == '{' || *first == '[') {
+          mode_ = Mode::Json;
+          return;
+        }
+      }
+      const size_t at = buf_.find(kOpen);
+      if (at == std::string::npos) {
+        emit_text(d, /*final=*/false);
+        return;
+      }
+      std::string rest = buf_.substr(at + kOpen.size());
+      size_t end = at;  // content before the tag, its trailing whitespace dropped
+      while (end > 0 && is_space(buf_[end - 1])) --end;
+      if (end > 0) {
+        d.content.append(buf_, 0, end);
+        seen_text_ = true;
+      }
+      tag_lead_ = buf_.substr(end, at - end);
+      buf_ = std::move(rest);
+      mode_ = Mode::InTag;
+    } else if (mode_ == Mode::InTag) {
+      const size_t at = buf_.find(kClose);
+      if (at == std::string::npos) return;
+      const std::string body = buf_.substr(0, at);
+      if (!take_calls(body, d)) {
+        d.content += tag_lead_ + std::string(kOpen) + buf_.substr(0, at + kClose.size());
+        seen_text_ = true;
+      }
+      buf_.erase(0, at + kClose.size());
+      mode_ = Mode::Text;
+    } else {
+      return;  // JSON: decided at the end
+    }
+  }
+}
+
+ToolCallParser::Delta ToolCallParser::feed(std::string_view text) {
+  Delta d;
+  buf_.append(text);
+  run(d);
+  return d;
+}
+
+ToolCallParser::Delta ToolCallParser::finish() {
+  Delta d;
+  run(d);
+  if (mode_ == Mode::InTag) {
+    // A reply may end without its closing tag (the end-of-turn came first).
+    if (!take_calls(buf_, d)) {
+      d.content += tag_lead_ + std::string(kOpen) + buf_;
+      seen_text_ = true;
+    }
+    buf_.clear();
+  } else if (mode_ == Mode::Json) {
+    if (!take_calls(buf_, d)) d.content += buf_;
+    buf_.clear();
+  } else {
+    emit_text(d, /*final=*/true);
+  }
+  mode_ = Mode::Text;
+  return d;
+}
+
+namespace {
+
+// A tool's parameters schema, with any $defs moved to `defs` (references are to the root).
+Result<ojson> parameters_of(const ToolSpec& t, ojson& defs) {
+  if (t.parameters.empty()) return ojson{{"type", "object"}};
+  ojson p = ojson::parse(t.parameters, nullptr, /*allow_exceptions=*/false);
+  if (p.is_discarded() || !p.is_object())
+    return error(ErrorKind::InvalidArgument, "tool '" + t.name + "': parameters is not a JSON Schema object");
+  for (const char* key : {"$defs", "definitions"}) {
+    if (!p.contains(key)) continue;
+    for (const auto& [name, schema] : p[key].items()) {
+      if (defs.contains(name) && defs[name] != schema)
+        return error(ErrorKind::InvalidArgument, "tools define '" + name +
+                                                     "' differently in their $defs; with tool_choice required, "
+                                                     "give shared definitions one name each");
+      defs[name] = schema;
+    }
+    if (std::string_view(key) == "definitions") {
+      // References to #/definitions/X now point at the merged #/$defs/X.
+      const std::string text = p.dump();
+      std::string fixed;
+      const std::string from = "\"#/definitions/", to = "\"#/$defs/";
+      for (size_t i = 0; i < text.size();) {
+        if (text.compare(i, from.size(), from) == 0) {
+          fixed += to;
+          i += from.size();
+        } else {
+          fixed += text[i++];
+        }
+      }
+      p = ojson::parse(fixed);
+    }
+    p.erase(key);
+  }
+  return p;
+}
+
+}  // namespace
+
+Result<std::string> forced_tool_schema(const ToolsRequest& tools) {
+  ojson defs = ojson::object();
+  ojson schema;
+  if (tools.choice == ToolChoice::Named) {
+    for (const ToolSpec& t : tools.tools) {
+      if (t.name != tools.named) continue;
+      auto p = parameters_of(t, defs);
+      TERN_RETURN_IF_ERROR(p.status());
+      schema = std::move(p).value();
+    }
+  } else {
+    ojson alternatives = ojson::array();
+    for (const ToolSpec& t : tools.tools) {
+      auto p = parameters_of(t, defs);
+      TERN_RETURN_IF_ERROR(p.status());
+      alternatives.push_back(ojson{{"type", "object"},
+                                   {"properties", {{"name", {{"const", t.name}}}, {"arguments", std::move(p).value()}}},
+                                   {"required", {"name", "arguments"}},
+                                   {"additionalProperties", false}});
+    }
+    schema = {{"type", "array"}, {"minItems", 1}};
+    if (!tools.parallel) schema["maxItems"] = 1;
+    schema["items"] = alternatives.size() == 1 ? alternatives[0] : ojson{{"anyOf", alternatives}};
+  }
+  if (!defs.empty()) schema["$defs"] = defs;
+  return compact(schema);
+}
+
+std::string tools_prompt_text(const ToolsRequest& tools) {
+  // The wording of ChatTemplate::chatml()'s tools turn; kept short, as it costs prompt tokens.
+  std::string s = "# Tools\n<tools>";
+  const ojson list = ojson::parse(tools.tools_json, nullptr, /*allow_exceptions=*/false);
+  if (list.is_array())
+    for (const ojson& t : list) s += "\n" + t.dump(-1, ' ', false, ojson::error_handler_t::replace);
+  s += "\n</tools>\nTo call functions, reply with one <tool_call>{\"name\": <name>, \"arguments\": <object>}"
+       "</tool_call> per call.";
+  return s;
+}
+
+std::string new_tool_call_id() {
+  static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  std::string id(9, 'a');
+  for (char& c : id) c = kAlnum[rng() % (sizeof kAlnum - 1)];
+  return id;
+}
+
+}  // namespace tern::server

@@ -1,0 +1,73 @@
+// server/tool_calls.h — OpenAI tool calling around a chat template: which tools a request
+// declares, the grammar that enforces tool_choice "required" or a named function, and the
+// parser that turns a model's reply back into `tool_calls`.
+//
+// Contract:
+//  - ToolCallParser reads the call formats of the major template families, whatever the
+//    template: Hermes/Qwen `<tool_call>{json}</tool_call>` blocks anywhere in the reply, and a
+//    reply that *is* JSON — Llama 3.x `{"name", "parameters"}` objects (one or several, `;` or
+//    whitespace between) and Mistral's `[TOOL_CALLS] [{"name", "arguments"}, ...]` array (its
+//    control token never reaches the text). A call counts only when its name is a declared
+//    tool and its arguments are a JSON object; anything else stays content, never lost.
+//  - Streaming: feed() returns the content that can no longer be part of a call (a possible
+//    `<tool_call>` prefix and trailing whitespace are held back) and each call once complete;
+//    a reply that opens with `{` or `[` is held until finish() decides. Concatenating every
+//    delta's content gives the non-streamed content exactly.
+//  - ToolChoice::Named / Required replies are JSON by grammar (forced_tool_schema): the named
+//    function's arguments object, or an array of {"name", "arguments"} objects.
+//  - Threading: a parser belongs to one choice; the free functions are pure.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "server/openai_protocol.h"
+
+namespace tern::server {
+
+struct ParsedToolCall {
+  std::string name;
+  std::string arguments;  // compact JSON object text, keys in the order generated
+};
+
+class ToolCallParser {
+ public:
+  explicit ToolCallParser(const ToolsRequest& tools);
+
+  struct Delta {
+    std::string content;
+    std::vector<ParsedToolCall> calls;
+  };
+  Delta feed(std::string_view text);
+  Delta finish();  // the reply ended: decides whatever is held
+  int n_calls() const { return n_calls_; }
+
+ private:
+  enum class Mode { Text, InTag, Json };
+  void run(Delta& d);
+  void emit_text(Delta& d, bool final);
+  bool take_calls(std::string_view text, Delta& d);  // false: not calls (text stays content)
+  bool declared(const std::string& name) const;
+
+  const ToolsRequest& tools_;
+  Mode mode_ = Mode::Text;
+  std::string buf_;          // text not yet decided
+  std::string tag_lead_;     // whitespace before the open tag (content again if the tag is no call)
+  bool seen_text_ = false;   // non-whitespace content was emitted (a later `{` is not a call)
+  int n_calls_ = 0;
+};
+
+// The JSON Schema a reply must match under tool_choice required / named (see above);
+// InvalidArgument when a tool's parameters cannot be combined (clashing $defs).
+Result<std::string> forced_tool_schema(const ToolsRequest& tools);
+
+// For templates that do not read `tools`: a description of the tools and the <tool_call>
+// format, for the server to put into the conversation itself.
+std::string tools_prompt_text(const ToolsRequest& tools);
+
+// An id for a call: 9 letters and digits (Mistral's templates insist on exactly that).
+std::string new_tool_call_id();
+
+}  // namespace tern::server
