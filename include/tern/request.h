@@ -55,6 +55,10 @@ struct GenerationRequest {
   std::vector<std::string> stop;
   bool ignore_eos = false;
   int n_logprobs = -1;               // -1 none; 0 the sampled token's; k > 0 also the top k
+  // Prompt log-probabilities: -1 none; k >= 0: every prompt token's (from the second on, as the
+  // model predicts it from the tokens before), with the top k. The prompt is computed in full
+  // (no prefix-cache hit); with max_tokens 0 the model still runs over the prompt, to score it.
+  int prompt_logprobs = -1;
   int priority = 0;                  // lower = more urgent
   std::vector<int32_t> stop_token_ids;  // generating one of these ends the request (kept in the output)
   int spec_k = -1;                   // speculative proposals per step: -1 the engine's setting, 0 off
@@ -70,6 +74,14 @@ struct TokenLogprob {
   float logprob = 0;
 };
 
+// A prompt token's log-probability given the tokens before it.
+struct PromptTokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+  int32_t rank = 1;  // 1 = the model's most likely token there
+  std::vector<TokenLogprob> top;
+};
+
 // One streamed output. The last one of a request has finish set.
 struct RequestOutput {
   RequestId id;
@@ -78,6 +90,8 @@ struct RequestOutput {
   std::string text;                  // complete UTF-8; may be empty (held back for a stop string)
   float logprob = 0;
   std::vector<TokenLogprob> top_logprobs;
+  // With prompt_logprobs, on the request's first output: prompt tokens 1..n-1, in order.
+  std::vector<PromptTokenLogprob> prompt_logprobs;
   std::optional<FinishReason> finish;
   std::string error;                 // when finish == Error
   // Final-output figures.

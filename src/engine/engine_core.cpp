@@ -154,7 +154,8 @@ void EngineCore::add(RequestId id, const PreparedRequest& p) {
   const GenerationRequest& g = p.request;
   live_.insert(id);
   n_tokens_prompt_ += static_cast<int64_t>(p.prompt.size());
-  if (g.max_tokens == 0) {  // nothing to generate: it ends at the next step
+  const bool score_only = g.max_tokens == 0 && g.prompt_logprobs >= 0;
+  if (g.max_tokens == 0 && !score_only) {  // nothing to generate: it ends at the next step
     CoreOutput o;
     o.id = id;
     o.finish = FinishReason::Length;
@@ -172,13 +173,16 @@ void EngineCore::add(RequestId id, const PreparedRequest& p) {
   r.arrival_s = now;
   r.n_prompt = static_cast<int32_t>(p.prompt.size());
   r.n_tokens = r.n_prompt;
-  r.max_tokens = g.max_tokens;
+  r.max_tokens = score_only ? 1 : g.max_tokens;
+  r.compute_prompt = g.prompt_logprobs >= 0;
+  if (score_only) score_only_.insert(id);
   r.max_positions = static_cast<int32_t>(std::min<int64_t>(max_seq_positions_, INT32_MAX));
   r.tokens = p.prompt;
   r.stop_token_ids = p.stop_token_ids;
   RunnerRequest rr;
   rr.sampling = g.sampling;
   rr.n_logprobs = g.n_logprobs;
+  rr.n_prompt_logprobs = g.prompt_logprobs;
   rr.prompt = p.prompt;
   rr.logit_bias = g.logit_bias;
   if (p.grammar) {
@@ -228,6 +232,7 @@ void EngineCore::finish(RequestId id, FinishReason reason, std::vector<CoreOutpu
   }
   runner_->remove_request(id);
   live_.erase(id);
+  score_only_.erase(id);
   ++n_finished_;
   out.push_back(std::move(o));
 }
@@ -282,6 +287,15 @@ Status EngineCore::step(std::vector<CoreOutput>& out) {
     for (size_t i = 0; i < lps.size() && i < o.tokens.size(); ++i) {
       o.logprobs.push_back(lps[i].logprob);
       o.top_logprobs.push_back(lps[i].top);
+    }
+    o.prompt_logprobs = std::move(ro->prompt_logprobs[chunk_of.at(u.id)]);
+    if (score_only_.contains(u.id)) {
+      // The prompt is scored; the token it ran for was not asked for.
+      o.tokens.clear();
+      o.logprobs.clear();
+      o.top_logprobs.clear();
+      finish(u.id, FinishReason::Length, out, {}, &o);
+      continue;
     }
     n_tokens_generated_ += static_cast<int64_t>(o.tokens.size());
     if (u.stop == StopReason::None)

@@ -92,6 +92,8 @@ class EngineCore {
   std::unordered_set<RequestId> live_;       // added and not finished
   std::unordered_set<RequestId> cancelled_;  // to finish at the next step
   std::vector<CoreOutput> pending_;          // finished at add() (max_tokens 0): reported by the next step
+  // max_tokens 0 with prompt log-probabilities: run for one token, which is dropped.
+  std::unordered_set<RequestId> score_only_;
   std::unique_ptr<Speculator> spec_;  // null: no speculative decoding
   std::shared_ptr<const grammar::TokenVocab> constraint_vocab_;
   int32_t next_seq_ = 0;

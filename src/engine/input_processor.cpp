@@ -34,6 +34,8 @@ Result<PreparedRequest> InputProcessor::prepare(GenerationRequest request) const
   if (request.max_tokens < 0) return error(ErrorKind::InvalidArgument, "max_tokens must be >= 0");
   if (request.n_logprobs < -1 || request.n_logprobs > 20)
     return error(ErrorKind::InvalidArgument, "top logprobs must be between 0 and 20");
+  if (request.prompt_logprobs < -1 || request.prompt_logprobs > 20)
+    return error(ErrorKind::InvalidArgument, "prompt logprobs must be between 0 and 20");
   const int n_vocab = limits_.n_vocab;
   PreparedRequest p;
   if (!request.prompt_tokens.empty()) {

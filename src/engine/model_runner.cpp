@@ -16,6 +16,10 @@ void ModelRunner::add_request(RequestId id, const RunnerRequest& r) {
   auto st = std::make_unique<RequestState>(Sampler(r.sampling, model_.hparams().n_vocab), r.n_logprobs);
   for (TokenId t : r.prompt) st->sampler.accept(t);
   st->logit_bias = r.logit_bias;
+  if (r.n_prompt_logprobs >= 0) {
+    st->n_prompt_logprobs = r.n_prompt_logprobs;
+    st->prompt.assign(r.prompt.begin(), r.prompt.end());
+  }
   if (r.grammar) {
     TERN_ASSERT_MSG(r.vocab != nullptr, "runner: a grammar needs the vocabulary's pieces");
     st->matcher = std::make_unique<grammar::Matcher>(r.grammar);
@@ -140,14 +144,45 @@ int32_t ModelRunner::verify_chunk(RequestState& st, const SchedRequest& r, const
   return n_accepted;
 }
 
-Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Scheduler& sched) {
+int ModelRunner::rows_wanted(const ScheduledChunk& c, const SchedRequest& r) const {
   // A chunk that reaches the end of its request's tokens samples the next
   // one; with proposals, one row per proposal more.
+  int n = r.n_computed + c.n_tokens - c.n_spec == r.n_tokens ? 1 + c.n_spec : 0;
+  auto it = requests_.find(c.id);
+  if (c.n_spec == 0 && it != requests_.end() && it->second->n_prompt_logprobs >= 0) {
+    // Rows up to the prompt's last token, from the first position still to be scored.
+    const RequestState& st = *it->second;
+    const int32_t n_prompt = static_cast<int32_t>(st.prompt.size());
+    const int32_t from = std::max(r.n_computed, st.prompt_lp_next - 1);
+    const int32_t to = std::min(r.n_computed + c.n_tokens, n_prompt - 1);  // row p scores token p + 1
+    if (to > from) n = std::max(n, r.n_computed + c.n_tokens - from);
+  }
+  return n;
+}
+
+void ModelRunner::score_prompt(RequestState& st, int32_t first_pos, const float* rows, int32_t n) {
+  const size_t n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
+  const int32_t n_prompt = static_cast<int32_t>(st.prompt.size());
+  for (int32_t k = 0; k < n; ++k) {
+    const int32_t target = first_pos + k + 1;  // the prompt token this row predicts
+    if (target != st.prompt_lp_next || target >= n_prompt) continue;
+    const std::span<const float> row(rows + static_cast<size_t>(k) * n_vocab, n_vocab);
+    PromptTokenLogprob lp;
+    lp.token = st.prompt[static_cast<size_t>(target)];
+    lp.logprob = Sampler::log_softmax_at(row, lp.token);
+    const float x = row[static_cast<size_t>(lp.token)];
+    lp.rank = 1 + static_cast<int32_t>(std::count_if(row.begin(), row.end(), [x](float v) { return v > x; }));
+    for (const auto& [id, p] : Sampler::top_logprobs(row, st.n_prompt_logprobs)) lp.top.push_back({id, p});
+    st.prompt_lps.push_back(std::move(lp));
+    ++st.prompt_lp_next;
+  }
+}
+
+Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Scheduler& sched) {
   std::vector<int> n_rows(so.chunks.size(), 0);
   for (size_t i = 0; i < so.chunks.size(); ++i) {
-    const ScheduledChunk& c = so.chunks[i];
-    const SchedRequest* r = sched.find(c.id);
-    if (r && r->n_computed + c.n_tokens - c.n_spec == r->n_tokens) n_rows[i] = 1 + c.n_spec;
+    const SchedRequest* r = sched.find(so.chunks[i].id);
+    if (r) n_rows[i] = rows_wanted(so.chunks[i], *r);
   }
   TERN_RETURN_IF_ERROR(build_input(so, sched, n_rows));
   TERN_RETURN_IF_ERROR(model_.forward(input_, pools_, logits_));
@@ -155,6 +190,7 @@ Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Sched
   out.n_tokens = static_cast<int64_t>(input_.n_tokens());
   out.results.resize(so.chunks.size());
   out.logprobs.resize(so.chunks.size());
+  out.prompt_logprobs.resize(so.chunks.size());
   const int n_vocab = model_.hparams().n_vocab;
   size_t row = 0;
   for (size_t i = 0; i < so.chunks.size(); ++i) {
@@ -165,12 +201,26 @@ Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Sched
     auto it = requests_.find(c.id);
     TERN_ASSERT_MSG(it != requests_.end(), "runner: no sampler for a request");
     RequestState& st = *it->second;
+    const SchedRequest& r = *sched.find(c.id);
+    const bool samples = r.n_computed + c.n_tokens - c.n_spec == r.n_tokens;
+    if (st.n_prompt_logprobs >= 0 && c.n_spec == 0) {
+      const int32_t end = r.n_computed + c.n_tokens;
+      score_prompt(st, end - n_rows[i], logits_.data() + row * n_vocab, n_rows[i]);
+      // Handed over with the prompt's first sampled token (the step that reports the request).
+      if (samples && !st.prompt_lps.empty()) {
+        out.prompt_logprobs[i] = std::move(st.prompt_lps);
+        st.prompt_lps.clear();
+      }
+      // Only the chunk's last row samples.
+      row += static_cast<size_t>(n_rows[i] - (samples ? 1 : 0));
+      if (!samples) continue;
+    }
     if (c.n_spec > 0) {
       const std::span<float> rows(logits_.data() + row * n_vocab, static_cast<size_t>(n_rows[i]) * n_vocab);
       row += static_cast<size_t>(n_rows[i]);
       out.n_spec_proposed += c.n_spec;
       ++out.n_spec_verifies;
-      out.n_spec_accepted += verify_chunk(st, *sched.find(c.id), c, rows, res, out.logprobs[i]);
+      out.n_spec_accepted += verify_chunk(st, r, c, rows, res, out.logprobs[i]);
       continue;
     }
     const std::span<float> logits(logits_.data() + row * n_vocab, static_cast<size_t>(n_vocab));

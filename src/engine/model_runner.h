@@ -19,6 +19,11 @@
 // emitted token is fed to the matcher, so speculative proposals are checked
 // by the same mask as sampled tokens.
 //
+// A request asking for prompt log-probabilities gets a row for every prompt
+// token it computes (the scheduler gives it no prefix-cache hit), each scored
+// from the raw logits (before bias, grammar and penalties) and returned once,
+// in the step where its prompt completes.
+//
 // Any number of logits rows per sequence can be asked for (logits_rows):
 // their values are the same bits as feeding the tokens one by one.
 // Threading: the engine's step thread only.
@@ -48,6 +53,8 @@ struct TokenLogprobs {
 struct RunnerOutput {
   std::vector<ChunkResult> results;               // parallel to SchedulerOutput::chunks
   std::vector<std::vector<TokenLogprobs>> logprobs;  // parallel: one per new token when asked, else empty
+  // Parallel: a request's prompt log-probabilities (tokens 1..n-1), in the step its prompt completes.
+  std::vector<std::vector<PromptTokenLogprob>> prompt_logprobs;
   int64_t n_tokens = 0;                           // tokens run through the model
   int64_t n_spec_proposed = 0, n_spec_accepted = 0;  // proposals verified this step, and kept
   int64_t n_spec_verifies = 0;                       // chunks that carried proposals
@@ -57,6 +64,7 @@ struct RunnerOutput {
 struct RunnerRequest {
   SamplingParams sampling;
   int n_logprobs = -1;
+  int n_prompt_logprobs = -1;                         // -1 none; else each prompt token's, with the top k
   std::span<const TokenId> prompt;                    // the penalties see it, as `tern run` always did
   std::vector<std::pair<TokenId, float>> logit_bias;  // added to each row (after log-probabilities are taken)
   std::shared_ptr<const grammar::Grammar> grammar;    // null: unconstrained
@@ -92,7 +100,16 @@ class ModelRunner {
     std::vector<std::pair<TokenId, float>> logit_bias;
     std::vector<uint8_t> mask;        // scratch [n_vocab]
     std::vector<float> end_logits;    // scratch [end_ids]
+    // Prompt log-probabilities: the prompt, the entries so far, and the next position to score.
+    int n_prompt_logprobs = -1;
+    std::vector<TokenId> prompt;
+    std::vector<PromptTokenLogprob> prompt_lps;
+    int32_t prompt_lp_next = 1;
   };
+  // Rows this chunk needs: the sampling row(s), and with prompt log-probabilities every prompt row.
+  int rows_wanted(const ScheduledChunk& c, const SchedRequest& r) const;
+  // Scores the prompt tokens that rows [first_pos, first_pos + n) predict.
+  void score_prompt(RequestState& st, int32_t first_pos, const float* rows, int32_t n);
   // The request's logit bias, then its grammar's mask (tokens the grammar
   // cannot take get -inf): what every row goes through before sampling or verification.
   void constrain(RequestState& st, std::span<float> row);

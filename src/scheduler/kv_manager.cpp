@@ -61,7 +61,7 @@ int KvManager::n_blocks_needed(const SchedRequest& r, int32_t n_tokens_total) co
 }
 
 int32_t KvManager::n_tokens_cached(const SchedRequest& r) const {
-  if (!prefix_caching_ || groups_.empty()) return 0;
+  if (!prefix_caching_ || groups_.empty() || r.compute_prompt) return 0;
   int32_t n = INT32_MAX;
   for (const Group& g : groups_) n = std::min(n, g.cache->blocks().find_cached_prefix(r.tokens));
   return n;

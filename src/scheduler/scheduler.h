@@ -100,6 +100,7 @@ struct SchedRequest {
   // the runner; cleared by update(), which keeps only what was accepted.
   std::vector<TokenId> spec_tokens;
   int32_t n_cached = -1;     // prompt tokens found in the prefix cache at first admission; -1 before it
+  bool compute_prompt = false;  // no prefix-cache hit: every prompt token is run (prompt log-probabilities)
   SeqStatus status = SeqStatus::Waiting;
   int n_preemptions = 0;
   double last_scheduled_s = 0;  // engine clock of its latest chunk (set by schedule(); dump, metrics)

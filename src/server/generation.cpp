@@ -57,6 +57,7 @@ struct Choice {
   RequestOutput final_output;
   Clock::time_point last_token;
   bool has_last = false;
+  json prompt_logprobs;                   // vLLM's per-position list, when asked (non-streaming)
   std::unique_ptr<ToolCallParser> tools;  // chat with tools: splits the reply into content and calls
   json tool_calls = json::array();        // calls made (non-streaming)
 };
@@ -72,6 +73,7 @@ struct Job : std::enable_shared_from_this<Job> {
   int64_t created = 0;
   std::vector<std::string> prompt_texts;  // for echo
   std::vector<int> prompt_counts;         // tokens per prompt
+  std::vector<std::vector<int32_t>> prompts;  // with prompt log-probabilities: the tokens they score
 
   std::mutex mu;
   std::vector<Choice> choices;            // guarded by mu
@@ -125,6 +127,53 @@ struct Job : std::enable_shared_from_this<Job> {
     text_offset += e["token"].get<std::string>().size();
   }
 
+  // vLLM's prompt_logprobs: null for the first token, then per token {"<id>": {logprob, rank,
+  // decoded_token}} holding the prompt's token and the top k.
+  json prompt_logprobs_of(const RequestOutput& o) const {
+    const Engine& e = *st->engine;
+    json list = json::array({nullptr});
+    for (const PromptTokenLogprob& p : o.prompt_logprobs) {
+      json at = json::object();
+      at[std::to_string(p.token)] = {{"logprob", p.logprob}, {"rank", p.rank}, {"decoded_token", e.token_piece(p.token)}};
+      int rank = 1;
+      for (const TokenLogprob& t : p.top) {
+        const std::string key = std::to_string(t.token);
+        if (!at.contains(key)) at[key] = {{"logprob", t.logprob}, {"rank", rank}, {"decoded_token", e.token_piece(t.token)}};
+        ++rank;
+      }
+      list.push_back(std::move(at));
+    }
+    return list;
+  }
+
+  // Completions with echo + logprobs: the prompt's tokens lead the logprobs object, the first
+  // with null (nothing predicts it), as OpenAI's legacy API writes them. text_offset counts the
+  // tokens' own pieces (a leading BOS as zero bytes); returns where the prompt's pieces end.
+  size_t add_prompt_logprobs(json& lp, const RequestOutput& o, const std::vector<int32_t>& prompt) const {
+    const Engine& e = *st->engine;
+    if (lp.is_null())
+      lp = {{"tokens", json::array()}, {"token_logprobs", json::array()}, {"top_logprobs", json::array()},
+            {"text_offset", json::array()}};
+    size_t offset = 0;
+    for (size_t i = 0; i < prompt.size(); ++i) {
+      const std::string piece = e.token_piece(prompt[i]);
+      lp["tokens"].push_back(piece);
+      lp["text_offset"].push_back(offset);
+      if (!(i == 0 && piece == st->info.bos_token)) offset += piece.size();
+      if (i == 0 || i - 1 >= o.prompt_logprobs.size()) {
+        lp["token_logprobs"].push_back(nullptr);
+        lp["top_logprobs"].push_back(nullptr);
+        continue;
+      }
+      const PromptTokenLogprob& p = o.prompt_logprobs[i - 1];
+      lp["token_logprobs"].push_back(p.logprob);
+      json top = json::object();
+      for (const TokenLogprob& t : p.top) top[e.token_piece(t.token)] = t.logprob;
+      lp["top_logprobs"].push_back(params.n_logprobs > 0 ? top : json(nullptr));
+    }
+    return offset;
+  }
+
   json usage() const {
     int prompt = 0, completion = 0, cached = 0;
     for (int c : prompt_counts) prompt += c;
@@ -173,6 +222,28 @@ struct Job : std::enable_shared_from_this<Job> {
       c.has_last = true;
     }
     json lp_delta;  // this output's logprobs (streaming)
+    const bool echo_lp = !chat && echo && params.n_logprobs >= 0;
+    if (!o.prompt_logprobs.empty() && params.prompt_logprobs >= 0) {
+      const auto& prompt = prompts[static_cast<size_t>(c.prompt_index)];
+      json plp = prompt_logprobs_of(o);
+      json echo_entries;
+      if (echo_lp) {
+        // Generated tokens' offsets continue after the prompt's.
+        c.text_offset = add_prompt_logprobs(sse ? echo_entries : c.logprobs, o, prompt);
+      }
+      if (sse) {
+        json j = chunk_base();
+        json choice = {{"index", c.index}, {"logprobs", echo_entries.is_null() ? json(nullptr) : echo_entries},
+                       {"prompt_logprobs", plp}, {"finish_reason", nullptr}};
+        if (chat) choice["delta"] = json::object();
+        else choice["text"] = "";
+        j["choices"] = json::array({choice});
+        if (params.include_usage) j["usage"] = nullptr;
+        send_event(j);
+      } else {
+        c.prompt_logprobs = std::move(plp);
+      }
+    }
     if (o.has_token && params.n_logprobs >= 0) {
       if (sse) {
         size_t off = c.text_offset;
@@ -282,6 +353,7 @@ struct Job : std::enable_shared_from_this<Job> {
     for (Choice& c : choices) {
       json choice = {{"index", c.index}, {"finish_reason", c.finish},
                      {"logprobs", c.logprobs.is_null() ? json(nullptr) : c.logprobs}};
+      if (params.prompt_logprobs >= 0) choice["prompt_logprobs"] = c.prompt_logprobs;
       if (chat) {
         choice["message"] = {{"role", "assistant"}, {"content", c.text}};
         if (!c.tool_calls.empty()) {
@@ -350,6 +422,7 @@ GenerationRequest engine_request(const GenerationParams& p, const std::vector<in
   g.constraint = p.constraint;
   g.logit_bias = p.logit_bias;
   g.n_logprobs = p.n_logprobs;
+  g.prompt_logprobs = p.prompt_logprobs;
   g.priority = p.priority;
   g.tenant = p.user;
   return g;
@@ -395,6 +468,7 @@ bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> p
     return false;
   }
   for (auto& toks : prompts) job->prompt_counts.push_back(static_cast<int>(toks.size()));
+  if (p.prompt_logprobs >= 0) job->prompts = prompts;
   job->choices.resize(static_cast<size_t>(n_choices));
   for (int i = 0; i < n_choices; ++i) {
     Choice& c = job->choices[static_cast<size_t>(i)];

@@ -259,6 +259,7 @@ std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams&
   f.boolean("ignore_eos", p.ignore_eos);
   f.string("user", p.user);
   f.integer("spec_k", 0, 16, p.spec_k);
+  f.integer("prompt_logprobs", 0, 20, p.prompt_logprobs);
   if (f.error) return f.error;
   if (const json* ids = f.get("stop_token_ids")) {
     if (!ids->is_array() || ids->size() > 64)
@@ -591,8 +592,8 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body) {
   keep_schema_order(body, r.params.constraint);
   if (r.params.n * static_cast<int>(r.prompts.size()) > 64)
     return bad("n", "prompts x n must be at most 64 choices per request");
-  if (r.echo && r.params.n_logprobs >= 0)
-    return bad("echo", "'echo' together with 'logprobs' is not supported (prompt log-probabilities are not computed)");
+  // echo + logprobs: the prompt's tokens get log-probabilities too, as OpenAI's legacy API gives them.
+  if (r.echo && r.params.n_logprobs >= 0) r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.params.n_logprobs);
   return r;
 }
 

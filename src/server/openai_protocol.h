@@ -55,6 +55,8 @@ struct GenerationParams {
   bool seeded = false;            // sampling.seed came from the request
   std::vector<std::string> stop;
   int n_logprobs = -1;            // -1 none; 0 the chosen token's; k > 0 also the top k
+  // Prompt log-probabilities (vLLM's `prompt_logprobs`, and completions' echo + logprobs): -1 none.
+  int prompt_logprobs = -1;
   int priority = 0;
   bool ignore_eos = false;
   std::string user;

@@ -20,6 +20,8 @@ struct Collected {
   std::vector<TokenId> tokens;
   std::string text;
   std::optional<RequestOutput> final_output;
+  std::vector<PromptTokenLogprob> prompt_logprobs;
+  int n_prompt_logprob_outputs = 0;  // outputs that carried them (one at most)
 };
 
 inline EngineConfig base_config() {
@@ -46,6 +48,10 @@ inline std::vector<Collected> run_all(InlineEngine& core, const std::vector<Gene
     core.add(RequestId(i + 1), std::move(p).value(), [&out, i](const RequestOutput& o) {
       if (o.has_token) out[i].tokens.push_back(o.token);
       out[i].text += o.text;
+      if (!o.prompt_logprobs.empty()) {
+        out[i].prompt_logprobs = o.prompt_logprobs;
+        ++out[i].n_prompt_logprob_outputs;
+      }
       if (o.finish) out[i].final_output = o;
     });
   }

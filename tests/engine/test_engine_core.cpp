@@ -239,6 +239,74 @@ TEST(EngineCore, StopStringsLogprobsAndZeroTokens) {
   EXPECT_EQ(*out[2].final_output->finish, FinishReason::Length);
 }
 
+// Prompt log-probabilities are the model's predictions of each prompt token: scoring the greedy
+// continuation as a prompt must give back the log-probabilities generation reported for it (rank
+// 1 each), whatever the chunking, the prefix cache and whether anything is generated after.
+TEST(EngineCore, PromptLogprobsMatchGenerationLogprobs) {
+  TERN_REQUIRE_STORIES();
+  auto gen_core = make_core(base_config());
+  ASSERT_TRUE(gen_core);
+  GenerationRequest gen;
+  gen.prompt_tokens = {1};
+  gen.max_tokens = 40;
+  gen.sampling.temperature = 0;
+  gen.n_logprobs = 0;
+  std::vector<float> expected;
+  std::vector<TokenId> tokens;
+  {
+    auto p = gen_core->prepare(gen);
+    ASSERT_TRUE(p.is_ok());
+    gen_core->add(RequestId(1), std::move(p).value(), [&](const RequestOutput& o) {
+      if (!o.has_token) return;
+      tokens.push_back(o.token);
+      expected.push_back(o.logprob);
+    });
+    while (gen_core->has_work()) ASSERT_TRUE(gen_core->step().is_ok());
+  }
+  ASSERT_EQ(tokens.size(), 40u);
+
+  GenerationRequest score;
+  score.prompt_tokens = {1};
+  score.prompt_tokens.insert(score.prompt_tokens.end(), tokens.begin(), tokens.end());
+  score.max_tokens = 0;
+  score.sampling.temperature = 0;
+  score.prompt_logprobs = 3;
+  GenerationRequest score_and_generate = score;
+  score_and_generate.max_tokens = 5;
+  for (int chunk : {0, 7}) {
+    EngineConfig c = base_config();
+    c.prefix_caching = true;
+    if (chunk > 0) c.max_batched_tokens = chunk;
+    auto core = make_core(c);
+    ASSERT_TRUE(core);
+    // The same prompt three times: the second and third would hit the prefix cache.
+    const auto out = run_all(*core, {score, score, score_and_generate});
+    for (size_t k = 0; k < out.size(); ++k) {
+      SCOPED_TRACE("chunk " + std::to_string(chunk) + ", request " + std::to_string(k));
+      ASSERT_EQ(out[k].prompt_logprobs.size(), 40u);
+      EXPECT_EQ(out[k].n_prompt_logprob_outputs, 1);
+      for (size_t i = 0; i < 40; ++i) {
+        const PromptTokenLogprob& lp = out[k].prompt_logprobs[i];
+        EXPECT_EQ(lp.token, tokens[i]);
+        EXPECT_NEAR(lp.logprob, expected[i], 1e-4f) << i;
+        EXPECT_EQ(lp.rank, 1) << i;  // greedy picked it
+        ASSERT_EQ(lp.top.size(), 3u);
+        EXPECT_EQ(lp.top[0].token, tokens[i]);
+        EXPECT_GE(lp.top[0].logprob, lp.top[1].logprob);
+      }
+      ASSERT_TRUE(out[k].final_output);
+      EXPECT_EQ(*out[k].final_output->finish, FinishReason::Length);
+    }
+    EXPECT_TRUE(out[0].tokens.empty());
+    EXPECT_EQ(out[0].final_output->n_tokens_generated, 0);
+    EXPECT_EQ(out[2].tokens.size(), 5u);
+  }
+  // Out of range is refused.
+  auto core = make_core(base_config());
+  score.prompt_logprobs = 21;
+  EXPECT_FALSE(core->prepare(score).is_ok());
+}
+
 }  // namespace
 }  // namespace tern
 

@@ -137,6 +137,43 @@ test('logprobs and top_logprobs', { skip: why ?? false }, async () => {
   assert.equal(content.map((e) => e.token).join(''), r.choices[0].message.content);
 });
 
+test('prompt log-probabilities: echo + logprobs scores the prompt as generation scored the same tokens', { skip: why ?? false }, async () => {
+  const gen = await client.completions.create({ ...greedy, prompt: 'Once upon a time', max_tokens: 8, logprobs: 1 });
+  const text = 'Once upon a time' + gen.choices[0].text;
+  for (const stream of [false, true]) {
+    let lp;
+    let prompt_logprobs;
+    if (stream) {
+      const s = await client.completions.create({ ...greedy, prompt: text, max_tokens: 0, echo: true, logprobs: 1, prompt_logprobs: 1, stream: true });
+      lp = { tokens: [], token_logprobs: [], top_logprobs: [], text_offset: [] };
+      for await (const chunk of s) {
+        const c = chunk.choices[0];
+        if (c?.prompt_logprobs) prompt_logprobs = c.prompt_logprobs;
+        if (c?.logprobs) for (const k of Object.keys(lp)) lp[k].push(...c.logprobs[k]);
+      }
+    } else {
+      const r = await client.completions.create({ ...greedy, prompt: text, max_tokens: 0, echo: true, logprobs: 1, prompt_logprobs: 1 });
+      assert.equal(r.choices[0].text, text);
+      assert.equal(r.choices[0].finish_reason, 'length');
+      assert.equal(r.usage.completion_tokens, 0);
+      lp = r.choices[0].logprobs;
+      prompt_logprobs = r.choices[0].prompt_logprobs;
+    }
+    assert.equal(lp.token_logprobs[0], null);  // nothing predicts the first token
+    assert.equal(lp.tokens.length, lp.token_logprobs.length);
+    assert.equal(prompt_logprobs.length, lp.tokens.length);
+    assert.equal(prompt_logprobs[0], null);
+    // The generated tokens, scored as prompt: the values generation reported for them.
+    const n = gen.choices[0].logprobs.tokens.length;
+    assert.deepEqual(lp.tokens.slice(-n), gen.choices[0].logprobs.tokens);
+    const scored = lp.token_logprobs.slice(-n);
+    gen.choices[0].logprobs.token_logprobs.forEach((v, i) => assert.ok(Math.abs(v - scored[i]) < 1e-3, `${v} vs ${scored[i]}`));
+    // vLLM's shape: each position holds the prompt's token with its rank (1 here: greedy chose it).
+    for (const at of prompt_logprobs.slice(-n)) assert.ok(Object.values(at).some((e) => e.rank === 1 && e.logprob <= 0));
+  }
+  await waitIdle();
+});
+
 test('errors surface as the SDK typed errors', { skip: why ?? false }, async () => {
   await assert.rejects(client.chat.completions.create({ ...greedy, messages, temperature: 5 }),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'temperature');

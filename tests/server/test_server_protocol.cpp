@@ -130,7 +130,15 @@ TEST(OpenAiProtocol, CompletionPromptShapes) {
   EXPECT_TRUE(many.prompts[1].is_tokens);
   EXPECT_EQ(many.params.n_logprobs, 3);
   EXPECT_TRUE(std::holds_alternative<ApiError>(parse_completion_request(R"({"prompt":"a","logprobs":9})")));
-  EXPECT_TRUE(std::holds_alternative<ApiError>(parse_completion_request(R"({"prompt":"a","echo":true,"logprobs":1})")));
+  // echo + logprobs scores the prompt too (OpenAI's legacy API); prompt_logprobs is vLLM's field.
+  auto echo = std::get<CompletionRequest>(parse_completion_request(R"({"prompt":"a","echo":true,"logprobs":2})"));
+  EXPECT_EQ(echo.params.prompt_logprobs, 2);
+  EXPECT_EQ(std::get<CompletionRequest>(parse_completion_request(R"({"prompt":"a","logprobs":2})")).params.prompt_logprobs, -1);
+  auto chat = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"prompt_logprobs":5})");
+  EXPECT_EQ(std::get<ChatRequest>(chat).params.prompt_logprobs, 5);
+  auto bad = parse_chat_request(R"({"messages":[{"role":"user","content":"x"}],"prompt_logprobs":21})");
+  ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
+  EXPECT_EQ(std::get<ApiError>(bad).param, "prompt_logprobs");
   EXPECT_TRUE(std::holds_alternative<ApiError>(parse_completion_request(R"({"prompt":[]})")));
   EXPECT_TRUE(std::holds_alternative<ApiError>(parse_completion_request(R"({"prompt":[1.5]})")));
 }
