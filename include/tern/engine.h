@@ -110,6 +110,7 @@ struct ModelInfo {
   int32_t n_ctx = 0;   // the per-sequence context limit in force: min(context, what the KV pool holds)
   int32_t n_ctx_model = 0;  // the context asked for (EngineConfig::n_ctx, else the model's training length)
   int32_t n_vocab = 0;
+  int32_t n_embd = 0;  // the width of the hidden state (embeddings' length)
   std::string chat_template;        // GGUF tokenizer.chat_template; empty when the file has none
   std::string bos_token, eos_token; // their texts; empty when the vocabulary has none
 };

@@ -44,6 +44,7 @@ struct OutputConstraint {
 };
 
 enum class FinishReason { Length, Stop, Eos, Context, Cancelled, Error };
+enum class Pooling { None, Mean, Last };
 const char* finish_reason_name(FinishReason r);
 
 struct GenerationRequest {
@@ -59,6 +60,12 @@ struct GenerationRequest {
   // model predicts it from the tokens before), with the top k. The prompt is computed in full
   // (no prefix-cache hit); with max_tokens 0 the model still runs over the prompt, to score it.
   int prompt_logprobs = -1;
+  // Embedding: the prompt's final hidden states (after the output norm) pooled — the mean over
+  // its tokens (every token computed, no prefix-cache hit) or the last token's — and, with
+  // embed_normalize, scaled to unit length. Returned with the first output; with max_tokens 0
+  // the model runs over the prompt and generates nothing.
+  Pooling embed = Pooling::None;
+  bool embed_normalize = true;
   int priority = 0;                  // lower = more urgent
   std::vector<int32_t> stop_token_ids;  // generating one of these ends the request (kept in the output)
   int spec_k = -1;                   // speculative proposals per step: -1 the engine's setting, 0 off
@@ -92,6 +99,7 @@ struct RequestOutput {
   std::vector<TokenLogprob> top_logprobs;
   // With prompt_logprobs, on the request's first output: prompt tokens 1..n-1, in order.
   std::vector<PromptTokenLogprob> prompt_logprobs;
+  std::vector<float> embedding;      // with embed: [n_embd], on the request's first output
   std::optional<FinishReason> finish;
   std::string error;                 // when finish == Error
   // Final-output figures.

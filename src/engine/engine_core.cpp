@@ -154,7 +154,7 @@ void EngineCore::add(RequestId id, const PreparedRequest& p) {
   const GenerationRequest& g = p.request;
   live_.insert(id);
   n_tokens_prompt_ += static_cast<int64_t>(p.prompt.size());
-  const bool score_only = g.max_tokens == 0 && g.prompt_logprobs >= 0;
+  const bool score_only = g.max_tokens == 0 && (g.prompt_logprobs >= 0 || g.embed != Pooling::None);
   if (g.max_tokens == 0 && !score_only) {  // nothing to generate: it ends at the next step
     CoreOutput o;
     o.id = id;
@@ -174,7 +174,7 @@ void EngineCore::add(RequestId id, const PreparedRequest& p) {
   r.n_prompt = static_cast<int32_t>(p.prompt.size());
   r.n_tokens = r.n_prompt;
   r.max_tokens = score_only ? 1 : g.max_tokens;
-  r.compute_prompt = g.prompt_logprobs >= 0;
+  r.compute_prompt = g.prompt_logprobs >= 0 || g.embed == Pooling::Mean;
   if (score_only) score_only_.insert(id);
   r.max_positions = static_cast<int32_t>(std::min<int64_t>(max_seq_positions_, INT32_MAX));
   r.tokens = p.prompt;
@@ -183,6 +183,8 @@ void EngineCore::add(RequestId id, const PreparedRequest& p) {
   rr.sampling = g.sampling;
   rr.n_logprobs = g.n_logprobs;
   rr.n_prompt_logprobs = g.prompt_logprobs;
+  rr.embed = g.embed;
+  rr.embed_normalize = g.embed_normalize;
   rr.prompt = p.prompt;
   rr.logit_bias = g.logit_bias;
   if (p.grammar) {
@@ -289,6 +291,7 @@ Status EngineCore::step(std::vector<CoreOutput>& out) {
       o.top_logprobs.push_back(lps[i].top);
     }
     o.prompt_logprobs = std::move(ro->prompt_logprobs[chunk_of.at(u.id)]);
+    o.embedding = std::move(ro->embeddings[chunk_of.at(u.id)]);
     if (score_only_.contains(u.id)) {
       // The prompt is scored; the token it ran for was not asked for.
       o.tokens.clear();

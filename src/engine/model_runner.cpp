@@ -1,6 +1,7 @@
 #include "engine/model_runner.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -16,6 +17,9 @@ void ModelRunner::add_request(RequestId id, const RunnerRequest& r) {
   auto st = std::make_unique<RequestState>(Sampler(r.sampling, model_.hparams().n_vocab), r.n_logprobs);
   for (TokenId t : r.prompt) st->sampler.accept(t);
   st->logit_bias = r.logit_bias;
+  st->embed = r.embed;
+  st->embed_normalize = r.embed_normalize;
+  st->n_prompt = static_cast<int32_t>(r.prompt.size());
   if (r.n_prompt_logprobs >= 0) {
     st->n_prompt_logprobs = r.n_prompt_logprobs;
     st->prompt.assign(r.prompt.begin(), r.prompt.end());
@@ -83,8 +87,10 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
       kg.table_begin.push_back(static_cast<int32_t>(kg.table_data.size()));
     }
     const int32_t first_row = end - n_rows[i];
+    const auto [hidden_from, hidden_to] = i < hidden_.size() ? hidden_[i] : std::pair<int32_t, int32_t>{0, 0};
     for (int32_t p = begin; p < end; ++p) {
       if (p >= first_row) in.logits_rows.push_back(static_cast<int32_t>(in.tokens.size()));
+      if (p >= hidden_from && p < hidden_to) in.hidden_rows.push_back(static_cast<int32_t>(in.tokens.size()));
       const int32_t n_real = static_cast<int32_t>(r->tokens.size());
       in.tokens.push_back(p < n_real ? r->tokens[static_cast<size_t>(p)] : r->spec_tokens[static_cast<size_t>(p - n_real)]);
       in.positions.push_back(p);
@@ -103,6 +109,7 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
 Result<std::vector<float>> ModelRunner::logits(const SchedulerOutput& so, const Scheduler& sched,
                                                std::span<const int> n_rows) {
   TERN_ASSERT(n_rows.size() == so.chunks.size());
+  hidden_.clear();
   for (size_t i = 0; i < n_rows.size(); ++i) TERN_ASSERT(n_rows[i] >= 0 && n_rows[i] <= so.chunks[i].n_tokens);
   TERN_RETURN_IF_ERROR(build_input(so, sched, n_rows));
   std::vector<float> out;
@@ -160,6 +167,36 @@ int ModelRunner::rows_wanted(const ScheduledChunk& c, const SchedRequest& r) con
   return n;
 }
 
+std::pair<int32_t, int32_t> ModelRunner::hidden_wanted(const ScheduledChunk& c, const SchedRequest& r) const {
+  auto it = requests_.find(c.id);
+  if (c.n_spec > 0 || it == requests_.end() || it->second->embed == Pooling::None) return {0, 0};
+  const RequestState& st = *it->second;
+  const int32_t from = std::max(r.n_computed, st.embed == Pooling::Last ? st.n_prompt - 1 : st.embed_next);
+  const int32_t to = std::min(r.n_computed + c.n_tokens, st.n_prompt);
+  return from < to && st.embed_next < st.n_prompt ? std::pair{from, to} : std::pair{0, 0};
+}
+
+std::vector<float> ModelRunner::pool_hidden(RequestState& st, int32_t from, const float* rows, int32_t n,
+                                            bool samples) {
+  const size_t n_embd = static_cast<size_t>(model_.hparams().n_embd);
+  if (st.embed_sum.empty()) st.embed_sum.assign(n_embd, 0.0);
+  for (int32_t k = 0; k < n; ++k) {
+    if (from + k != st.embed_next && st.embed != Pooling::Last) continue;  // a recomputed row: added already
+    for (size_t j = 0; j < n_embd; ++j) st.embed_sum[j] += rows[static_cast<size_t>(k) * n_embd + j];
+    st.embed_next = from + k + 1;
+  }
+  if (!samples || st.embed_next < st.n_prompt || st.embed_sum.empty()) return {};
+  // Mean over the prompt's tokens (the last token's alone for Last), then unit length.
+  const double count = st.embed == Pooling::Mean ? static_cast<double>(st.n_prompt) : 1.0;
+  std::vector<float> v(n_embd);
+  double norm2 = 0;
+  for (size_t j = 0; j < n_embd; ++j) norm2 += (st.embed_sum[j] / count) * (st.embed_sum[j] / count);
+  const double scale = st.embed_normalize && norm2 > 0 ? 1.0 / std::sqrt(norm2) : 1.0;
+  for (size_t j = 0; j < n_embd; ++j) v[j] = static_cast<float>(st.embed_sum[j] / count * scale);
+  st.embed_sum.clear();  // handed over once
+  return v;
+}
+
 void ModelRunner::score_prompt(RequestState& st, int32_t first_pos, const float* rows, int32_t n) {
   const size_t n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
   const int32_t n_prompt = static_cast<int32_t>(st.prompt.size());
@@ -180,29 +217,42 @@ void ModelRunner::score_prompt(RequestState& st, int32_t first_pos, const float*
 
 Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Scheduler& sched) {
   std::vector<int> n_rows(so.chunks.size(), 0);
+  hidden_.assign(so.chunks.size(), {0, 0});
   for (size_t i = 0; i < so.chunks.size(); ++i) {
     const SchedRequest* r = sched.find(so.chunks[i].id);
-    if (r) n_rows[i] = rows_wanted(so.chunks[i], *r);
+    if (!r) continue;
+    n_rows[i] = rows_wanted(so.chunks[i], *r);
+    hidden_[i] = hidden_wanted(so.chunks[i], *r);
   }
   TERN_RETURN_IF_ERROR(build_input(so, sched, n_rows));
-  TERN_RETURN_IF_ERROR(model_.forward(input_, pools_, logits_));
+  TERN_RETURN_IF_ERROR(model_.forward(input_, pools_, logits_, input_.hidden_rows.empty() ? nullptr : &hidden_rows_));
+  const size_t n_embd = static_cast<size_t>(model_.hparams().n_embd);
+  size_t hidden_row = 0;
   RunnerOutput out;
   out.n_tokens = static_cast<int64_t>(input_.n_tokens());
   out.results.resize(so.chunks.size());
   out.logprobs.resize(so.chunks.size());
   out.prompt_logprobs.resize(so.chunks.size());
+  out.embeddings.resize(so.chunks.size());
   const int n_vocab = model_.hparams().n_vocab;
   size_t row = 0;
   for (size_t i = 0; i < so.chunks.size(); ++i) {
     const ScheduledChunk& c = so.chunks[i];
     ChunkResult& res = out.results[i];
     res.n_accepted = c.n_tokens;
-    if (n_rows[i] == 0) continue;
+    const auto [hidden_from, hidden_to] = hidden_[i];
+    if (n_rows[i] == 0 && hidden_to == hidden_from) continue;
     auto it = requests_.find(c.id);
     TERN_ASSERT_MSG(it != requests_.end(), "runner: no sampler for a request");
     RequestState& st = *it->second;
     const SchedRequest& r = *sched.find(c.id);
     const bool samples = r.n_computed + c.n_tokens - c.n_spec == r.n_tokens;
+    if (st.embed != Pooling::None) {
+      const int32_t n_hidden = hidden_to - hidden_from;
+      out.embeddings[i] = pool_hidden(st, hidden_from, hidden_rows_.data() + hidden_row * n_embd, n_hidden, samples);
+      hidden_row += static_cast<size_t>(n_hidden);
+    }
+    if (n_rows[i] == 0) continue;
     if (st.n_prompt_logprobs >= 0 && c.n_spec == 0) {
       const int32_t end = r.n_computed + c.n_tokens;
       score_prompt(st, end - n_rows[i], logits_.data() + row * n_vocab, n_rows[i]);

@@ -19,6 +19,10 @@
 // emitted token is fed to the matcher, so speculative proposals are checked
 // by the same mask as sampled tokens.
 //
+// An embedding request gets hidden rows (the final normed hidden state) for
+// the prompt positions its pooling needs, summed across chunks, and its
+// pooled vector once its prompt completes.
+//
 // A request asking for prompt log-probabilities gets a row for every prompt
 // token it computes (the scheduler gives it no prefix-cache hit), each scored
 // from the raw logits (before bias, grammar and penalties) and returned once,
@@ -55,6 +59,8 @@ struct RunnerOutput {
   std::vector<std::vector<TokenLogprobs>> logprobs;  // parallel: one per new token when asked, else empty
   // Parallel: a request's prompt log-probabilities (tokens 1..n-1), in the step its prompt completes.
   std::vector<std::vector<PromptTokenLogprob>> prompt_logprobs;
+  // Parallel: a request's pooled embedding, in the step its prompt completes.
+  std::vector<std::vector<float>> embeddings;
   int64_t n_tokens = 0;                           // tokens run through the model
   int64_t n_spec_proposed = 0, n_spec_accepted = 0;  // proposals verified this step, and kept
   int64_t n_spec_verifies = 0;                       // chunks that carried proposals
@@ -65,6 +71,8 @@ struct RunnerRequest {
   SamplingParams sampling;
   int n_logprobs = -1;
   int n_prompt_logprobs = -1;                         // -1 none; else each prompt token's, with the top k
+  Pooling embed = Pooling::None;                      // pool the prompt's final hidden states
+  bool embed_normalize = true;
   std::span<const TokenId> prompt;                    // the penalties see it, as `tern run` always did
   std::vector<std::pair<TokenId, float>> logit_bias;  // added to each row (after log-probabilities are taken)
   std::shared_ptr<const grammar::Grammar> grammar;    // null: unconstrained
@@ -105,7 +113,17 @@ class ModelRunner {
     std::vector<TokenId> prompt;
     std::vector<PromptTokenLogprob> prompt_lps;
     int32_t prompt_lp_next = 1;
+    // Embedding: the pooling, the sum of the hidden rows so far, and the next position to add.
+    Pooling embed = Pooling::None;
+    bool embed_normalize = true;
+    int32_t n_prompt = 0;
+    std::vector<double> embed_sum;
+    int32_t embed_next = 0;
   };
+  // The prompt positions [from, to) of this chunk whose hidden states the request's pooling needs.
+  std::pair<int32_t, int32_t> hidden_wanted(const ScheduledChunk& c, const SchedRequest& r) const;
+  // Adds rows for positions [from, to) to the request's sum; the pooled vector once complete.
+  std::vector<float> pool_hidden(RequestState& st, int32_t from, const float* rows, int32_t n, bool samples);
   // Rows this chunk needs: the sampling row(s), and with prompt log-probabilities every prompt row.
   int rows_wanted(const ScheduledChunk& c, const SchedRequest& r) const;
   // Scores the prompt tokens that rows [first_pos, first_pos + n) predict.
@@ -119,7 +137,8 @@ class ModelRunner {
   // filling its result; returns how many proposals were accepted.
   int32_t verify_chunk(RequestState& st, const SchedRequest& r, const ScheduledChunk& c, std::span<float> rows,
                        ChunkResult& res, std::vector<TokenLogprobs>& logprobs);
-  // Fills input_ for the chunks; n_rows[i] trailing tokens of chunk i get logits rows.
+  // Fills input_ for the chunks; n_rows[i] trailing tokens of chunk i get logits rows, and
+  // positions hidden_[i].first .. second hidden rows.
   Status build_input(const SchedulerOutput& so, const Scheduler& sched, std::span<const int> n_rows);
 
   const Model& model_;
@@ -128,6 +147,8 @@ class ModelRunner {
   ForwardInput input_;
   std::vector<KvPoolView> pools_;
   std::vector<float> logits_;  // [n_rows][n_vocab]
+  std::vector<std::pair<int32_t, int32_t>> hidden_;  // per chunk of the step: positions wanting hidden rows
+  std::vector<float> hidden_rows_;                   // [n_hidden][n_embd]
 };
 
 }  // namespace tern

@@ -52,7 +52,10 @@ void OutputProcessor::deliver_token(Request& r, const CoreOutput& o, size_t i, s
   out.token = tok;
   if (i < o.logprobs.size()) out.logprob = o.logprobs[i];
   if (i < o.top_logprobs.size()) out.top_logprobs = o.top_logprobs[i];
-  if (i == 0) out.prompt_logprobs = o.prompt_logprobs;
+  if (i == 0) {
+    out.prompt_logprobs = o.prompt_logprobs;
+    out.embedding = o.embedding;
+  }
   ++r.n_generated;
   if (r.t_first < 0) {
     r.t_first = o.t_s;
@@ -79,7 +82,10 @@ void OutputProcessor::finish(Request& r, FinishReason reason, const CoreOutput* 
   out.id = r.id;
   out.finish = reason;
   if (o && reason == FinishReason::Error) out.error = o->error;
-  if (o && !last) out.prompt_logprobs = o->prompt_logprobs;  // a request that ended with no token
+  if (o && !last) {  // a request that ended with no token
+    out.prompt_logprobs = o->prompt_logprobs;
+    out.embedding = o->embedding;
+  }
   // Deliver any text still held by the decoder or the stop matcher.
   if (reason != FinishReason::Stop && reason != FinishReason::Error) {
     const StopMatcher::Step tail = r.stops.push(r.decoder.flush());

@@ -33,6 +33,7 @@ struct CoreOutput {
   std::vector<float> logprobs;                          // per token when asked
   std::vector<std::vector<TokenLogprob>> top_logprobs;  // per token when asked
   std::vector<PromptTokenLogprob> prompt_logprobs;      // once, with the first token (or the end)
+  std::vector<float> embedding;                         // likewise
   std::optional<FinishReason> finish;
   std::string error;                                    // when finish == Error
   double t_s = 0;                                       // engine clock when produced

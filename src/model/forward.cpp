@@ -84,6 +84,8 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
   }
   for (int32_t r : in.logits_rows)
     if (r < 0 || static_cast<size_t>(r) >= n) return error(ErrorKind::InvalidArgument, "forward input: bad logits row");
+  for (int32_t r : in.hidden_rows)
+    if (r < 0 || static_cast<size_t>(r) >= n) return error(ErrorKind::InvalidArgument, "forward input: bad hidden row");
   return Status::ok();
 }
 
@@ -121,7 +123,8 @@ void query_spans(const ForwardInput& in, std::vector<backend::QuerySpan>& out) {
 
 }  // namespace
 
-Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools, std::vector<float>& logits) const {
+Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools, std::vector<float>& logits,
+                      std::vector<float>* hidden) const {
   TERN_RETURN_IF_ERROR(validate(in, pools));
   backend::Backend& be = *backend_;
   const int64_t n = static_cast<int64_t>(in.n_tokens());
@@ -172,6 +175,15 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
     be.matmul(output_, rows, out, n_out);
     if (hp_.final_softcap > 0.0f) be.softcap(out, n_out, hp_.n_vocab, hp_.final_softcap);
     be.to_host(out, logits.data(), n_out * hp_.n_vocab);
+  }
+  // Final hidden states (embeddings) for the rows asked for: the same normed rows the head reads.
+  const int64_t n_hidden = static_cast<int64_t>(in.hidden_rows.size());
+  if (hidden) hidden->resize(static_cast<size_t>(n_hidden * n_embd));
+  if (hidden && n_hidden > 0) {
+    float* rows = be.scratch(Slot::OutRows, n_hidden * n_embd);
+    be.gather_rows(act.x, in.hidden_rows, rows, n_embd);
+    layers::rms_norm(pass, rows, output_norm_, rows, n_hidden);
+    be.to_host(rows, hidden->data(), n_hidden * n_embd);
   }
   be.trim();
   return Status::ok();

@@ -13,6 +13,8 @@
 //                                      tokens attend to
 //   logits_rows            [n_out]     tokens whose logits are returned, in
 //                                      this order (any number per sequence)
+//   hidden_rows            [n_hidden]  tokens whose final hidden state (after
+//                                      the output norm) is returned: embeddings
 #pragma once
 
 #include <cstdint>
@@ -40,6 +42,7 @@ struct ForwardInput {
   int32_t n_seqs = 0;
   std::vector<KvGroup> kv;           // [the model's KV groups]
   std::vector<int32_t> logits_rows;  // [n_out] token indices
+  std::vector<int32_t> hidden_rows;  // [n_hidden] token indices
   // The context one sequence may reach, which the runner was sized for:
   // parameters that depend on it (LongRoPE's long or short factors) follow it,
   // as llama.cpp's follow n_ctx_seq. 0: the model's training context. Set once
@@ -59,6 +62,7 @@ struct ForwardInput {
       g.table_begin.clear();
     }
     logits_rows.clear();
+    hidden_rows.clear();
   }
 };
 

@@ -81,8 +81,11 @@ class Model {
   uint64_t packed_bytes() const { return backend_->prepared_bytes(); }
 
   // logits: resized to [n_out][n_vocab], one row per in.logits_rows entry.
+  // hidden (when given): resized to [n_hidden][n_embd], the final hidden state
+  // (after the output norm) of each in.hidden_rows entry.
   // pools: one view per KV group, of the type kv_specs() was asked for.
-  Status forward(const ForwardInput& in, std::span<const KvPoolView> pools, std::vector<float>& logits) const;
+  Status forward(const ForwardInput& in, std::span<const KvPoolView> pools, std::vector<float>& logits,
+                 std::vector<float>* hidden = nullptr) const;
 
  private:
   Status bind_weights();

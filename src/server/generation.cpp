@@ -523,6 +523,8 @@ std::shared_ptr<Job> make_job(const std::shared_ptr<Server::State>& st, Responde
   return job;
 }
 
+}  // namespace
+
 bool check_model(Server::State& st, const Responder& r, const std::string& endpoint, const std::string& model) {
   if (model.empty() || model == st.model_name) return true;
   ApiError e;
@@ -534,8 +536,6 @@ bool check_model(Server::State& st, const Responder& r, const std::string& endpo
   send_error(st, r, endpoint, e);
   return false;
 }
-
-}  // namespace
 
 Result<std::string> chat_prompt_text(const Server::State& st, std::vector<ChatMessage> messages,
                                      const ChatPromptOptions& opts) {

@@ -45,7 +45,7 @@ std::string escape_label(std::string_view s) {
 constexpr std::string_view kRouteLabels[] = {
     "/",           "/health",     "/metrics",         "/stats",
     "/tokenize",   "/detokenize", "/apply-template",  "/v1/models",       "/v1/models/{id}",
-    "/v1/chat/completions",       "/v1/completions",  "other",
+    "/v1/chat/completions",       "/v1/completions",  "/v1/embeddings",   "other",
 };
 
 void head(std::string& out, const char* name, const char* type, const char* help) {

@@ -521,6 +521,51 @@ std::optional<ApiError> parse_prompt_options(Fields& f, std::string_view body, c
   return std::nullopt;
 }
 
+// The shapes `prompt` (completions) and `input` (embeddings) take: a string, a list of strings,
+// a list of token ids, or a list of token-id lists.
+std::optional<ApiError> parse_prompts(const json& j, const char* field, std::vector<Prompt>& out) {
+  auto it = j.find(field);
+  if (it == j.end() || it->is_null()) return bad(field, std::string("'") + field + "' is required");
+  auto tokens_of = [](const json& a, Prompt& p) {
+    p.is_tokens = true;
+    for (const json& t : a) {
+      if (!t.is_number_integer()) return false;
+      const int64_t v = t.get<int64_t>();
+      if (v < 0 || v > INT32_MAX) return false;
+      p.tokens.push_back(static_cast<int32_t>(v));
+    }
+    return true;
+  };
+  const std::string shape = std::string("'") + field +
+                            "' must be a string, an array of strings, an array of token ids, or an array of "
+                            "arrays of token ids";
+  if (it->is_string()) {
+    out.push_back({it->get<std::string>(), {}, false});
+  } else if (it->is_array()) {
+    if (it->empty()) return bad(field, std::string("'") + field + "' must not be empty");
+    if ((*it)[0].is_number()) {
+      Prompt p;
+      if (!tokens_of(*it, p)) return bad(field, shape);
+      out.push_back(std::move(p));
+    } else {
+      for (const json& el : *it) {
+        Prompt p;
+        if (el.is_string()) {
+          p.text = el.get<std::string>();
+        } else if (el.is_array()) {
+          if (!tokens_of(el, p)) return bad(field, shape);
+        } else {
+          return bad(field, shape);
+        }
+        out.push_back(std::move(p));
+      }
+    }
+  } else {
+    return bad(field, shape);
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
@@ -546,44 +591,7 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body) {
   auto j = parse_json(body, e);
   if (!j) return e;
   CompletionRequest r;
-  auto it = j->find("prompt");
-  if (it == j->end() || it->is_null()) return bad("prompt", "'prompt' is required");
-  auto tokens_of = [](const json& a, Prompt& p) {
-    p.is_tokens = true;
-    for (const json& t : a) {
-      if (!t.is_number_integer()) return false;
-      const int64_t v = t.get<int64_t>();
-      if (v < 0 || v > INT32_MAX) return false;
-      p.tokens.push_back(static_cast<int32_t>(v));
-    }
-    return true;
-  };
-  const char* shape = "'prompt' must be a string, an array of strings, an array of token ids, or an array of "
-                      "arrays of token ids";
-  if (it->is_string()) {
-    r.prompts.push_back({it->get<std::string>(), {}, false});
-  } else if (it->is_array()) {
-    if (it->empty()) return bad("prompt", "'prompt' must not be empty");
-    if ((*it)[0].is_number()) {
-      Prompt p;
-      if (!tokens_of(*it, p)) return bad("prompt", shape);
-      r.prompts.push_back(std::move(p));
-    } else {
-      for (const json& el : *it) {
-        Prompt p;
-        if (el.is_string()) {
-          p.text = el.get<std::string>();
-        } else if (el.is_array()) {
-          if (!tokens_of(el, p)) return bad("prompt", shape);
-        } else {
-          return bad("prompt", shape);
-        }
-        r.prompts.push_back(std::move(p));
-      }
-    }
-  } else {
-    return bad("prompt", shape);
-  }
+  if (auto err = parse_prompts(*j, "prompt", r.prompts)) return *err;
   if (r.prompts.size() > 64) return bad("prompt", "at most 64 prompts per request");
   Fields f(*j);
   f.boolean("echo", r.echo);
@@ -594,6 +602,33 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body) {
     return bad("n", "prompts x n must be at most 64 choices per request");
   // echo + logprobs: the prompt's tokens get log-probabilities too, as OpenAI's legacy API gives them.
   if (r.echo && r.params.n_logprobs >= 0) r.params.prompt_logprobs = std::max(r.params.prompt_logprobs, r.params.n_logprobs);
+  return r;
+}
+
+ApiResult<EmbeddingsRequest> parse_embeddings_request(std::string_view body) {
+  ApiError e;
+  auto j = parse_json(body, e);
+  if (!j) return e;
+  EmbeddingsRequest r;
+  if (auto err = parse_prompts(*j, "input", r.inputs)) return *err;
+  if (r.inputs.size() > kMaxEmbeddingInputs)
+    return bad("input", "at most " + std::to_string(kMaxEmbeddingInputs) + " inputs per request");
+  Fields f(*j);
+  f.string("model", r.model);
+  std::string format = "float";
+  f.string("encoding_format", format);
+  f.integer("dimensions", 1, INT32_MAX, r.dimensions);
+  std::string pooling;
+  if (f.string("pooling", pooling)) {
+    if (pooling == "mean") r.pooling = Pooling::Mean;
+    else if (pooling == "last") r.pooling = Pooling::Last;
+    else return bad("pooling", "'pooling' must be \"mean\" or \"last\"");
+  }
+  f.boolean("normalize", r.normalize);
+  if (f.error) return *f.error;
+  if (format != "float" && format != "base64")
+    return bad("encoding_format", "'encoding_format' must be \"float\" or \"base64\"");
+  r.base64 = format == "base64";
   return r;
 }
 

@@ -125,6 +125,20 @@ struct CompletionRequest {
 ApiResult<ChatRequest> parse_chat_request(std::string_view body);
 ApiResult<CompletionRequest> parse_completion_request(std::string_view body);
 
+// POST /v1/embeddings: {"input": str | [str] | [int] | [[int]], "model"?, "encoding_format"?:
+// "float" | "base64", "dimensions"?: the model's width only, "user"?}, and the extensions
+// "pooling": "mean" | "last" (default: the server's) and "normalize" (default true).
+struct EmbeddingsRequest {
+  std::string model;
+  std::vector<Prompt> inputs;  // 1..kMaxEmbeddingInputs
+  bool base64 = false;
+  int64_t dimensions = 0;      // 0 = not given
+  std::optional<Pooling> pooling;
+  bool normalize = true;
+};
+inline constexpr size_t kMaxEmbeddingInputs = 256;
+ApiResult<EmbeddingsRequest> parse_embeddings_request(std::string_view body);
+
 // POST /tokenize: {"prompt": str, "add_special_tokens"?: bool} or {"messages": [...]}.
 struct TokenizeRequest {
   std::string prompt;

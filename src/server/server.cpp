@@ -163,6 +163,7 @@ std::optional<Route> find_route(const std::string& path) {
       {"/v1/models", {"/v1/models", true, false, false}},
       {"/v1/chat/completions", {"/v1/chat/completions", false, true, false}},
       {"/v1/completions", {"/v1/completions", false, true, false}},
+      {"/v1/embeddings", {"/v1/embeddings", false, true, false}},
   };
   for (const auto& [p, r] : kRoutes)
     if (path == p) return r;
@@ -236,6 +237,7 @@ void route(const std::shared_ptr<Server::State>& sp, HttpRequest req, Responder 
     const std::string& p = req.path;
     if (p == "/v1/chat/completions") return handle_chat(sp, std::move(req), std::move(r));
     if (p == "/v1/completions") return handle_completion(sp, std::move(req), std::move(r));
+    if (p == "/v1/embeddings") return handle_embeddings(sp, std::move(req), std::move(r));
     if (p == "/tokenize") return handle_tokenize(*sp, req, r);
     if (p == "/apply-template") return handle_apply_template(*sp, req, r);
     handle_detokenize(*sp, req, r);

@@ -41,6 +41,9 @@ struct ServerConfig {
   // A Jinja chat template used instead of the model's (--chat-template-file);
   // one that does not parse stops the server at load.
   std::string chat_template;
+  // How /v1/embeddings pools hidden states unless a request says (--pooling): the mean over the
+  // input's tokens, or the last token's (for models trained to embed with it).
+  Pooling pooling = Pooling::Mean;
 };
 
 class Server {

@@ -64,5 +64,9 @@ Result<std::vector<int32_t>> chat_prompt_tokens(const Server::State& st, std::ve
 // POST /v1/chat/completions and /v1/completions (generation.cpp).
 void handle_chat(const std::shared_ptr<Server::State>& st, HttpRequest req, Responder r);
 void handle_completion(const std::shared_ptr<Server::State>& st, HttpRequest req, Responder r);
+// POST /v1/embeddings (embeddings.cpp).
+void handle_embeddings(const std::shared_ptr<Server::State>& st, HttpRequest req, Responder r);
+// The 404 for a request naming another model (generation.cpp); false when it was answered.
+bool check_model(Server::State& st, const Responder& r, const std::string& endpoint, const std::string& model);
 
 }  // namespace tern::server

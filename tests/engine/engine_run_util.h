@@ -21,6 +21,7 @@ struct Collected {
   std::string text;
   std::optional<RequestOutput> final_output;
   std::vector<PromptTokenLogprob> prompt_logprobs;
+  std::vector<float> embedding;
   int n_prompt_logprob_outputs = 0;  // outputs that carried them (one at most)
 };
 
@@ -48,6 +49,7 @@ inline std::vector<Collected> run_all(InlineEngine& core, const std::vector<Gene
     core.add(RequestId(i + 1), std::move(p).value(), [&out, i](const RequestOutput& o) {
       if (o.has_token) out[i].tokens.push_back(o.token);
       out[i].text += o.text;
+      if (!o.embedding.empty()) out[i].embedding = o.embedding;
       if (!o.prompt_logprobs.empty()) {
         out[i].prompt_logprobs = o.prompt_logprobs;
         ++out[i].n_prompt_logprob_outputs;

@@ -307,6 +307,78 @@ TEST(EngineCore, PromptLogprobsMatchGenerationLogprobs) {
   EXPECT_FALSE(core->prepare(score).is_ok());
 }
 
+// Embeddings: the model is causal, so the hidden state at position i is the last-token embedding
+// of the prompt's first i + 1 tokens; the mean embedding must be the average of those. Chunking,
+// the prefix cache and batching with other requests change nothing; normalised means unit length.
+TEST(EngineCore, EmbeddingsPoolTheFinalHiddenStates) {
+  TERN_REQUIRE_STORIES();
+  const std::vector<TokenId> prompt = {1, 403, 262, 263, 431, 292, 127, 471, 263, 217, 82};  // BOS + story tokens
+  auto embed_request = [](std::vector<TokenId> tokens, Pooling pooling, bool normalize) {
+    GenerationRequest g;
+    g.prompt_tokens = std::move(tokens);
+    g.max_tokens = 0;
+    g.embed = pooling;
+    g.embed_normalize = normalize;
+    return g;
+  };
+  std::vector<GenerationRequest> reqs = {embed_request(prompt, Pooling::Mean, false),
+                                         embed_request(prompt, Pooling::Mean, true),
+                                         embed_request(prompt, Pooling::Last, true)};
+  for (size_t n = 1; n <= prompt.size(); ++n)
+    reqs.push_back(embed_request({prompt.begin(), prompt.begin() + static_cast<long>(n)}, Pooling::Last, false));
+  GenerationRequest other;  // generation alongside
+  other.prompt_tokens = {1};
+  other.max_tokens = 20;
+  reqs.push_back(other);
+
+  std::vector<std::vector<float>> first;
+  for (int chunk : {0, 5}) {
+    EngineConfig c = base_config();
+    c.prefix_caching = true;
+    if (chunk > 0) c.max_batched_tokens = chunk;
+    auto core = make_core(c);
+    ASSERT_TRUE(core);
+    const auto out = run_all(*core, reqs);
+    const size_t n_embd = out[0].embedding.size();
+    ASSERT_GT(n_embd, 0u);
+    for (size_t k = 0; k + 1 < out.size(); ++k) {
+      ASSERT_EQ(out[k].embedding.size(), n_embd) << k;
+      EXPECT_TRUE(out[k].tokens.empty());
+      EXPECT_EQ(*out[k].final_output->finish, FinishReason::Length);
+    }
+    EXPECT_TRUE(out.back().embedding.empty());
+    EXPECT_EQ(out.back().tokens.size(), 20u);
+    // Mean = the average of the prefixes' last-token states.
+    double norm2 = 0;
+    for (size_t j = 0; j < n_embd; ++j) {
+      double mean = 0;
+      for (size_t n = 0; n < prompt.size(); ++n) mean += out[3 + n].embedding[j];
+      mean /= static_cast<double>(prompt.size());
+      EXPECT_NEAR(out[0].embedding[j], mean, 1e-4 * (1 + std::abs(mean))) << j;
+      norm2 += static_cast<double>(out[0].embedding[j]) * out[0].embedding[j];
+    }
+    // Normalised: the same direction at unit length; Last: the full prompt's last state.
+    double n_mean = 0, n_last = 0, last2 = 0;
+    for (size_t j = 0; j < n_embd; ++j) {
+      EXPECT_NEAR(out[1].embedding[j], out[0].embedding[j] / std::sqrt(norm2), 1e-5) << j;
+      n_mean += static_cast<double>(out[1].embedding[j]) * out[1].embedding[j];
+      n_last += static_cast<double>(out[2].embedding[j]) * out[2].embedding[j];
+      last2 += static_cast<double>(out[2 + prompt.size()].embedding[j]) * out[2 + prompt.size()].embedding[j];
+    }
+    EXPECT_NEAR(n_mean, 1.0, 1e-5);
+    EXPECT_NEAR(n_last, 1.0, 1e-5);
+    for (size_t j = 0; j < n_embd; ++j)
+      EXPECT_NEAR(out[2].embedding[j], out[2 + prompt.size()].embedding[j] / std::sqrt(last2), 1e-5);
+    // Chunked the same as whole.
+    if (first.empty()) {
+      for (const auto& o : out) first.push_back(o.embedding);
+    } else {
+      for (size_t k = 0; k < out.size(); ++k)
+        for (size_t j = 0; j < out[k].embedding.size(); ++j) EXPECT_NEAR(out[k].embedding[j], first[k][j], 1e-5);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tern
 

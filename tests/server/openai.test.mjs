@@ -174,6 +174,40 @@ test('prompt log-probabilities: echo + logprobs scores the prompt as generation 
   await waitIdle();
 });
 
+test('embeddings: shape, unit length, batches equal single inputs, base64 equals float', { skip: why ?? false }, async () => {
+  const inputs = ['Once upon a time', 'The cat sat on the mat.', 'Lily'];
+  // The SDK asks for base64 by default and decodes it to floats.
+  const batch = await client.embeddings.create({ model: 'stories260K', input: inputs });
+  assert.equal(batch.object, 'list');
+  assert.equal(batch.data.length, 3);
+  assert.ok(batch.usage.prompt_tokens > 0);
+  assert.equal(batch.usage.total_tokens, batch.usage.prompt_tokens);
+  const floats = await client.embeddings.create({ model: 'stories260K', input: inputs, encoding_format: 'float' });
+  for (let i = 0; i < inputs.length; i++) {
+    const v = batch.data[i].embedding;
+    assert.equal(batch.data[i].index, i);
+    assert.equal(v.length, 64);  // stories260K's width
+    const norm = Math.sqrt(v.reduce((a, x) => a + x * x, 0));
+    assert.ok(Math.abs(norm - 1) < 1e-5, `norm ${norm}`);
+    const f = floats.data[i].embedding;
+    v.forEach((x, j) => assert.ok(Math.abs(x - f[j]) < 1e-7));
+    const one = (await client.embeddings.create({ model: 'stories260K', input: inputs[i], encoding_format: 'float' })).data[0].embedding;
+    one.forEach((x, j) => assert.ok(Math.abs(x - f[j]) < 1e-5, `input ${i}, dim ${j}: ${x} vs ${f[j]}`));
+  }
+  // Different texts, different vectors; token-id input is the same as its text's tokens.
+  assert.notDeepEqual(floats.data[0].embedding, floats.data[1].embedding);
+  const tokens = (await (await fetch(`${srv.url}/tokenize`, { method: 'POST', body: JSON.stringify({ prompt: inputs[2] }) })).json()).tokens;
+  const byIds = await client.embeddings.create({ model: 'stories260K', input: [tokens], encoding_format: 'float' });
+  byIds.data[0].embedding.forEach((x, j) => assert.ok(Math.abs(x - floats.data[2].embedding[j]) < 1e-5));
+  // Errors name the field.
+  for (const [body, param] of [[{ input: [] }, 'input'], [{ input: 'x', dimensions: 8 }, 'dimensions'],
+    [{ input: 'x', encoding_format: 'int8' }, 'encoding_format'], [{ input: [[1, 99999]] }, 'input'], [{ input: 'x', pooling: 'max' }, 'pooling']]) {
+    await assert.rejects(client.embeddings.create({ model: 'stories260K', ...body }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === param, JSON.stringify(body));
+  }
+  await waitIdle();
+});
+
 test('errors surface as the SDK typed errors', { skip: why ?? false }, async () => {
   await assert.rejects(client.chat.completions.create({ ...greedy, messages, temperature: 5 }),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'temperature');

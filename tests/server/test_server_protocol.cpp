@@ -119,6 +119,37 @@ TEST(OpenAiProtocol, LogitBias) {
   EXPECT_EQ(bias, (std::vector<std::pair<int32_t, float>>{{12, -100.0f}, {400, 2.5f}}));
 }
 
+TEST(OpenAiProtocol, EmbeddingsRequests) {
+  auto r = parse_embeddings_request(R"({"input":["a",[1,2]],"encoding_format":"base64","pooling":"last","normalize":false,"dimensions":64})");
+  ASSERT_TRUE(std::holds_alternative<EmbeddingsRequest>(r)) << std::get<ApiError>(r).message;
+  const auto& e = std::get<EmbeddingsRequest>(r);
+  ASSERT_EQ(e.inputs.size(), 2u);
+  EXPECT_EQ(e.inputs[0].text, "a");
+  EXPECT_EQ(e.inputs[1].tokens, (std::vector<int32_t>{1, 2}));
+  EXPECT_TRUE(e.base64);
+  EXPECT_EQ(e.pooling, Pooling::Last);
+  EXPECT_FALSE(e.normalize);
+  EXPECT_EQ(e.dimensions, 64);
+  auto d = std::get<EmbeddingsRequest>(parse_embeddings_request(R"({"input":"x"})"));
+  EXPECT_FALSE(d.base64);
+  EXPECT_FALSE(d.pooling.has_value());
+  EXPECT_TRUE(d.normalize);
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({})", "input"}, {R"({"input":5})", "input"}, {R"({"input":[]})", "input"}, {R"({"input":[1.5]})", "input"},
+      {R"({"input":"x","encoding_format":"int8"})", "encoding_format"}, {R"({"input":"x","pooling":"cls"})", "pooling"},
+      {R"({"input":"x","dimensions":0})", "dimensions"}, {R"({"input":"x","normalize":1})", "normalize"},
+  };
+  for (const auto& [body, param] : cases) {
+    SCOPED_TRACE(body);
+    auto bad = parse_embeddings_request(body);
+    ASSERT_TRUE(std::holds_alternative<ApiError>(bad));
+    EXPECT_EQ(std::get<ApiError>(bad).param, param);
+  }
+  std::string many = R"({"input":[)";
+  for (size_t i = 0; i <= kMaxEmbeddingInputs; ++i) many += std::string(i ? "," : "") + "\"x\"";
+  EXPECT_TRUE(std::holds_alternative<ApiError>(parse_embeddings_request(many + "]}")));
+}
+
 TEST(OpenAiProtocol, CompletionPromptShapes) {
   auto one = std::get<CompletionRequest>(parse_completion_request(R"({"prompt":[1,2,3]})"));
   ASSERT_EQ(one.prompts.size(), 1u);

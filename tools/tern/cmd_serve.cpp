@@ -59,6 +59,8 @@ int cmd_serve(int argc, char** argv) {
                 "tokenize special-token text in chat message content as those tokens (default: as plain text)");
   args.add("--shutdown-timeout", &shutdown_timeout_s, "seconds in-flight requests get to finish on SIGTERM (30)");
   args.add("--chat-template-file", &chat_template_file, "a Jinja chat template to use instead of the model's");
+  std::string pooling = "mean";
+  args.add("--pooling", &pooling, "how /v1/embeddings pools hidden states: mean (default) or last");
   flags.add_to(args);
   // Tells "--api-key ''" (a mistake that would turn authentication off) from no flag.
   const std::string kUnset = "\x01unset";
@@ -97,6 +99,9 @@ int cmd_serve(int argc, char** argv) {
       return report(error(ErrorKind::InvalidArgument, "serve: --max-body '" + max_body + "': expected bytes (8M, 65536)"));
     cfg.http.max_body_bytes = probe.kv_memory_bytes;
   }
+  if (pooling != "mean" && pooling != "last")
+    return report(error(ErrorKind::InvalidArgument, "serve: --pooling must be mean or last, not '" + pooling + "'"));
+  cfg.pooling = pooling == "last" ? Pooling::Last : Pooling::Mean;
   if (!chat_template_file.empty()) {
     auto text = read_file(chat_template_file);
     if (!text) return report(text.status());
