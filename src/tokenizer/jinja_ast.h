@@ -30,7 +30,10 @@ struct Value;
 using List = std::vector<Value>;
 using Dict = std::vector<std::pair<std::string, Value>>;  // insertion order, like a Python dict
 
-enum class ValueKind { Undefined, None, Bool, Int, Float, String, Array, Map, Namespace };  // Array = list, Map = dict
+// Array = list, Map = dict; Macro = a {% macro %} (or a call block's caller()), callable.
+enum class ValueKind { Undefined, None, Bool, Int, Float, String, Array, Map, Namespace, Macro };
+
+struct Node;
 
 struct Value {
   ValueKind kind = ValueKind::Undefined;
@@ -40,6 +43,9 @@ struct Value {
   std::string s;
   std::shared_ptr<List> list;  // List
   std::shared_ptr<Dict> dict;  // Dict and Namespace; a namespace is shared so `set ns.x` is seen by all
+  const Node* macro = nullptr;  // Macro: its definition (parameters and body), owned by the Program
+  // Macro made by a call block (caller()): the scopes of the call site, where its body runs.
+  std::shared_ptr<const std::vector<Dict>> closure;
 
   static Value none() { Value v; v.kind = ValueKind::None; return v; }
   static Value of_bool(bool x) { Value v; v.kind = ValueKind::Bool; v.b = x; return v; }
@@ -141,7 +147,14 @@ struct Expr {
   bool negated = false;  // Test: "is not"
 };
 
-enum class NodeKind { Text, Output, If, For, Set, Break, Continue };
+enum class NodeKind {
+  Text, Output, If, For, Set, Break, Continue,
+  SetBlock,     // {% set x %}body{% endset %}: targets[0] = the body's text
+  Block,        // {% generation %}body{% endgeneration %}: the body, as if the tags were absent
+  Macro,        // {% macro name(params) %}body{% endmacro %}: targets[0] = name
+  CallBlock,    // {% call name(args) %}body{% endcall %}: expr = the call, body = caller()
+  FilterBlock,  // {% filter name(args) %}body{% endfilter %}: expr = the filter over a placeholder
+};
 
 struct Node;
 using NodePtr = std::unique_ptr<Node>;
@@ -157,6 +170,7 @@ struct Node {
   std::vector<std::string> targets;  // For: loop variables; Set: the variable
   std::string attr;                  // Set: attribute for `set ns.attr = ...`, else empty
   ExprPtr filter;                    // For: the `if` filter, may be null
+  std::vector<std::pair<std::string, ExprPtr>> params;  // Macro: parameters, with defaults (or null)
 };
 
 struct Program {

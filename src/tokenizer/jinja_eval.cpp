@@ -7,6 +7,7 @@
 #include <cmath>
 #include <ctime>
 #include <limits>
+#include <optional>
 
 #include "tokenizer/jinja_ast.h"
 
@@ -137,7 +138,116 @@ class Renderer {
       case NodeKind::Set: return exec_set(n);
       case NodeKind::Break: return Flow::Break;
       case NodeKind::Continue: return Flow::Continue;
+      case NodeKind::Block: return exec_body(n.bodies[0]);
+      case NodeKind::SetBlock: {
+        auto text = capture(n.bodies[0]);
+        if (!text) return Flow::Error;
+        assign(scopes_.back(), n.targets[0], Value::of_string(std::move(*text)));
+        return Flow::Normal;
+      }
+      case NodeKind::Macro: {
+        Value m;
+        m.kind = ValueKind::Macro;
+        m.macro = &n;
+        assign(scopes_.back(), n.targets[0], std::move(m));
+        return Flow::Normal;
+      }
+      case NodeKind::CallBlock: return exec_call_block(n);
+      case NodeKind::FilterBlock: {
+        auto text = capture(n.bodies[0]);
+        if (!text) return Flow::Error;
+        // The filters over the body's text: the placeholder at the chain's root becomes it.
+        const Expr* root = n.expr.get();
+        while (root->kind == ExprKind::Filter) root = root->args[0].get();
+        const_cast<Expr*>(root)->literal = Value::of_string(std::move(*text));
+        Value v = eval(*n.expr);
+        const_cast<Expr*>(root)->literal = Value::of_string("");
+        if (failed()) return Flow::Error;
+        if (!append_str(v, out_, limits_.max_output_bytes)) return emit_error(n);
+        return Flow::Normal;
+      }
     }
+    return Flow::Normal;
+  }
+
+  // Renders `body` into a string of its own (a block set, a macro, a filter block).
+  std::optional<std::string> capture(const Body& body) {
+    std::string saved;
+    saved.swap(out_);
+    const Flow flow = exec_body(body);
+    std::string text;
+    text.swap(out_);
+    out_.swap(saved);
+    if (flow == Flow::Error) return std::nullopt;
+    if (out_.size() + text.size() > limits_.max_output_bytes) {
+      if (error_.is_ok()) error_ = error(ErrorKind::OutOfRange, "chat template: a block's text exceeds the output limit");
+      return std::nullopt;
+    }
+    return text;
+  }
+
+  // A macro call: its parameters bound from the arguments (then the defaults), its body run
+  // with the template's top level and those parameters in view — or, for a call block's
+  // caller(), in the scopes of the call site — and its text returned.
+  Value call_macro(const Expr& at, const Value& m, const CallArgs& call, const Value* caller) {
+    const Node& def = *m.macro;
+    if (++macro_depth_ > kMaxMacroDepth) {
+      --macro_depth_;
+      return fail(at, "macros nested too deeply", ErrorKind::OutOfRange);
+    }
+    Dict params;
+    if (m.closure == nullptr) {
+      if (call.args.size() > def.params.size())
+        return --macro_depth_, fail(at, "macro '" + def.targets[0] + "' takes " + std::to_string(def.params.size()) +
+                                            " arguments, got " + std::to_string(call.args.size()));
+      for (size_t k = 0; k < def.params.size(); ++k) {
+        const std::string& name = def.params[k].first;
+        if (k < call.args.size()) {
+          params.emplace_back(name, call.args[k]);
+        } else if (const Value* v = call.kwarg(name)) {
+          params.emplace_back(name, *v);
+        } else if (def.params[k].second) {
+          params.emplace_back(name, eval(*def.params[k].second));
+          if (failed()) return --macro_depth_, Value{};
+        } else {
+          params.emplace_back(name, Value{});  // Jinja: a missing argument is undefined
+        }
+      }
+      if (caller) params.emplace_back("caller", *caller);
+    }
+    std::vector<Dict> saved;
+    saved.swap(scopes_);
+    if (m.closure) {
+      scopes_ = *m.closure;
+    } else {
+      scopes_.push_back(saved.front());  // the globals and top-level sets
+    }
+    scopes_.push_back(std::move(params));
+    auto text = capture(def.bodies[0]);  // a macro's body, or a call block's
+    scopes_.swap(saved);
+    --macro_depth_;
+    if (!text) return {};
+    return Value::of_string(std::move(*text));
+  }
+
+  Flow exec_call_block(const Node& n) {
+    const Expr& call_expr = *n.expr;
+    const Value* m = lookup(call_expr.name);
+    if (m == nullptr || m->kind != ValueKind::Macro) {
+      fail(call_expr, "'" + call_expr.name + "' is not a macro");
+      return Flow::Error;
+    }
+    const Value macro = *m;
+    CallArgs call;
+    if (!eval_args(call_expr, 0, call)) return Flow::Error;
+    Value caller;
+    caller.kind = ValueKind::Macro;
+    caller.macro = &n;
+    caller.closure = std::make_shared<const std::vector<Dict>>(scopes_);
+    Value v = call_macro(call_expr, macro, call, &caller);
+    if (failed()) return Flow::Error;
+    if (out_.size() + v.s.size() > limits_.max_output_bytes) return emit_error(n);
+    out_ += v.s;
     return Flow::Normal;
   }
 
@@ -418,6 +528,10 @@ class Renderer {
   Value eval_call(const Expr& e) {
     CallArgs call;
     if (!eval_args(e, 0, call)) return {};
+    if (const Value* m = lookup(e.name); m != nullptr && m->kind == ValueKind::Macro) {
+      const Value macro = *m;
+      return call_macro(e, macro, call, nullptr);
+    }
     if (e.name == "raise_exception") {
       std::string message;
       if (!call.args.empty()) append_str(call.args[0], message, limits_.max_output_bytes);
@@ -622,6 +736,8 @@ class Renderer {
   }
 
   const RenderLimits& limits_;
+  static constexpr int kMaxMacroDepth = 64;  // recursion through macros stops here
+  int macro_depth_ = 0;
   std::vector<Dict> scopes_;  // [0] globals and template-level `set`; one more per loop iteration
   std::string out_;
   Status error_;

@@ -137,6 +137,14 @@ class Parser {
         parse_for(out, seg);
       } else if (keyword == "set") {
         parse_set(out, seg);
+      } else if (keyword == "generation") {
+        parse_wrapped(out, seg, NodeKind::Block, "generation", "endgeneration");
+      } else if (keyword == "macro") {
+        parse_macro(out, seg);
+      } else if (keyword == "call") {
+        parse_call_block(out, seg);
+      } else if (keyword == "filter") {
+        parse_filter_block(out, seg);
       } else if (keyword == "break" || keyword == "continue") {
         if (loop_depth_ == 0) {
           fail("'" + keyword + "' outside a loop");
@@ -286,7 +294,21 @@ class Parser {
       return;
     }
     if (!is_op("=")) {
-      fail("block 'set' (without '=') is not supported");
+      // {% set x %}...{% endset %}: x is the body's text.
+      if (!node->attr.empty()) {
+        fail("a block 'set' takes a plain variable name");
+        return;
+      }
+      node->kind = NodeKind::SetBlock;
+      if (!expect_end()) return;
+      ++seg_;
+      node->bodies.emplace_back();
+      parse_block_body(node->bodies.back(), {"endset"}, *node, "set");
+      if (!ok()) return;
+      toks_ = &segs_[seg_].tokens;
+      pos_ = 0;
+      close_tag();
+      if (ok()) out.push_back(std::move(node));
       return;
     }
     next();
@@ -294,6 +316,109 @@ class Parser {
     if (!ok() || !expect_end()) return;
     ++seg_;
     out.push_back(std::move(node));
+  }
+
+  // A tag with no arguments around a body: {% generation %}...{% endgeneration %}.
+  void parse_wrapped(Body& out, const Segment& seg, NodeKind kind, const char* what, const char* end) {
+    auto node = make_node(kind, seg);
+    if (!expect_end()) return;
+    ++seg_;
+    node->bodies.emplace_back();
+    parse_block_body(node->bodies.back(), {end}, *node, what);
+    if (!ok()) return;
+    toks_ = &segs_[seg_].tokens;
+    pos_ = 0;
+    close_tag();
+    if (ok()) out.push_back(std::move(node));
+  }
+
+  void parse_macro(Body& out, const Segment& seg) {
+    auto node = make_node(NodeKind::Macro, seg);
+    if (cur().kind != TokenKind::Name) {
+      fail("expected a macro name");
+      return;
+    }
+    node->targets.push_back(cur().text);
+    next();
+    if (!expect_op("(")) return;
+    while (ok() && !is_op(")")) {
+      if (cur().kind != TokenKind::Name) {
+        fail("expected a parameter name");
+        return;
+      }
+      std::string name = cur().text;
+      next();
+      ExprPtr fallback;
+      if (is_op("=")) {
+        next();
+        fallback = parse_expression(true);
+      } else if (!node->params.empty() && node->params.back().second) {
+        fail("a parameter without a default after one with a default");
+        return;
+      }
+      node->params.emplace_back(std::move(name), std::move(fallback));
+      if (!ok() || !is_op(",")) break;
+      next();
+    }
+    if (!ok() || !expect_op(")") || !expect_end()) return;
+    ++seg_;
+    node->bodies.emplace_back();
+    const int loops = loop_depth_;
+    loop_depth_ = 0;  // a macro's body is not inside the loops around its definition
+    parse_block_body(node->bodies.back(), {"endmacro"}, *node, "macro");
+    loop_depth_ = loops;
+    if (!ok()) return;
+    toks_ = &segs_[seg_].tokens;
+    pos_ = 0;
+    close_tag();
+    if (ok()) out.push_back(std::move(node));
+  }
+
+  void parse_call_block(Body& out, const Segment& seg) {
+    auto node = make_node(NodeKind::CallBlock, seg);
+    if (is_op("(")) {
+      fail("call blocks with caller arguments are not supported");
+      return;
+    }
+    node->expr = parse_expression(false);
+    if (!ok()) return;
+    if (node->expr->kind != ExprKind::Call) {
+      fail("'call' needs a macro call, as in {% call name(...) %}");
+      return;
+    }
+    if (!expect_end()) return;
+    ++seg_;
+    node->bodies.emplace_back();
+    parse_block_body(node->bodies.back(), {"endcall"}, *node, "call");
+    if (!ok()) return;
+    toks_ = &segs_[seg_].tokens;
+    pos_ = 0;
+    close_tag();
+    if (ok()) out.push_back(std::move(node));
+  }
+
+  void parse_filter_block(Body& out, const Segment& seg) {
+    auto node = make_node(NodeKind::FilterBlock, seg);
+    // The filters apply to the body's text, which stands in as a literal placeholder.
+    auto placeholder = make(ExprKind::Literal, cur());
+    placeholder->literal = Value::of_string("");
+    std::vector<Token>& toks = segs_[seg_].tokens;
+    Token bar;
+    bar.kind = TokenKind::Op;
+    bar.text = "|";
+    bar.line = cur().line;
+    bar.column = cur().column;
+    toks.insert(toks.begin() + static_cast<long>(pos_), bar);  // parse "| name(args) | ..." as filters
+    node->expr = parse_filters(std::move(placeholder));
+    if (!ok() || !expect_end()) return;
+    ++seg_;
+    node->bodies.emplace_back();
+    parse_block_body(node->bodies.back(), {"endfilter"}, *node, "filter");
+    if (!ok()) return;
+    toks_ = &segs_[seg_].tokens;
+    pos_ = 0;
+    close_tag();
+    if (ok()) out.push_back(std::move(node));
   }
 
   // ---- expressions ----

@@ -27,7 +27,8 @@ bool truthy(const Value& v) {
     case ValueKind::String: return !v.s.empty();
     case ValueKind::Array: return !v.list->empty();
     case ValueKind::Map: return !v.dict->empty();
-    case ValueKind::Namespace: return true;
+    case ValueKind::Namespace:
+    case ValueKind::Macro: return true;
   }
   return false;
 }
@@ -71,6 +72,7 @@ bool equals(const Value& a, const Value& b) {
       return true;
     }
     case ValueKind::Namespace: return a.dict == b.dict;
+    case ValueKind::Macro: return a.macro == b.macro && a.closure == b.closure;
     default: return false;
   }
 }
@@ -86,6 +88,7 @@ const char* type_name(const Value& v) {
     case ValueKind::Array: return "list";
     case ValueKind::Map: return "dict";
     case ValueKind::Namespace: return "namespace";
+    case ValueKind::Macro: return "macro";
   }
   return "?";
 }
@@ -168,7 +171,8 @@ bool append_json_at(const Value& v, int indent, int level, std::string& out, siz
   const char* item_sep = indent < 0 ? ", " : ",";
   switch (v.kind) {
     case ValueKind::Undefined:
-    case ValueKind::None: out += "null"; break;
+    case ValueKind::None:
+    case ValueKind::Macro: out += "null"; break;  // Jinja would refuse; a template never asks
     case ValueKind::Bool: out += v.b ? "true" : "false"; break;
     case ValueKind::Int: out += std::to_string(v.i); break;
     case ValueKind::Float:
@@ -262,6 +266,7 @@ bool append_str(const Value& v, std::string& out, size_t max_bytes) {
       break;
     }
     case ValueKind::Namespace: out += "<Namespace>"; break;
+    case ValueKind::Macro: out += "<Macro>"; break;
   }
   return out.size() <= max_bytes;
 }

@@ -299,6 +299,28 @@ TEST(ChatTemplateTools, ArgumentsThatAreNoObjectStayAStringAndBadToolsAreRefused
   EXPECT_FALSE(must_parse("{{ custom_tools }}{{ builtin_tools }}").reads_tools());
 }
 
+TEST(ChatTemplateJinja, MacrosCallBlocksSetBlocksFilterBlocksAndGeneration) {
+  // Macros: positional, keyword and default arguments; they see the top level, not the caller's loop.
+  EXPECT_EQ(eval("{% set top = 'T' %}{% macro m(a, b='d') %}[{{ a }}{{ b }}{{ top }}{{ x }}]{% endmacro %}"
+                 "{% for x in [1] %}{{ m(1) }}{{ m(2, b='k') }}{{ m('z', 'y') }}{% endfor %}"),
+            "[1dT][2kT][zyT]");
+  // A macro's result is a string; recursion works up to a bound.
+  EXPECT_EQ(eval("{% macro r(n) %}{% if n > 0 %}{{ n }}{{ r(n - 1) }}{% endif %}{% endmacro %}{{ r(3) | length }}"), "3");
+  EXPECT_NE(eval("{% macro r(n) %}{{ r(n) }}{% endmacro %}{{ r(1) }}").find("too deeply"), std::string::npos);
+  EXPECT_NE(eval("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}").find("RENDER ERROR"), std::string::npos);
+  // Call blocks: caller() renders the block in the call site's scope.
+  EXPECT_EQ(eval("{% macro wrap(tag) %}<{{ tag }}>{{ caller() }}</{{ tag }}>{% endmacro %}"
+                 "{% for v in ['a', 'b'] %}{% call wrap('i') %}{{ v }}!{% endcall %}{% endfor %}"),
+            "<i>a!</i><i>b!</i>");
+  // Block set, filter blocks and generation blocks (which render as if absent).
+  EXPECT_EQ(eval("{% set s %}x{{ 1 + 1 }}{% endset %}{{ s ~ s }}"), "x2x2");
+  EXPECT_EQ(eval("{% filter upper %}ab{{ 'c' }}{% endfilter %}|{% filter replace('a', 'b') | upper %}aa{% endfilter %}"),
+            "ABC|BB");
+  EXPECT_EQ(eval("<{% generation %}{{ 'g' }}{% endgeneration %}>"), "<g>");
+  EXPECT_NE(eval("{% macro m() %}{% break %}{% endmacro %}").find("PARSE ERROR"), std::string::npos);
+  EXPECT_NE(eval("{% call nope() %}x{% endcall %}").find("is not a macro"), std::string::npos);
+}
+
 TEST(ChatTemplateJinja, StrftimeNowAndDateStringReadTheClock) {
   const ChatTemplate t = must_parse("{{ strftime_now('%Y-%m-%d %H:%M') }}|{{ date_string }}");
   EXPECT_EQ(render(t, {}), "2024-07-26 12:00|26 Jul 2024");
@@ -409,8 +431,7 @@ TEST(ChatTemplateSyntax, ErrorsNameLineAndColumn) {
   EXPECT_EQ(eval("ok\n{{ x + }}"), "PARSE ERROR: chat template: line 2, column 8: expected an expression");
   EXPECT_EQ(eval("{% if x %}\nno end"), "PARSE ERROR: chat template: line 1, column 1: unclosed 'if'");
   EXPECT_EQ(eval("{% endif %}"), "PARSE ERROR: chat template: line 1, column 4: unexpected 'endif'");
-  EXPECT_EQ(eval("x\n  {% macro m() %}{% endmacro %}"),
-            "PARSE ERROR: chat template: line 2, column 6: unsupported tag 'macro'");
+  EXPECT_EQ(eval("x\n  {% raw %}{% endraw %}"), "PARSE ERROR: chat template: line 2, column 6: unsupported tag 'raw'");
   EXPECT_EQ(eval("{{ x | frobnicate }}"), "PARSE ERROR: chat template: line 1, column 8: unsupported filter 'frobnicate'");
   EXPECT_EQ(eval("{{ x is frob }}"), "PARSE ERROR: chat template: line 1, column 9: unsupported test 'frob'");
   EXPECT_EQ(eval("{{ 'abc }}"), "PARSE ERROR: chat template: line 1, column 4: unterminated string literal");
