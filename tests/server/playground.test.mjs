@@ -240,6 +240,44 @@ test('a JSON schema in the page makes the reply JSON that matches it', { skip, t
   await page.fill('#temperature', '0');
 });
 
+test('tools in the page: a reply that calls one is shown as a call, and the next message is its result', { skip, timeout: kTimeoutMs }, async () => {
+  ui ??= await openPlayground(srv.url);
+  const { page, chatBodies } = ui;
+  await page.click('#clear');  // stories260K's context is short: start over
+  const tools = [{ type: 'function', function: { name: 'wx', parameters: { type: 'object', properties: { c: { type: 'string', maxLength: 4 } }, required: ['c'] } } }];
+  await page.fill('#tools', JSON.stringify(tools));
+  await page.selectOption('#tool-choice', 'required');
+  await page.fill('#max_tokens', '85');
+  await page.fill('#temperature', '0');
+  let next = chatBodies.length;
+  const bubble = await sendAndWait(page, 'Hi');
+  assert.deepEqual(chatBodies[next].tools, tools);
+  assert.equal(chatBodies[next].tool_choice, 'required');
+  assert.equal(chatBodies[next].parallel_tool_calls, false);
+  assert.match(await bubble.locator('.finish').innerText(), /finish: tool_calls/);
+  const call = await bubble.locator('.toolcall').innerText();
+  assert.match(call, /wx\(\{"c":".{0,4}"\}\)/);
+  // The result goes back as a tool message answering that call, after the assistant's call.
+  await page.selectOption('#tool-choice', 'none');
+  await page.fill('#max_tokens', '8');
+  next = chatBodies.length;
+  await sendAndWait(page, '21C');
+  const msgs = chatBodies[next].messages;
+  const [asked, answer] = msgs.slice(-2);
+  assert.equal(asked.role, 'assistant');
+  assert.equal(asked.tool_calls[0].function.name, 'wx');
+  assert.deepEqual(answer, { role: 'tool', tool_call_id: asked.tool_calls[0].id, content: '21C' });
+  assert.match(await page.locator('#messages .msg.user').last().locator('.who').innerText(), /tool result/i);
+  await page.fill('#tools', '[not json');
+  await page.fill('#prompt', 'x');
+  await page.click('#send');
+  await page.locator('#messages .msg.error').last().waitFor();
+  assert.match(await page.locator('#messages .msg.error').last().innerText(), /tools are not valid JSON/);
+  await page.fill('#tools', '');
+  await page.selectOption('#tool-choice', 'auto');
+  await page.click('#clear');
+});
+
 test('with --api-key the page asks for the key and sends the one typed in', { skip, timeout: kTimeoutMs }, async () => {
   keyed = await startServer({ args: ['--api-key', 'playground-secret'] });
   const { page } = await openPlayground(keyed.url);
