@@ -3,9 +3,12 @@
 #   bench/grammar/constrained_tps.sh TERN MODEL.gguf [BATCH=1] [ROUNDS=3] [TOKENS=64]
 # BATCH requests (sampled, seeded) of TOKENS tokens each through `tern batch`,
 # once plain (ignore_eos) and once under a JSON grammar — one object whose
-# one string property takes letters, spaces and punctuation — that a model
-# rarely closes within TOKENS, so both runs generate about TOKENS tokens each
-# (check the n_tokens_generated of the outputs). Prints output tok/s per run
+# one string property takes letters, spaces and punctuation — followed by 100
+# "Z"s, so no request can end before TOKENS (< 100) tokens: both runs generate
+# exactly TOKENS tokens each (the n_tokens_generated of the outputs says so, and
+# the batch never thins out). CONSTRAINT=schema uses the JSON Schema of the same
+# object instead, its string with minLength 400 (the bounded-repetition case).
+# Prints output tok/s per run
 # and the median ratio. (A schema with a large minLength/maxLength is the
 # slow case: each character position of a bounded repetition is a new stack,
 # so its mask is never cached; see README.md.)
@@ -13,10 +16,15 @@ set -euo pipefail
 tern=$1 model=$2 b=${3:-1} rounds=${4:-3} n=${5:-64}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-grammar='root ::= \"{\\\"story\\\": \\\"\" [a-zA-Z .,]* \"\\\"}\"'
+grammar='root ::= \"{\\\"story\\\": \\\"\" [a-zA-Z .,]* \"\\\"}\" \"Z\"{100}'
 for i in $(seq "$b"); do
   echo "{\"prompt\": \"Once upon a time\", \"max_tokens\": $n, \"temperature\": 0.8, \"seed\": $i, \"ignore_eos\": true}" >>"$dir/plain.jsonl"
-  echo "{\"prompt\": \"Once upon a time\", \"max_tokens\": $n, \"temperature\": 0.8, \"seed\": $i, \"grammar\": \"$grammar\"}" >>"$dir/json.jsonl"
+  if [ "${CONSTRAINT:-gbnf}" = schema ]; then
+    # The same shape as a JSON Schema; minLength keeps the string open past TOKENS.
+    echo "{\"prompt\": \"Once upon a time\", \"max_tokens\": $n, \"temperature\": 0.8, \"seed\": $i, \"json_schema\": {\"type\": \"object\", \"properties\": {\"story\": {\"type\": \"string\", \"minLength\": 400}}, \"required\": [\"story\"]}}" >>"$dir/json.jsonl"
+  else
+    echo "{\"prompt\": \"Once upon a time\", \"max_tokens\": $n, \"temperature\": 0.8, \"seed\": $i, \"grammar\": \"$grammar\"}" >>"$dir/json.jsonl"
+  fi
 done
 rate() { sed -n 's/.* \([0-9.]*\) output tok\/s.*/\1/p'; }
 ratios=()

@@ -1,45 +1,45 @@
 #include "grammar/matcher.h"
 
 #include <algorithm>
-#include <map>
 
 namespace tern::grammar {
 
 TokenTrie::TokenTrie(const std::vector<std::string>& pieces) : n_tokens_(pieces.size()) {
-  // Built as a map-based trie, then flattened into sorted edge arrays (a
-  // node's edges contiguous), which the mask walk reads linearly.
-  struct Build {
-    std::map<uint8_t, uint32_t> kids;
-    std::vector<int32_t> toks;
-  };
-  std::vector<Build> b(1);
-  for (size_t id = 0; id < pieces.size(); ++id) {
-    if (pieces[id].empty()) continue;
-    uint32_t n = 0;
-    for (char c : pieces[id]) {
-      const uint8_t byte = static_cast<uint8_t>(c);
-      auto it = b[n].kids.find(byte);
-      if (it == b[n].kids.end()) {
-        const uint32_t child = static_cast<uint32_t>(b.size());
-        b[n].kids.emplace(byte, child);
-        b.emplace_back();
-        n = child;
-      } else {
-        n = it->second;
-      }
+  // Built from the pieces in sorted order (bytes compare unsigned, as std::string does): the
+  // tokens below a node are a contiguous range, a node's own tokens (pieces ending there) lead
+  // it, and its children are the runs of equal next bytes, so each node's edges are laid out
+  // together before its subtree — no per-node maps to allocate.
+  std::vector<int32_t> order;
+  order.reserve(pieces.size());
+  for (size_t id = 0; id < pieces.size(); ++id)
+    if (!pieces[id].empty()) order.push_back(static_cast<int32_t>(id));
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return pieces[a] < pieces[b]; });
+  const auto byte_at = [&](size_t i, size_t depth) { return static_cast<uint8_t>(pieces[order[i]][depth]); };
+  // Builds node `n` over order[lo, hi), whose pieces share their first `depth` bytes.
+  const auto build = [&](auto&& self, uint32_t n, size_t lo, size_t hi, size_t depth) -> void {
+    size_t i = lo;
+    nodes_[n].first_token = static_cast<uint32_t>(tokens_.size());
+    for (; i < hi && pieces[order[i]].size() == depth; ++i) tokens_.push_back(order[i]);
+    nodes_[n].n_tokens = static_cast<uint32_t>(tokens_.size() - nodes_[n].first_token);
+    std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) of each next byte
+    for (size_t j = i; j < hi;) {
+      size_t k = j + 1;
+      while (k < hi && byte_at(k, depth) == byte_at(j, depth)) ++k;
+      runs.emplace_back(j, k);
+      j = k;
     }
-    b[n].toks.push_back(static_cast<int32_t>(id));
-  }
-  nodes_.resize(b.size());
-  for (size_t i = 0; i < b.size(); ++i) {
-    Node& nd = nodes_[i];
-    nd.first_edge = static_cast<uint32_t>(edges_.size());
-    nd.n_edges = static_cast<uint32_t>(b[i].kids.size());
-    for (auto [byte, child] : b[i].kids) edges_.push_back({byte, child});
-    nd.first_token = static_cast<uint32_t>(tokens_.size());
-    nd.n_tokens = static_cast<uint32_t>(b[i].toks.size());
-    tokens_.insert(tokens_.end(), b[i].toks.begin(), b[i].toks.end());
-  }
+    nodes_[n].first_edge = static_cast<uint32_t>(edges_.size());
+    nodes_[n].n_edges = static_cast<uint32_t>(runs.size());
+    for (const auto& [j, k] : runs) edges_.push_back({byte_at(j, depth), 0});
+    for (size_t e = 0; e < runs.size(); ++e) {
+      const uint32_t child = static_cast<uint32_t>(nodes_.size());
+      nodes_.emplace_back();
+      edges_[nodes_[n].first_edge + e].child = child;
+      self(self, child, runs[e].first, runs[e].second, depth + 1);
+    }
+  };
+  nodes_.emplace_back();
+  build(build, 0, 0, order.size(), 0);
 }
 
 Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : g_(std::move(grammar)) {
