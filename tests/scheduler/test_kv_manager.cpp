@@ -122,8 +122,12 @@ TEST(KvManager, SlidingWindowReleasesBlocksBehindItAndKeepsTheChainFindable) {
     const auto table = kv->block_table(0, r.seq);
     for (size_t i = 0; i < table.size(); ++i) {
       const bool released = table[i] == BlockManager::kNoBlock;
-      if (static_cast<int32_t>(i + 1) * kBs <= first_needed - kBs) EXPECT_TRUE(released) << "block " << i << " at n=" << n;
-      if (static_cast<int32_t>(i + 1) * kBs > first_needed) EXPECT_FALSE(released) << "block " << i << " at n=" << n;
+      if (static_cast<int32_t>(i + 1) * kBs <= first_needed - kBs) {
+        EXPECT_TRUE(released) << "block " << i << " at n=" << n;
+      }
+      if (static_cast<int32_t>(i + 1) * kBs > first_needed) {
+        EXPECT_FALSE(released) << "block " << i << " at n=" << n;
+      }
     }
     EXPECT_LE(kv->blocks().n_blocks_used(), 3) << "n=" << n;
   }
