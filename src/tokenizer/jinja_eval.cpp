@@ -156,13 +156,22 @@ class Renderer {
       case NodeKind::FilterBlock: {
         auto text = capture(n.bodies[0]);
         if (!text) return Flow::Error;
-        // The filters over the body's text: the placeholder at the chain's root becomes it.
-        const Expr* root = n.expr.get();
-        while (root->kind == ExprKind::Filter) root = root->args[0].get();
-        const_cast<Expr*>(root)->literal = Value::of_string(std::move(*text));
-        Value v = eval(*n.expr);
-        const_cast<Expr*>(root)->literal = Value::of_string("");
-        if (failed()) return Flow::Error;
+        // The filters over the body's text, innermost first (the chain's root is a placeholder;
+        // the program is shared by concurrent renders, so it is read, never written).
+        std::vector<const Expr*> chain;
+        for (const Expr* f = n.expr.get(); f->kind == ExprKind::Filter; f = f->args[0].get()) chain.push_back(f);
+        Value v = Value::of_string(std::move(*text));
+        for (auto f = chain.rbegin(); f != chain.rend(); ++f) {
+          CallArgs call;
+          if (!eval_args(**f, 1, call)) return Flow::Error;
+          auto r = apply_filter((*f)->name, v, call, limits_.max_output_bytes);
+          if (!r.is_ok()) {
+            fail_status(**f, r.status());
+            return Flow::Error;
+          }
+          v = checked(**f, std::move(r.value()));
+          if (failed()) return Flow::Error;
+        }
         if (!append_str(v, out_, limits_.max_output_bytes)) return emit_error(n);
         return Flow::Normal;
       }

@@ -410,7 +410,14 @@ class Parser {
     bar.column = cur().column;
     toks.insert(toks.begin() + static_cast<long>(pos_), bar);  // parse "| name(args) | ..." as filters
     node->expr = parse_filters(std::move(placeholder));
-    if (!ok() || !expect_end()) return;
+    if (!ok()) return;
+    const Expr* f = node->expr.get();
+    while (f->kind == ExprKind::Filter) f = f->args[0].get();
+    if (f->kind != ExprKind::Literal || f == node->expr.get()) {
+      fail("'filter' takes filters only, as in {% filter upper %}");
+      return;
+    }
+    if (!expect_end()) return;
     ++seg_;
     node->bodies.emplace_back();
     parse_block_body(node->bodies.back(), {"endfilter"}, *node, "filter");

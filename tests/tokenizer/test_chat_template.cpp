@@ -3,7 +3,9 @@
 // errors with positions, and hostile templates that must fail cleanly within the limits.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
 #include <iterator>
 #include <string>
 
@@ -317,6 +319,23 @@ TEST(ChatTemplateJinja, MacrosCallBlocksSetBlocksFilterBlocksAndGeneration) {
   EXPECT_EQ(eval("{% filter upper %}ab{{ 'c' }}{% endfilter %}|{% filter replace('a', 'b') | upper %}aa{% endfilter %}"),
             "ABC|BB");
   EXPECT_EQ(eval("<{% generation %}{{ 'g' }}{% endgeneration %}>"), "<g>");
+  EXPECT_NE(eval("{% filter upper is string %}x{% endfilter %}").find("PARSE ERROR"), std::string::npos);
+  // A shared program renders the same from many threads at once (filter blocks read it, never write it).
+  const ChatTemplate shared = must_parse("{% filter upper %}{{ messages[0]['content'] }}{% endfilter %}");
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < 200; ++k) {
+        const std::string word = "w" + std::to_string(t);
+        ChatTemplateInputs in;
+        in.messages = {{"user", word}};
+        auto r = shared.render(in);
+        if (!r.is_ok() || r.value() != "W" + std::to_string(t)) ++wrong;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
   EXPECT_NE(eval("{% macro m() %}{% break %}{% endmacro %}").find("PARSE ERROR"), std::string::npos);
   EXPECT_NE(eval("{% call nope() %}x{% endcall %}").find("is not a macro"), std::string::npos);
 }
