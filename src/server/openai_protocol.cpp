@@ -578,6 +578,10 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
   Fields f(*j);
   if (auto err = parse_prompt_options(f, body, r.messages, r.prompt)) return *err;
   keep_schema_order(body, r.params.constraint);
+  for (const char* legacy : {"functions", "function_call"})
+    if (f.get(legacy))
+      return bad(legacy, std::string("the legacy '") + legacy +
+                             "' field is not supported: send 'tools' and 'tool_choice' instead");
   const ToolChoice choice = r.prompt.tools.choice;
   if ((choice == ToolChoice::Required || choice == ToolChoice::Named) &&
       r.params.constraint.kind != ConstraintKind::None)

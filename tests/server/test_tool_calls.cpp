@@ -233,6 +233,8 @@ TEST(ToolRequests, BadToolFieldsNameTheirParam) {
       {R"("tool_choice":"required")", "tool_choice"},
       {f + R"(,"tool_choice":"required","response_format":{"type":"json_object"})", "tool_choice"},
       {f + R"(,"parallel_tool_calls":"yes")", "parallel_tool_calls"},
+      {R"("functions":[{"name":"f"}])", "functions"},
+      {R"("function_call":"auto")", "function_call"},
   };
   for (const auto& [field, param] : cases) {
     SCOPED_TRACE(field);
