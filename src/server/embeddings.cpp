@@ -61,13 +61,7 @@ struct EmbedJob {
   }
 
   void respond() {  // mu held
-    if (!error.empty()) {
-      ApiError e;
-      e.status = 500;
-      e.type = "server_error";
-      e.message = error;
-      return send_error(*st, responder, endpoint, e);
-    }
+    if (!error.empty()) return send_error(*st, responder, endpoint, server_error(error));
     json data = json::array();
     int total = 0;
     for (size_t i = 0; i < vectors.size(); ++i) {
@@ -139,15 +133,7 @@ void handle_embeddings(const std::shared_ptr<Server::State>& st, HttpRequest req
     requests.push_back(std::move(g));
   }
   const int n = static_cast<int>(requests.size());
-  if (st->pending.fetch_add(n) + n > st->config.max_pending) {
-    st->pending.fetch_sub(n);
-    st->metrics.observe_queue_rejected();
-    ApiError e;
-    e.status = 429;
-    e.type = "rate_limit_error";
-    e.message = "the server's queue is full (" + std::to_string(st->config.max_pending) + " unfinished requests); retry later";
-    return send_error(*st, job->responder, endpoint, e);
-  }
+  if (!reserve_pending(*st, n, job->responder, endpoint)) return;
   job->vectors.resize(requests.size());
   std::weak_ptr<EmbedJob> weak = job;
   job->responder.on_disconnect([weak] {

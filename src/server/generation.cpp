@@ -325,13 +325,7 @@ struct Job : std::enable_shared_from_this<Job> {
   // All choices finished (mu held).
   void complete() {
     if (sse) {
-      if (!error.empty()) {
-        ApiError e;
-        e.status = 500;
-        e.type = "server_error";
-        e.message = error;
-        sse->write("data: " + api_error_body(e) + "\n\n");
-      }
+      if (!error.empty()) sse->write("data: " + api_error_body(server_error(error)) + "\n\n");
       if (params.include_usage) {
         json j = chunk_base();
         j["choices"] = json::array();
@@ -342,13 +336,7 @@ struct Job : std::enable_shared_from_this<Job> {
       sse->finish();
       return;
     }
-    if (!error.empty()) {
-      ApiError e;
-      e.status = 500;
-      e.type = "server_error";
-      e.message = error;
-      return send_error(*st, responder, endpoint, e);
-    }
+    if (!error.empty()) return send_error(*st, responder, endpoint, server_error(error));
     json arr = json::array();
     for (Choice& c : choices) {
       json choice = {{"index", c.index}, {"finish_reason", c.finish},
@@ -456,17 +444,7 @@ bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> p
     }
   }
   const int n_choices = static_cast<int>(prompts.size()) * p.n;
-  if (st.pending.fetch_add(n_choices) + n_choices > st.config.max_pending) {
-    st.pending.fetch_sub(n_choices);
-    st.metrics.observe_queue_rejected();
-    ApiError e;
-    e.status = 429;
-    e.type = "rate_limit_error";
-    e.message = "the server's queue is full (" + std::to_string(st.config.max_pending) +
-                " unfinished generations); retry later";
-    send_error(st, job->responder, job->endpoint, e);
-    return false;
-  }
+  if (!reserve_pending(st, n_choices, job->responder, job->endpoint)) return false;
   for (auto& toks : prompts) job->prompt_counts.push_back(static_cast<int>(toks.size()));
   if (p.prompt_logprobs >= 0) job->prompts = prompts;
   job->choices.resize(static_cast<size_t>(n_choices));
@@ -533,6 +511,19 @@ bool check_model(Server::State& st, const Responder& r, const std::string& endpo
   e.param = "model";
   e.code = "model_not_found";
   e.message = "The model '" + model + "' does not exist; this server serves '" + st.model_name + "'";
+  send_error(st, r, endpoint, e);
+  return false;
+}
+
+bool reserve_pending(Server::State& st, int n, const Responder& r, const std::string& endpoint) {
+  if (st.pending.fetch_add(n) + n <= st.config.max_pending) return true;
+  st.pending.fetch_sub(n);
+  st.metrics.observe_queue_rejected();
+  ApiError e;
+  e.status = 429;
+  e.type = "rate_limit_error";
+  e.message = "the server's queue is full (" + std::to_string(st.config.max_pending) +
+              " unfinished generations); retry later";
   send_error(st, r, endpoint, e);
   return false;
 }

@@ -47,6 +47,14 @@ ApiError api_error_from_status(const Status& s, std::string param) {
   return e;
 }
 
+ApiError server_error(std::string message) {
+  ApiError e;
+  e.status = 500;
+  e.type = "server_error";
+  e.message = std::move(message);
+  return e;
+}
+
 namespace {
 
 ApiError bad(std::string param, std::string message) {

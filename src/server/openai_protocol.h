@@ -40,6 +40,8 @@ std::string api_error_body(const ApiError& e);
 // One place maps library errors to HTTP: InvalidArgument/OutOfRange -> 400,
 // NotFound -> 404, Unsupported -> 400, Unavailable -> 503, everything else -> 500.
 ApiError api_error_from_status(const Status& s, std::string param = {});
+// A 500 server_error with `message` (a generation that failed inside the engine).
+ApiError server_error(std::string message);
 
 template <typename T>
 using ApiResult = std::variant<T, ApiError>;

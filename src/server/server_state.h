@@ -64,6 +64,9 @@ Result<std::vector<int32_t>> chat_prompt_tokens(const Server::State& st, std::ve
 // POST /v1/chat/completions and /v1/completions (generation.cpp).
 void handle_chat(const std::shared_ptr<Server::State>& st, HttpRequest req, Responder r);
 void handle_completion(const std::shared_ptr<Server::State>& st, HttpRequest req, Responder r);
+// Takes n slots of the server's queue of unfinished engine requests, or answers 429 (and
+// counts the rejection) and returns false when the queue cannot hold them (generation.cpp).
+bool reserve_pending(Server::State& st, int n, const Responder& r, const std::string& endpoint);
 // POST /v1/embeddings (embeddings.cpp).
 void handle_embeddings(const std::shared_ptr<Server::State>& st, HttpRequest req, Responder r);
 // The 404 for a request naming another model (generation.cpp); false when it was answered.

@@ -300,15 +300,7 @@ class Parser {
         return;
       }
       node->kind = NodeKind::SetBlock;
-      if (!expect_end()) return;
-      ++seg_;
-      node->bodies.emplace_back();
-      parse_block_body(node->bodies.back(), {"endset"}, *node, "set");
-      if (!ok()) return;
-      toks_ = &segs_[seg_].tokens;
-      pos_ = 0;
-      close_tag();
-      if (ok()) out.push_back(std::move(node));
+      finish_block(out, std::move(node), "endset", "set");
       return;
     }
     next();
@@ -320,7 +312,12 @@ class Parser {
 
   // A tag with no arguments around a body: {% generation %}...{% endgeneration %}.
   void parse_wrapped(Body& out, const Segment& seg, NodeKind kind, const char* what, const char* end) {
-    auto node = make_node(kind, seg);
+    finish_block(out, make_node(kind, seg), end, what);
+  }
+
+  // The rest of a block whose opening tag has been read up to its end: the end of the tag, one
+  // body up to `end`, the end tag; then the node joins `out`.
+  void finish_block(Body& out, NodePtr node, const char* end, const char* what) {
     if (!expect_end()) return;
     ++seg_;
     node->bodies.emplace_back();
@@ -360,18 +357,11 @@ class Parser {
       if (!ok() || !is_op(",")) break;
       next();
     }
-    if (!ok() || !expect_op(")") || !expect_end()) return;
-    ++seg_;
-    node->bodies.emplace_back();
+    if (!ok() || !expect_op(")")) return;
     const int loops = loop_depth_;
     loop_depth_ = 0;  // a macro's body is not inside the loops around its definition
-    parse_block_body(node->bodies.back(), {"endmacro"}, *node, "macro");
+    finish_block(out, std::move(node), "endmacro", "macro");
     loop_depth_ = loops;
-    if (!ok()) return;
-    toks_ = &segs_[seg_].tokens;
-    pos_ = 0;
-    close_tag();
-    if (ok()) out.push_back(std::move(node));
   }
 
   void parse_call_block(Body& out, const Segment& seg) {
@@ -386,15 +376,7 @@ class Parser {
       fail("'call' needs a macro call, as in {% call name(...) %}");
       return;
     }
-    if (!expect_end()) return;
-    ++seg_;
-    node->bodies.emplace_back();
-    parse_block_body(node->bodies.back(), {"endcall"}, *node, "call");
-    if (!ok()) return;
-    toks_ = &segs_[seg_].tokens;
-    pos_ = 0;
-    close_tag();
-    if (ok()) out.push_back(std::move(node));
+    finish_block(out, std::move(node), "endcall", "call");
   }
 
   void parse_filter_block(Body& out, const Segment& seg) {
@@ -417,15 +399,7 @@ class Parser {
       fail("'filter' takes filters only, as in {% filter upper %}");
       return;
     }
-    if (!expect_end()) return;
-    ++seg_;
-    node->bodies.emplace_back();
-    parse_block_body(node->bodies.back(), {"endfilter"}, *node, "filter");
-    if (!ok()) return;
-    toks_ = &segs_[seg_].tokens;
-    pos_ = 0;
-    close_tag();
-    if (ok()) out.push_back(std::move(node));
+    finish_block(out, std::move(node), "endfilter", "filter");
   }
 
   // ---- expressions ----
