@@ -151,14 +151,13 @@ int32_t ModelRunner::verify_chunk(RequestState& st, const SchedRequest& r, const
   return n_accepted;
 }
 
-int ModelRunner::rows_wanted(const ScheduledChunk& c, const SchedRequest& r) const {
+int ModelRunner::rows_wanted(const ScheduledChunk& c, const SchedRequest& r, const RequestState* state) const {
   // A chunk that reaches the end of its request's tokens samples the next
   // one; with proposals, one row per proposal more.
   int n = r.n_computed + c.n_tokens - c.n_spec == r.n_tokens ? 1 + c.n_spec : 0;
-  auto it = requests_.find(c.id);
-  if (c.n_spec == 0 && it != requests_.end() && it->second->n_prompt_logprobs >= 0) {
+  if (c.n_spec == 0 && state != nullptr && state->n_prompt_logprobs >= 0) {
     // Rows up to the prompt's last token, from the first position still to be scored.
-    const RequestState& st = *it->second;
+    const RequestState& st = *state;
     const int32_t n_prompt = static_cast<int32_t>(st.prompt.size());
     const int32_t from = std::max(r.n_computed, st.prompt_lp_next - 1);
     const int32_t to = std::min(r.n_computed + c.n_tokens, n_prompt - 1);  // row p scores token p + 1
@@ -167,10 +166,10 @@ int ModelRunner::rows_wanted(const ScheduledChunk& c, const SchedRequest& r) con
   return n;
 }
 
-std::pair<int32_t, int32_t> ModelRunner::hidden_wanted(const ScheduledChunk& c, const SchedRequest& r) const {
-  auto it = requests_.find(c.id);
-  if (c.n_spec > 0 || it == requests_.end() || it->second->embed == Pooling::None) return {0, 0};
-  const RequestState& st = *it->second;
+std::pair<int32_t, int32_t> ModelRunner::hidden_wanted(const ScheduledChunk& c, const SchedRequest& r,
+                                                        const RequestState* state) const {
+  if (c.n_spec > 0 || state == nullptr || state->embed == Pooling::None) return {0, 0};
+  const RequestState& st = *state;
   const int32_t from = std::max(r.n_computed, st.embed == Pooling::Last ? st.n_prompt - 1 : st.embed_next);
   const int32_t to = std::min(r.n_computed + c.n_tokens, st.n_prompt);
   return from < to && st.embed_next < st.n_prompt ? std::pair{from, to} : std::pair{0, 0};
@@ -216,13 +215,17 @@ void ModelRunner::score_prompt(RequestState& st, int32_t first_pos, const float*
 }
 
 Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Scheduler& sched) {
+  // Each chunk's request and runner state, looked up once per step.
   std::vector<int> n_rows(so.chunks.size(), 0);
   hidden_.assign(so.chunks.size(), {0, 0});
+  chunk_states_.assign(so.chunks.size(), nullptr);
   for (size_t i = 0; i < so.chunks.size(); ++i) {
     const SchedRequest* r = sched.find(so.chunks[i].id);
     if (!r) continue;
-    n_rows[i] = rows_wanted(so.chunks[i], *r);
-    hidden_[i] = hidden_wanted(so.chunks[i], *r);
+    auto it = requests_.find(so.chunks[i].id);
+    if (it != requests_.end()) chunk_states_[i] = it->second.get();
+    n_rows[i] = rows_wanted(so.chunks[i], *r, chunk_states_[i]);
+    hidden_[i] = hidden_wanted(so.chunks[i], *r, chunk_states_[i]);
   }
   TERN_RETURN_IF_ERROR(build_input(so, sched, n_rows));
   TERN_RETURN_IF_ERROR(model_.forward(input_, pools_, logits_, input_.hidden_rows.empty() ? nullptr : &hidden_rows_));
@@ -242,9 +245,8 @@ Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Sched
     res.n_accepted = c.n_tokens;
     const auto [hidden_from, hidden_to] = hidden_[i];
     if (n_rows[i] == 0 && hidden_to == hidden_from) continue;
-    auto it = requests_.find(c.id);
-    TERN_ASSERT_MSG(it != requests_.end(), "runner: no sampler for a request");
-    RequestState& st = *it->second;
+    TERN_ASSERT_MSG(chunk_states_[i] != nullptr, "runner: no sampler for a request");
+    RequestState& st = *chunk_states_[i];
     const SchedRequest& r = *sched.find(c.id);
     const bool samples = r.n_computed + c.n_tokens - c.n_spec == r.n_tokens;
     if (st.embed != Pooling::None) {

@@ -121,11 +121,12 @@ class ModelRunner {
     int32_t embed_next = 0;
   };
   // The prompt positions [from, to) of this chunk whose hidden states the request's pooling needs.
-  std::pair<int32_t, int32_t> hidden_wanted(const ScheduledChunk& c, const SchedRequest& r) const;
+  std::pair<int32_t, int32_t> hidden_wanted(const ScheduledChunk& c, const SchedRequest& r,
+                                            const RequestState* st) const;
   // Adds rows for positions [from, to) to the request's sum; the pooled vector once complete.
   std::vector<float> pool_hidden(RequestState& st, int32_t from, const float* rows, int32_t n, bool samples);
   // Rows this chunk needs: the sampling row(s), and with prompt log-probabilities every prompt row.
-  int rows_wanted(const ScheduledChunk& c, const SchedRequest& r) const;
+  int rows_wanted(const ScheduledChunk& c, const SchedRequest& r, const RequestState* st) const;
   // Scores the prompt tokens that rows [first_pos, first_pos + n) predict.
   void score_prompt(RequestState& st, int32_t first_pos, const float* rows, int32_t n);
   // The request's logit bias, then its grammar's mask (tokens the grammar
@@ -148,6 +149,7 @@ class ModelRunner {
   std::vector<KvPoolView> pools_;
   std::vector<float> logits_;  // [n_rows][n_vocab]
   std::vector<std::pair<int32_t, int32_t>> hidden_;  // per chunk of the step: positions wanting hidden rows
+  std::vector<RequestState*> chunk_states_;          // per chunk of the step: its runner state (null: none)
   std::vector<float> hidden_rows_;                   // [n_hidden][n_embd]
 };
 

@@ -254,18 +254,18 @@ struct Job : std::enable_shared_from_this<Job> {
       }
     }
     // With tools, the parser decides which text is content and which a call.
-    std::string text = o.text;
-    std::vector<ParsedToolCall> calls;
+    // (Without tools the engine's text is used as it is: no copy per token.)
+    ToolCallParser::Delta parsed;
     if (c.tools) {
-      ToolCallParser::Delta d = c.tools->feed(o.text);
+      parsed = c.tools->feed(o.text);
       if (o.finish) {
         ToolCallParser::Delta rest = c.tools->finish();
-        d.content += rest.content;
-        for (auto& call : rest.calls) d.calls.push_back(std::move(call));
+        parsed.content += rest.content;
+        for (auto& call : rest.calls) parsed.calls.push_back(std::move(call));
       }
-      text = std::move(d.content);
-      calls = std::move(d.calls);
     }
+    const std::string& text = c.tools ? parsed.content : o.text;
+    std::vector<ParsedToolCall>& calls = parsed.calls;
     if (sse && (!text.empty() || !lp_delta.is_null())) {
       json j = chunk_base();
       json choice = {{"index", c.index}, {"logprobs", lp_delta.is_null() ? json(nullptr) : lp_delta},

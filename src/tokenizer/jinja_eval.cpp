@@ -200,15 +200,17 @@ class Renderer {
   // caller(), in the scopes of the call site — and its text returned.
   Value call_macro(const Expr& at, const Value& m, const CallArgs& call, const Value* caller) {
     const Node& def = *m.macro;
-    if (++macro_depth_ > kMaxMacroDepth) {
-      --macro_depth_;
-      return fail(at, "macros nested too deeply", ErrorKind::OutOfRange);
-    }
+    struct MacroDepth {  // counts this call while it runs, whatever way it returns
+      int& depth;
+      explicit MacroDepth(int& d) : depth(++d) {}
+      ~MacroDepth() { --depth; }
+    } guard(macro_depth_);
+    if (macro_depth_ > kMaxMacroDepth) return fail(at, "macros nested too deeply", ErrorKind::OutOfRange);
     Dict params;
     if (m.closure == nullptr) {
       if (call.args.size() > def.params.size())
-        return --macro_depth_, fail(at, "macro '" + def.targets[0] + "' takes " + std::to_string(def.params.size()) +
-                                            " arguments, got " + std::to_string(call.args.size()));
+        return fail(at, "macro '" + def.targets[0] + "' takes " + std::to_string(def.params.size()) +
+                            " arguments, got " + std::to_string(call.args.size()));
       for (size_t k = 0; k < def.params.size(); ++k) {
         const std::string& name = def.params[k].first;
         if (k < call.args.size()) {
@@ -217,7 +219,7 @@ class Renderer {
           params.emplace_back(name, *v);
         } else if (def.params[k].second) {
           params.emplace_back(name, eval(*def.params[k].second));
-          if (failed()) return --macro_depth_, Value{};
+          if (failed()) return {};
         } else {
           params.emplace_back(name, Value{});  // Jinja: a missing argument is undefined
         }
@@ -234,7 +236,6 @@ class Renderer {
     scopes_.push_back(std::move(params));
     auto text = capture(def.bodies[0]);  // a macro's body, or a call block's
     scopes_.swap(saved);
-    --macro_depth_;
     if (!text) return {};
     return Value::of_string(std::move(*text));
   }

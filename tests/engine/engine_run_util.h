@@ -18,6 +18,7 @@ namespace tern::test {
 
 struct Collected {
   std::vector<TokenId> tokens;
+  std::vector<float> logprobs;  // per token, when the request asked for them
   std::string text;
   std::optional<RequestOutput> final_output;
   std::vector<PromptTokenLogprob> prompt_logprobs;
@@ -47,7 +48,10 @@ inline std::vector<Collected> run_all(InlineEngine& core, const std::vector<Gene
     EXPECT_TRUE(p.is_ok()) << p.status().message();
     if (!p.is_ok()) continue;
     core.add(RequestId(i + 1), std::move(p).value(), [&out, i](const RequestOutput& o) {
-      if (o.has_token) out[i].tokens.push_back(o.token);
+      if (o.has_token) {
+        out[i].tokens.push_back(o.token);
+        out[i].logprobs.push_back(o.logprob);
+      }
       out[i].text += o.text;
       if (!o.embedding.empty()) out[i].embedding = o.embedding;
       if (!o.prompt_logprobs.empty()) {

@@ -251,18 +251,9 @@ TEST(EngineCore, PromptLogprobsMatchGenerationLogprobs) {
   gen.max_tokens = 40;
   gen.sampling.temperature = 0;
   gen.n_logprobs = 0;
-  std::vector<float> expected;
-  std::vector<TokenId> tokens;
-  {
-    auto p = gen_core->prepare(gen);
-    ASSERT_TRUE(p.is_ok());
-    gen_core->add(RequestId(1), std::move(p).value(), [&](const RequestOutput& o) {
-      if (!o.has_token) return;
-      tokens.push_back(o.token);
-      expected.push_back(o.logprob);
-    });
-    while (gen_core->has_work()) ASSERT_TRUE(gen_core->step().is_ok());
-  }
+  const Collected generated = run_all(*gen_core, {gen})[0];
+  const std::vector<TokenId>& tokens = generated.tokens;
+  const std::vector<float>& expected = generated.logprobs;
   ASSERT_EQ(tokens.size(), 40u);
 
   GenerationRequest score;

@@ -34,9 +34,10 @@ ChatTemplate must_parse(std::string_view source) {
 }
 
 std::string render(const ChatTemplate& t, std::vector<ChatMessage> messages, std::string bos = "<s>",
-                   std::string eos = "</s>", bool add_generation_prompt = true) {
+                   std::string eos = "</s>", bool add_generation_prompt = true, std::string tools_json = "") {
   ChatTemplateInputs in;
   in.messages = std::move(messages);
+  in.tools_json = std::move(tools_json);
   in.bos_token = std::move(bos);
   in.eos_token = std::move(eos);
   in.add_generation_prompt = add_generation_prompt;
@@ -215,15 +216,7 @@ std::vector<ChatMessage> tool_round_trip() {
 }
 
 std::string render_with_tools(const ChatTemplate& t, std::string bos, std::string eos) {
-  ChatTemplateInputs in;
-  in.messages = tool_round_trip();
-  in.tools_json = kWeatherTool;
-  in.bos_token = std::move(bos);
-  in.eos_token = std::move(eos);
-  in.now_unix = kJul26of2024;
-  auto r = t.render(in);
-  EXPECT_TRUE(r.is_ok()) << r.status().message();
-  return r.is_ok() ? r.value() : "<render failed>";
+  return render(t, tool_round_trip(), std::move(bos), std::move(eos), true, std::string(kWeatherTool));
 }
 
 TEST(ChatTemplateTools, Llama31ToolsInTheFirstUserMessage) {
