@@ -86,10 +86,18 @@ int main(int argc, char** argv) {
   std::vector<std::string> pieces(static_cast<size_t>((*tok)->n_vocab()));
   for (size_t t = 0; t < pieces.size(); ++t) pieces[t] = (*tok)->token_to_piece(static_cast<TokenId>(t));
   const grammar::TokenVocab vocab(std::move(pieces));
-  std::printf("vocabulary %zu tokens, trie built in %.1f ms\n\n", vocab.pieces.size(), ms_since(t0));
+  std::printf("vocabulary %zu tokens (longest %zu bytes), trie built in %.1f ms\n\n", vocab.pieces.size(),
+              vocab.trie.max_len(), ms_since(t0));
   std::printf("| grammar | compile ms | steps | mask ms mean | p50 | p99 | tokens allowed (mean) |\n|---|---|---|---|---|---|---|\n");
   walk("JSON Schema, 50 properties", {ConstraintKind::JsonSchema, schema_50()}, vocab, steps);
   walk("JSON object", {ConstraintKind::JsonObject, ""}, vocab, steps);
   walk("regex [a-z ]+\\.", {ConstraintKind::Regex, "[a-z ]+\\."}, vocab, steps);
+  // Counted repetitions: a long bounded string and a long bounded array.
+  walk("JSON Schema, string minLength 400",
+       {ConstraintKind::JsonSchema, R"({"type":"object","properties":{"story":{"type":"string","minLength":400}},"required":["story"]})"},
+       vocab, steps);
+  walk("JSON Schema, 50-200 integers",
+       {ConstraintKind::JsonSchema, R"({"type":"array","items":{"type":"integer"},"minItems":50,"maxItems":200})"}, vocab,
+       steps);
   return 0;
 }

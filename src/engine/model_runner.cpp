@@ -1,6 +1,7 @@
 #include "engine/model_runner.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -27,25 +28,48 @@ void ModelRunner::add_request(RequestId id, const RunnerRequest& r) {
   if (r.grammar) {
     TERN_ASSERT_MSG(r.vocab != nullptr, "runner: a grammar needs the vocabulary's pieces");
     st->matcher = std::make_unique<grammar::Matcher>(r.grammar);
+    st->matcher->share_masks(masks_for(r));
     st->vocab = r.vocab;
     st->end_ids = r.end_ids;
   }
   requests_[id] = std::move(st);
 }
 
+std::shared_ptr<grammar::MaskCache> ModelRunner::masks_for(const RunnerRequest& r) {
+  auto it = mask_caches_.find(r.grammar.get());
+  if (it != mask_caches_.end() && it->second.vocab == r.vocab) return it->second.masks;
+  if (mask_caches_.size() >= kIdleMaskCaches) {
+    // Drop the caches no request holds any more (a matcher holds one while its request lives).
+    std::erase_if(mask_caches_, [](const auto& e) { return e.second.masks.use_count() == 1; });
+  }
+  auto masks = std::make_shared<grammar::MaskCache>();
+  mask_caches_[r.grammar.get()] = {r.grammar, r.vocab, masks};
+  return masks;
+}
+
 void ModelRunner::constrain(RequestState& st, std::span<float> row) {
   for (const auto& [tok, bias] : st.logit_bias) row[static_cast<size_t>(tok)] += bias;
   if (!st.matcher) return;
-  st.matcher->mask(st.vocab->trie, st.mask);
-  const size_t n = std::min(row.size(), st.mask.size());
+  const std::vector<uint64_t>& bits = st.matcher->mask_bits(st.vocab->trie);
   std::vector<float>& end_logits = st.end_logits;
   end_logits.clear();
   for (TokenId e : st.end_ids) end_logits.push_back(row[static_cast<size_t>(e)]);
+  // Word by word: a word of 64 allowed tokens (most of a JSON string's
+  // vocabulary) costs one compare; only disallowed bits touch the row.
+  constexpr float kNever = -std::numeric_limits<float>::infinity();
   bool any = false;
-  for (size_t t = 0; t < row.size(); ++t) {
-    if (t < n && st.mask[t]) any = true;
-    else row[t] = -std::numeric_limits<float>::infinity();
+  const size_t n_words = std::min(bits.size(), (row.size() + 63) / 64);
+  for (size_t w = 0; w < n_words; ++w) {
+    const uint64_t word = bits[w];
+    if (word != 0) any = true;
+    if (word == ~uint64_t{0}) continue;
+    for (uint64_t off = ~word; off != 0; off &= off - 1) {
+      const size_t t = w * 64 + static_cast<size_t>(std::countr_zero(off));
+      if (t >= row.size()) break;
+      row[t] = kNever;
+    }
   }
+  for (size_t t = n_words * 64; t < row.size(); ++t) row[t] = kNever;  // ids the vocabulary's trie does not have
   // End-of-text where the sentence is complete — and also when nothing else
   // fits (a grammar needing bytes no token has): ending beats sampling from nothing.
   if (st.matcher->can_end() || !any)

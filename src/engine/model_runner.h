@@ -17,7 +17,8 @@
 // grammar matcher before sampling or verification (tokens the grammar cannot
 // take get -inf; end-of-text only where the sentence is complete), and each
 // emitted token is fed to the matcher, so speculative proposals are checked
-// by the same mask as sampled tokens.
+// by the same mask as sampled tokens. Requests under the same grammar share
+// one MaskCache (a batch of one schema walks each grammar state's mask once).
 //
 // An embedding request gets hidden rows (the final normed hidden state) for
 // the prompt positions its pooling needs, summed across chunks, and its
@@ -106,7 +107,6 @@ class ModelRunner {
     std::shared_ptr<const grammar::TokenVocab> vocab;
     std::vector<TokenId> end_ids;
     std::vector<std::pair<TokenId, float>> logit_bias;
-    std::vector<uint8_t> mask;        // scratch [n_vocab]
     std::vector<float> end_logits;    // scratch [end_ids]
     // Prompt log-probabilities: the prompt, the entries so far, and the next position to score.
     int n_prompt_logprobs = -1;
@@ -151,6 +151,17 @@ class ModelRunner {
   std::vector<std::pair<int32_t, int32_t>> hidden_;  // per chunk of the step: positions wanting hidden rows
   std::vector<RequestState*> chunk_states_;          // per chunk of the step: its runner state (null: none)
   std::vector<float> hidden_rows_;                   // [n_hidden][n_embd]
+  // Mask caches by grammar; each entry keeps its grammar and vocabulary alive
+  // (the key stays valid). Idle ones beyond kIdleMaskCaches are dropped.
+  struct SharedMasks {
+    std::shared_ptr<const grammar::Grammar> grammar;
+    std::shared_ptr<const grammar::TokenVocab> vocab;
+    std::shared_ptr<grammar::MaskCache> masks;
+  };
+  static constexpr size_t kIdleMaskCaches = 8;
+  std::unordered_map<const grammar::Grammar*, SharedMasks> mask_caches_;
+  // The cache for this grammar and vocabulary (created when new).
+  std::shared_ptr<grammar::MaskCache> masks_for(const RunnerRequest& r);
 };
 
 }  // namespace tern

@@ -161,6 +161,18 @@ Result<Symbol> GrammarBuilder::repeat(std::vector<Symbol> body, int min, int max
   if (min < 0 || (max >= 0 && max < min))
     return error(ErrorKind::InvalidArgument, "grammar: repetition {" + std::to_string(min) + "," +
                                                  std::to_string(max) + "} has max below min");
+  if (std::max(min, max) > kMaxRepeatCount)
+    return error(ErrorKind::OutOfRange, "grammar: repetition count " + std::to_string(std::max(min, max)) +
+                                            " is too large (at most " + std::to_string(kMaxRepeatCount) + ")");
+  // ?, * and + as rules: their states recur by themselves, no count needed.
+  if (min <= 1 && (max < 0 || max <= 1)) return unrolled(std::move(body), min, max);
+  const uint32_t r = fresh_rule("body");
+  add_alt(r, std::move(body));
+  g_.repeats.push_back({r, static_cast<uint32_t>(min), max < 0 ? Repeat::kUnbounded : static_cast<uint32_t>(max)});
+  return Symbol{Symbol::Kind::Repeat, static_cast<uint32_t>(g_.repeats.size() - 1)};
+}
+
+Result<Symbol> GrammarBuilder::unrolled(std::vector<Symbol> body, int min, int max) {
   const size_t copies = static_cast<size_t>(std::max(min, max));
   if (copies * (body.size() + 2) > kMaxSymbols)
     return error(ErrorKind::OutOfRange, "grammar: repetition count " + std::to_string(copies) + " is too large");
@@ -194,9 +206,54 @@ Result<Symbol> GrammarBuilder::repeat(std::vector<Symbol> body, int min, int max
   return rule_ref(r);
 }
 
+std::vector<bool> GrammarBuilder::nullable_rules() const {
+  const size_t n = g_.rules.size();
+  std::vector<bool> nullable(n, false);
+  const auto sym_nullable = [&](const Symbol& s) {
+    if (s.kind == Symbol::Kind::Rule) return static_cast<bool>(nullable[s.id]);
+    if (s.kind == Symbol::Kind::Repeat) return g_.repeats[s.id].min == 0 || nullable[g_.repeats[s.id].body];
+    return false;
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < n; ++r) {
+      if (nullable[r]) continue;
+      for (uint32_t a : g_.rules[r].alts) {
+        if (std::all_of(g_.alts[a].begin(), g_.alts[a].end(), sym_nullable)) {
+          nullable[r] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  return nullable;
+}
+
+Status GrammarBuilder::unroll_nullable_repeats() {
+  const std::vector<bool> nullable = nullable_rules();
+  std::unordered_map<uint32_t, Symbol> replaced;  // repeat id -> its unrolled rule
+  for (size_t i = 0; i < g_.repeats.size(); ++i) {
+    const Repeat rep = g_.repeats[i];
+    if (!nullable[rep.body]) continue;
+    // A body that can match nothing makes the lower bound moot: body{m,n} = body{0,n}.
+    auto r = unrolled({rule_ref(rep.body)}, 0, rep.max == Repeat::kUnbounded ? -1 : static_cast<int>(rep.max));
+    if (!r.is_ok()) return r.status();
+    replaced.emplace(static_cast<uint32_t>(i), *r);
+  }
+  if (replaced.empty()) return Status::ok();
+  for (auto& alt : g_.alts)
+    for (Symbol& s : alt)
+      if (s.kind == Symbol::Kind::Repeat)
+        if (auto it = replaced.find(s.id); it != replaced.end()) s = it->second;
+  return Status::ok();
+}
+
 Result<Grammar> GrammarBuilder::finish(std::string_view root_name) {
-  if (too_big_) return error(ErrorKind::OutOfRange, "grammar: too large (over " + std::to_string(kMaxSymbols) +
-                                                        " symbols or " + std::to_string(kMaxRules) + " rules)");
+  const auto too_big = [] {
+    return error(ErrorKind::OutOfRange, "grammar: too large (over " + std::to_string(kMaxSymbols) + " symbols or " +
+                                            std::to_string(kMaxRules) + " rules)");
+  };
+  if (too_big_) return too_big();
   if (empty_class_) return error(ErrorKind::InvalidArgument, "grammar: a character class matches no character");
   auto root = by_name_.find(std::string(root_name));
   if (root == by_name_.end()) return error(ErrorKind::InvalidArgument, "grammar: no rule named '" + std::string(root_name) + "'");
@@ -204,30 +261,22 @@ Result<Grammar> GrammarBuilder::finish(std::string_view root_name) {
     if (!defined_[r]) return error(ErrorKind::InvalidArgument, "grammar: rule '" + g_.rules[r].name + "' is used but not defined");
   g_.root = root->second;
 
-  // Rules that can match the empty string (fixed point).
+  if (Status st = unroll_nullable_repeats(); !st.is_ok()) return st;
+  if (too_big_) return too_big();
   const size_t n = g_.rules.size();
-  std::vector<bool> nullable(n, false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (size_t r = 0; r < n; ++r) {
-      if (nullable[r]) continue;
-      for (uint32_t a : g_.rules[r].alts) {
-        const bool all = std::all_of(g_.alts[a].begin(), g_.alts[a].end(), [&](const Symbol& s) {
-          return s.kind == Symbol::Kind::Rule && nullable[s.id];
-        });
-        if (all) {
-          nullable[r] = changed = true;
-          break;
-        }
-      }
-    }
-  }
+  const std::vector<bool> nullable = nullable_rules();
   // Left edges: r -> s when s can be the first thing r matches.
   std::vector<std::vector<uint32_t>> edges(n);
   for (size_t r = 0; r < n; ++r)
     for (uint32_t a : g_.rules[r].alts)
       for (const Symbol& s : g_.alts[a]) {
         if (s.kind == Symbol::Kind::Bytes) break;
+        if (s.kind == Symbol::Kind::Repeat) {
+          const Repeat& rep = g_.repeats[s.id];
+          edges[r].push_back(rep.body);
+          if (rep.min > 0) break;  // the body is not nullable here (unrolled above otherwise)
+          continue;
+        }
         edges[r].push_back(s.id);
         if (!nullable[s.id]) break;
       }

@@ -10,9 +10,13 @@
 // property of the grammar rather than a check at run time.
 //
 // Shape: rules are alternations of alternatives; an alternative is a sequence
-// of symbols, each a byte set (one byte from the set) or a reference to a rule.
-// The empty alternative matches the empty string. Builders desugar repetition
-// and grouping into extra rules, so the matcher sees only this form.
+// of symbols, each a byte set (one byte from the set), a reference to a rule,
+// or a counted repetition of a rule. The empty alternative matches the empty
+// string. Builders desugar grouping, `?`, `*` and `+` into extra rules; a
+// repetition with counts ({m,n}: a string's minLength, an array's maxItems)
+// stays one symbol the matcher counts through, so `char{0,400}` is not 400
+// grammar positions — every character would be a state seen for the first
+// time, and its token mask a fresh walk of the vocabulary.
 //
 // Checks (GrammarBuilder::finish): every referenced rule is defined, the root
 // exists, no rule is left-recursive (directly or through rules that can match
@@ -44,9 +48,10 @@ struct ByteSet {
 };
 
 struct Symbol {
-  enum class Kind : uint8_t { Bytes, Rule };
+  enum class Kind : uint8_t { Bytes, Rule, Repeat };
   Kind kind = Kind::Bytes;
-  uint32_t id = 0;  // Bytes: index into Grammar::byte_sets; Rule: index into Grammar::rules
+  // Bytes: index into Grammar::byte_sets; Rule: into Grammar::rules; Repeat: into Grammar::repeats
+  uint32_t id = 0;
   bool operator==(const Symbol&) const = default;
 };
 
@@ -55,8 +60,18 @@ struct Rule {
   std::vector<uint32_t> alts;  // indices into Grammar::alts
 };
 
+// The rule `body` matched between min and max times in a row (max ==
+// kUnbounded: no limit). finish() guarantees the body cannot match the empty
+// string, so every copy consumes at least one byte — what lets the matcher
+// treat counts far from both bounds as one state for its mask cache.
+struct Repeat {
+  static constexpr uint32_t kUnbounded = UINT32_MAX;
+  uint32_t body = 0, min = 0, max = kUnbounded;
+};
+
 struct Grammar {
   std::vector<ByteSet> byte_sets;
+  std::vector<Repeat> repeats;
   std::vector<std::vector<Symbol>> alts;  // alternative -> its symbols in order
   std::vector<Rule> rules;
   uint32_t root = 0;
@@ -70,6 +85,7 @@ struct CodeRange {
 // Limits that keep a hostile grammar (a schema from a request) bounded.
 inline constexpr size_t kMaxSymbols = 1u << 20;  // symbols over all alternatives
 inline constexpr size_t kMaxRules = 1u << 18;
+inline constexpr int kMaxRepeatCount = 1'000'000;  // {m,n} bounds
 
 // Builds a Grammar. Rules are referred to by name; a name used before it is
 // defined is fine (checked in finish()). Anonymous rules (groups, repetition,
@@ -95,13 +111,22 @@ class GrammarBuilder {
   Symbol rule_ref(uint32_t rule) const { return {Symbol::Kind::Rule, rule}; }
 
   // Repetition of `body` (a sequence) between min and max times (max < 0: no
-  // limit), as a new rule. Counts are bounded by the size limits.
+  // limit). Counts up to kMaxRepeatCount.
   Result<Symbol> repeat(std::vector<Symbol> body, int min, int max);
 
   // Validates and returns the grammar rooted at `root_name`.
   Result<Grammar> finish(std::string_view root_name);
 
  private:
+  // Nullable rules (fixed point over the grammar as it stands).
+  std::vector<bool> nullable_rules() const;
+  // `body` min..max times as plain rules (a chain of optional copies).
+  Result<Symbol> unrolled(std::vector<Symbol> body, int min, int max);
+  // Replaces each Repeat whose body can match the empty string by its
+  // unrolled rules: counting empty copies would let one byte step walk
+  // through every count up to max.
+  Status unroll_nullable_repeats();
+
   Grammar g_;
   std::vector<bool> defined_;
   std::unordered_map<std::string, uint32_t> by_name_;

@@ -20,6 +20,7 @@ TokenTrie::TokenTrie(const std::vector<std::string>& pieces) : n_tokens_(pieces.
     size_t i = lo;
     nodes_[n].first_token = static_cast<uint32_t>(tokens_.size());
     for (; i < hi && pieces[order[i]].size() == depth; ++i) tokens_.push_back(order[i]);
+    if (i > lo) max_len_ = std::max(max_len_, depth);
     nodes_[n].n_tokens = static_cast<uint32_t>(tokens_.size() - nodes_[n].first_token);
     std::vector<std::pair<size_t, size_t>> runs;  // [begin, end) of each next byte
     for (size_t j = i; j < hi;) {
@@ -50,14 +51,28 @@ Matcher::Matcher(std::shared_ptr<const Grammar> grammar) : g_(std::move(grammar)
   history_.push_back(std::move(start));
 }
 
-uint32_t Matcher::cont(uint32_t alt, uint32_t idx, uint32_t parent) {
+uint32_t Matcher::cont(uint32_t alt, uint32_t idx, uint32_t parent, uint32_t count) {
   if (idx >= g_->alts[alt].size()) return parent;
-  const Node key{alt, idx, parent};
-  auto it = ids_.find(key);
-  if (it != ids_.end()) return it->second;
+  const Node key{alt, idx, parent, count};
+  if (2 * (nodes_.size() + 1) > ids_.size()) {
+    // Grow and re-insert every node.
+    ids_.assign(std::max<size_t>(64, 2 * ids_.size()), kEnd);
+    const size_t m = ids_.size() - 1;
+    for (uint32_t id = 0; id < nodes_.size(); ++id) {
+      size_t i = hash(nodes_[id]) & m;
+      while (ids_[i] != kEnd) i = (i + 1) & m;
+      ids_[i] = id;
+    }
+  }
+  const size_t m = ids_.size() - 1;
+  size_t i = hash(key) & m;
+  for (; ids_[i] != kEnd; i = (i + 1) & m) {
+    const Node& n = nodes_[ids_[i]];
+    if (n.alt == alt && n.idx == idx && n.parent == parent && n.count == count) return ids_[i];
+  }
   const uint32_t id = static_cast<uint32_t>(nodes_.size());
   nodes_.push_back(key);
-  ids_.emplace(key, id);
+  ids_[i] = id;
   return id;
 }
 
@@ -84,6 +99,19 @@ void Matcher::expand(uint32_t c, Set& out) {
     const Symbol& s = g_->alts[nd.alt][nd.idx];
     if (s.kind == Symbol::Kind::Bytes) {
       result.push_back(x);
+      continue;
+    }
+    if (s.kind == Symbol::Kind::Repeat) {
+      // Either stop here (min reached) or match one more copy and come back
+      // with the count one higher. Past min with no max, every count behaves
+      // the same, so it stays at min and the stack recurs.
+      const Repeat& rep = g_->repeats[s.id];
+      if (nd.count >= rep.min) work_.push_back(cont(nd.alt, nd.idx + 1, nd.parent));
+      if (nd.count < rep.max) {
+        const uint32_t next = rep.max == Repeat::kUnbounded && nd.count + 1 >= rep.min ? rep.min : nd.count + 1;
+        const uint32_t back = cont(nd.alt, nd.idx, nd.parent, next);
+        for (uint32_t a : g_->rules[rep.body].alts) work_.push_back(cont(a, 0, back));
+      }
       continue;
     }
     const uint32_t after = cont(nd.alt, nd.idx + 1, nd.parent);
@@ -178,32 +206,84 @@ void Matcher::walk_trie(const TokenTrie& trie, const Set& from, std::vector<uint
   }
 }
 
+uint32_t Matcher::canonical(uint32_t x, uint32_t max_len) {
+  if (g_->repeats.empty()) return x;
+  // The chain from x up to the first stack already known (or the bottom).
+  std::vector<uint32_t> chain;
+  uint32_t base = kEnd;
+  for (uint32_t y = x; y != kEnd; y = nodes_[y].parent) {
+    if (auto it = canonical_.find(y); it != canonical_.end()) {
+      base = it->second;
+      break;
+    }
+    chain.push_back(y);
+  }
+  // Rebuilt bottom-up over the canonical parent.
+  for (size_t i = chain.size(); i-- > 0;) {
+    const Node nd = nodes_[chain[i]];
+    const Symbol& s = g_->alts[nd.alt][nd.idx];
+    uint32_t count = nd.count;
+    if (s.kind == Symbol::Kind::Repeat) {
+      const Repeat& rep = g_->repeats[s.id];
+      const uint64_t far = uint64_t{max_len} + 1;  // a token cannot reach a bound this far off
+      if (count + far <= rep.min) count = static_cast<uint32_t>(rep.min - far);
+      else if (count >= rep.min && (rep.max == Repeat::kUnbounded || rep.max - count >= far)) count = rep.min;
+    }
+    base = cont(nd.alt, nd.idx, base, count);
+    canonical_.emplace(chain[i], base);
+  }
+  return base;
+}
+
+std::string Matcher::stack_key(uint32_t x) const {
+  std::string key;
+  for (uint32_t y = x; y != kEnd; y = nodes_[y].parent) {
+    const Node& nd = nodes_[y];
+    const uint32_t parts[3] = {nd.alt, nd.idx, nd.count};
+    key.append(reinterpret_cast<const char*>(parts), sizeof(parts));
+  }
+  return key;
+}
+
 const std::vector<uint64_t>& Matcher::stack_mask(const TokenTrie& trie, uint32_t x) {
+  x = canonical(x, static_cast<uint32_t>(trie.max_len()));
   auto it = mask_cache_.find(x);
   if (it != mask_cache_.end()) {
     mask_order_.erase(std::find(mask_order_.begin(), mask_order_.end(), x));
     mask_order_.push_back(x);
-    return it->second;
+    return *it->second;
   }
   if (mask_order_.size() >= kMaskCacheEntries) {
     mask_cache_.erase(mask_order_.front());
     mask_order_.erase(mask_order_.begin());
   }
-  std::vector<uint64_t> bits;
-  walk_trie(trie, Set{x}, bits);
+  MaskCache::Bits bits;
+  std::string key;
+  if (shared_) {
+    key = stack_key(x);
+    bits = shared_->find(key);
+  }
+  if (!bits) {
+    auto walked = std::make_shared<std::vector<uint64_t>>();
+    walk_trie(trie, Set{x}, *walked);
+    bits = std::move(walked);
+    if (shared_) shared_->insert(key, bits);
+  }
   mask_order_.push_back(x);
-  return mask_cache_.emplace(x, std::move(bits)).first->second;
+  return *mask_cache_.emplace(x, std::move(bits)).first->second;
 }
 
-void Matcher::mask(const TokenTrie& trie, std::vector<uint8_t>& allowed) {
+const std::vector<uint64_t>& Matcher::mask_bits(const TokenTrie& trie) {
   if (cached_trie_ != &trie) {
     mask_cache_.clear();
     mask_order_.clear();
+    canonical_.clear();
     cached_trie_ = &trie;
   }
   const Set& cur = history_.back();
   const size_t n_stacks = cur.size() - (can_end() ? 1 : 0);
   std::vector<uint64_t>& bits = bits_;
+  if (n_stacks == 1) return stack_mask(trie, cur[0]);  // the common case: no OR, no copy
   bits.assign((trie.n_tokens() + 63) / 64, 0);
   if (n_stacks <= kMaxCachedStacks) {
     for (uint32_t x : cur) {
@@ -214,6 +294,11 @@ void Matcher::mask(const TokenTrie& trie, std::vector<uint8_t>& allowed) {
   } else {
     walk_trie(trie, cur, bits);
   }
+  return bits;
+}
+
+void Matcher::mask(const TokenTrie& trie, std::vector<uint8_t>& allowed) {
+  const std::vector<uint64_t>& bits = mask_bits(trie);
   allowed.resize(trie.n_tokens());
   for (size_t t = 0; t < allowed.size(); ++t) allowed[t] = static_cast<uint8_t>((bits[t >> 6] >> (t & 63)) & 1);
 }

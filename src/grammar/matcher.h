@@ -21,6 +21,16 @@
 // state of a few stacks is the OR of their cached masks: a trie walk only
 // the first time a stack is seen.
 //
+// Counted repetitions ({m,n}, a Repeat symbol) keep their count in the stack
+// node, so a 400-character string is 400 distinct stacks. Their masks are
+// cached under a canonical stack instead: a token has at most max_len() bytes
+// and each copy of a repeated body takes at least one, so a count more than
+// max_len() below min (or, once min is reached, more than max_len() below
+// max) allows exactly the tokens any other such count allows — the canonical
+// stack clamps it (canonical()), and the long middle of a bounded string
+// costs one trie walk, not one per character. A MaskCache shared by the
+// matchers of one grammar (share_masks) makes that one walk per batch.
+//
 // Ambiguous grammars can multiply stacks; a step that would hold more than
 // kMaxStacks is refused as if the byte did not match, and overflowed() says
 // so, instead of letting memory grow without bound.
@@ -37,6 +47,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
+#include "grammar/mask_cache.h"
 
 namespace tern::grammar {
 
@@ -46,6 +57,8 @@ class TokenTrie {
  public:
   explicit TokenTrie(const std::vector<std::string>& pieces);
   size_t n_tokens() const { return n_tokens_; }
+  // The longest piece, in bytes.
+  size_t max_len() const { return max_len_; }
 
   struct Node {
     uint32_t first_edge = 0, n_edges = 0;    // into edges_
@@ -64,6 +77,7 @@ class TokenTrie {
   std::vector<Edge> edges_;
   std::vector<int32_t> tokens_;
   size_t n_tokens_ = 0;
+  size_t max_len_ = 0;
 };
 
 // What constrained sampling needs of a vocabulary: each token's bytes as
@@ -95,30 +109,35 @@ class Matcher {
   bool finished() const;
   // Whether accept(bytes) would succeed; no state change.
   bool allows(std::string_view bytes);
-  // allowed[id] = 1 for each trie token that may come next, 0 otherwise; the
-  // vector is resized to trie.n_tokens() (ids outside the trie stay 0).
+  // The tokens that may come next as a bit set: bit t of word t / 64 for token
+  // t, (trie.n_tokens() + 63) / 64 words, bits past n_tokens() zero. Valid
+  // until the next call on this matcher.
+  const std::vector<uint64_t>& mask_bits(const TokenTrie& trie);
+  // The same as bytes: allowed[id] = 1 or 0, resized to trie.n_tokens().
   void mask(const TokenTrie& trie, std::vector<uint8_t>& allowed);
+  // Looks masks up in (and adds them to) `cache`, shared with other matchers
+  // of this grammar; it must only ever see masks over one trie.
+  void share_masks(std::shared_ptr<MaskCache> cache) { shared_ = std::move(cache); }
   // A step was refused because the grammar was too ambiguous (kMaxStacks).
   bool overflowed() const { return overflowed_; }
 
  private:
   struct Node {
     uint32_t alt, idx, parent;  // waiting for symbol idx of alternative alt; then continue with parent
+    uint32_t count;             // when that symbol is a Repeat: the copies matched so far
   };
-  struct KeyHash {
-    size_t operator()(const Node& n) const {
-      return (size_t{n.alt} * 0x9E3779B97F4A7C15ull) ^ (size_t{n.idx} * 0xC2B2AE3D27D4EB4Full) ^ n.parent;
-    }
-  };
-  struct KeyEq {
-    bool operator()(const Node& a, const Node& b) const {
-      return a.alt == b.alt && a.idx == b.idx && a.parent == b.parent;
-    }
-  };
+  static size_t hash(const Node& n) {
+    uint64_t h = ((uint64_t{n.alt} << 32) | n.idx) * 0x9E3779B97F4A7C15ull;
+    h ^= ((uint64_t{n.parent} << 32) | n.count) * 0xC2B2AE3D27D4EB4Full;
+    return static_cast<size_t>(h ^ (h >> 31));
+  }
   using Set = std::vector<uint32_t>;  // sorted, unique stack ids (and kEnd)
 
   // The stack continuing at symbol idx of alt, then parent (parent itself when idx is past the end).
-  uint32_t cont(uint32_t alt, uint32_t idx, uint32_t parent);
+  uint32_t cont(uint32_t alt, uint32_t idx, uint32_t parent, uint32_t count = 0);
+  // The stack whose mask stack x shares: x with each repetition count clamped
+  // (see the header comment); x itself when the grammar has no Repeat.
+  uint32_t canonical(uint32_t x, uint32_t max_len);
   // Appends the stacks with a byte set on top that `c` expands to.
   void expand(uint32_t c, Set& out);
   // next = the stacks after byte b from `from`. False on overflow.
@@ -127,16 +146,24 @@ class Matcher {
   void walk_trie(const TokenTrie& trie, const Set& from, std::vector<uint64_t>& bits);
   // The tokens stack x alone takes, cached.
   const std::vector<uint64_t>& stack_mask(const TokenTrie& trie, uint32_t x);
+  // Stack x spelled out (alternative, position, count from the top down): a
+  // key any matcher of the grammar computes the same way.
+  std::string stack_key(uint32_t x) const;
 
   std::shared_ptr<const Grammar> g_;
   std::vector<Node> nodes_;
-  std::unordered_map<Node, uint32_t, KeyHash, KeyEq> ids_;
+  // Hash-consing: open addressing over node ids (kEnd = empty slot), a power
+  // of two at most half full — every byte step looks nodes up, and a
+  // node-based map spent more in malloc and pointer chasing than the lookup.
+  std::vector<uint32_t> ids_;
   std::unordered_map<uint32_t, Set> expanded_;  // memo of expand() per continuation
   std::vector<Set> history_;                    // [0] initial; back() current
   bool overflowed_ = false;
   std::vector<uint32_t> work_;  // scratch of expand()
   const TokenTrie* cached_trie_ = nullptr;  // the trie mask_cache_ was built with
-  std::unordered_map<uint32_t, std::vector<uint64_t>> mask_cache_;
+  std::unordered_map<uint32_t, MaskCache::Bits> mask_cache_;  // by canonical stack id
+  std::shared_ptr<MaskCache> shared_;                          // null: masks are this matcher's own
+  std::unordered_map<uint32_t, uint32_t> canonical_;                 // memo of canonical()
   std::vector<uint32_t> mask_order_;  // cached stack ids, least recently used first
   std::vector<uint64_t> bits_;        // scratch of mask(): the OR of the stacks' masks
 };

@@ -94,6 +94,33 @@ TEST(Gbnf, RepetitionCounts) {
   EXPECT_FALSE(matches(g, "aabcccd"));
   EXPECT_FALSE(matches(g, "aabdddd"));
   EXPECT_FALSE(matches(g, "aabdx"));
+
+  // Counted repetition of alternatives of different lengths, nested counts,
+  // a body that can match nothing, and counts in the hundreds.
+  const auto alts = compile(R"(root ::= ("ab" | "c"){3,5} ".")");
+  EXPECT_TRUE(matches(alts, "abcc."));
+  EXPECT_TRUE(matches(alts, "ababcabc."));
+  EXPECT_FALSE(matches(alts, "abc."));     // two copies
+  EXPECT_FALSE(matches(alts, "cccccc."));  // six
+  EXPECT_FALSE(matches(alts, "abca."));
+  const auto nested = compile(R"(root ::= ("[" [0-9]{2,3} "]"){2})");
+  EXPECT_TRUE(matches(nested, "[12][345]"));
+  EXPECT_FALSE(matches(nested, "[12]"));
+  EXPECT_FALSE(matches(nested, "[1][23]"));
+  EXPECT_FALSE(matches(nested, "[12][3456]"));
+  const auto empty_body = compile(R"(root ::= ("x"?){2,4} ".")");
+  EXPECT_TRUE(matches(empty_body, "."));
+  EXPECT_TRUE(matches(empty_body, "xxxx."));
+  EXPECT_FALSE(matches(empty_body, "xxxxx."));
+  const auto long_run = compile(R"(root ::= [a-z]{500,600} "!")");
+  EXPECT_FALSE(matches(long_run, std::string(499, 'q') + "!"));
+  EXPECT_TRUE(matches(long_run, std::string(500, 'q') + "!"));
+  EXPECT_TRUE(matches(long_run, std::string(600, 'q') + "!"));
+  EXPECT_FALSE(matches(long_run, std::string(601, 'q') + "!"));
+  const auto at_least = compile(R"(root ::= "a"{300,} "b")");
+  EXPECT_FALSE(matches(at_least, std::string(299, 'a') + "b"));
+  EXPECT_TRUE(matches(at_least, std::string(300, 'a') + "b"));
+  EXPECT_TRUE(matches(at_least, std::string(5000, 'a') + "b"));
 }
 
 TEST(Gbnf, CommentsNewlinesAndNesting) {
@@ -140,8 +167,14 @@ TEST(Gbnf, ErrorsNameTheProblem) {
             std::string::npos);
   // Errors carry the line and column.
   EXPECT_NE(parse_error("root ::= \"a\"\nfoo ::= \"b\" )").find("line 2"), std::string::npos);
-  // Size limits stop a hostile repetition count.
-  EXPECT_NE(parse_error("root ::= \"abcdefghij\"{100000}").find("too large"), std::string::npos);
+  // Limits stop a hostile repetition count: counts above a million, and a
+  // body that can match nothing (unrolled, so bounded by the grammar's size).
+  EXPECT_NE(parse_error("root ::= \"abcdefghij\"{2000000}").find("too large"), std::string::npos);
+  EXPECT_NE(parse_error("root ::= (\"a\"?){400000}").find("too large"), std::string::npos);
+  // Left recursion through a repetition's body is found too.
+  EXPECT_NE(parse_error("root ::= x{0,3} root \"a\" | \"b\"\nx ::= \"z\"").find("left-recursive"),
+            std::string::npos);
+  EXPECT_NE(parse_error("root ::= (root \"a\"){2,3} | \"b\"").find("left-recursive"), std::string::npos);
 }
 
 }  // namespace
