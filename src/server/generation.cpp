@@ -551,6 +551,7 @@ Result<std::string> chat_prompt_text(const Server::State& st, std::vector<ChatMe
       first.content = first.role == "system" ? first.content + "\n\n" + text : text + "\n\n" + first.content;
     }
   }
+  in.kwargs_json = opts.template_kwargs_json;
   in.add_generation_prompt = opts.add_generation_prompt && !opts.continue_final_message;
   in.bos_token = st.info.bos_token;
   in.eos_token = st.info.eos_token;

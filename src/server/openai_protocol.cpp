@@ -410,6 +410,11 @@ std::optional<ApiError> parse_messages(const json& j, std::vector<ChatMessage>& 
       return bad(where + ".role", where + ".role must be one of system, developer, user, assistant, tool; got '" +
                                       msg.role + "'");
     if (auto err = parse_message_tools(m, where, msg)) return err;
+    if (auto rc = m.find("reasoning_content"); rc != m.end() && !rc->is_null()) {
+      if (msg.role != "assistant" || !rc->is_string())
+        return bad(where + ".reasoning_content", where + ".reasoning_content must be a string on an assistant message");
+      msg.reasoning_content = rc->get<std::string>();
+    }
     auto content = m.find("content");
     if (content == m.end() || content->is_null()) {
       if (msg.role != "assistant") return bad(where + ".content", where + ".content is required");
@@ -519,6 +524,14 @@ std::optional<ApiError> parse_prompt_options(Fields& f, std::string_view body, c
   f.boolean("add_generation_prompt", o.add_generation_prompt);
   f.boolean("continue_final_message", o.continue_final_message);
   if (f.error) return f.error;
+  if (const json* k = f.get("chat_template_kwargs"); k && !k->is_null()) {
+    if (!k->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    for (const auto& [key, value] : k->items())
+      if (ChatTemplate::reserved_variable(key))
+        return bad("chat_template_kwargs", "'chat_template_kwargs' cannot set '" + key + "': the request sets it");
+    // Key order as the client wrote it (a template may print the object).
+    o.template_kwargs_json = nlohmann::ordered_json::parse(body)["chat_template_kwargs"].dump();
+  }
   if (o.continue_final_message) {
     if (agp_given && o.add_generation_prompt)
       return bad("continue_final_message", "'continue_final_message' and 'add_generation_prompt' cannot both be true");

@@ -104,6 +104,7 @@ struct ChatPromptOptions {
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   ToolsRequest tools;  // rendered into the prompt when active()
+  std::string template_kwargs_json;  // chat_template_kwargs, an object as sent ("" = none)
 };
 
 struct ChatRequest {

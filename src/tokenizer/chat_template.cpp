@@ -3,6 +3,7 @@
 // results), tools, the special tokens and the date.
 #include "tokenizer/chat_template.h"
 
+#include <algorithm>
 #include <ctime>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -73,6 +74,8 @@ jinja::Value message_value(const ChatMessage& m, const std::function<std::string
   }
   if (!m.tool_call_id.empty()) d.emplace_back("tool_call_id", jinja::Value::of_string(pass(text, m.tool_call_id)));
   if (!m.name.empty()) d.emplace_back("name", jinja::Value::of_string(pass(text, m.name)));
+  if (!m.reasoning_content.empty())
+    d.emplace_back("reasoning_content", jinja::Value::of_string(pass(text, m.reasoning_content)));
   return jinja::Value::of_dict(std::move(d));
 }
 
@@ -129,6 +132,13 @@ ChatTemplate ChatTemplate::chatml() {
   return std::move(parsed.value());
 }
 
+bool ChatTemplate::reserved_variable(std::string_view name) {
+  static constexpr std::string_view kSet[] = {"messages",    "add_generation_prompt", "bos_token", "eos_token",
+                                              "date_string", "tools",                 "strftime_now",
+                                              "raise_exception"};
+  return std::find(std::begin(kSet), std::end(kSet), name) != std::end(kSet);
+}
+
 Result<std::string> ChatTemplate::render(const ChatTemplateInputs& in) const {
   TERN_ASSERT(program_ != nullptr);
   jinja::List messages;
@@ -151,6 +161,17 @@ Result<std::string> ChatTemplate::render(const ChatTemplateInputs& in) const {
     if (tools.is_discarded() || !tools.is_array())
       return error(ErrorKind::InvalidArgument, "chat template: tools must be a JSON array");
     globals.emplace_back("tools", to_value(tools, in.client_text));
+  }
+  if (!in.kwargs_json.empty()) {
+    const ojson kwargs = ojson::parse(in.kwargs_json, nullptr, /*allow_exceptions=*/false);
+    if (kwargs.is_discarded() || !kwargs.is_object())
+      return error(ErrorKind::InvalidArgument, "chat template: chat_template_kwargs must be a JSON object");
+    for (const auto& [key, value] : kwargs.items()) {
+      if (reserved_variable(key))
+        return error(ErrorKind::InvalidArgument,
+                     "chat template: chat_template_kwargs cannot set '" + key + "' (the request sets it)");
+      globals.emplace_back(key, to_value(value, in.client_text));
+    }
   }
   jinja::RenderLimits limits;
   limits.max_output_bytes = kMaxOutputBytes;

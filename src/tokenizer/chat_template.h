@@ -50,6 +50,9 @@ struct ChatMessage {
   std::vector<ToolCall> tool_calls;  // assistant: calls it made (then content may be empty, rendered as none)
   std::string tool_call_id;          // tool: the call this result answers ("" = not given)
   std::string name;                  // tool: the function's name ("" = not given)
+  // assistant: the reasoning the client sent back with the reply (DeepSeek/vLLM's field;
+  // reasoning templates such as Qwen3's put it in <think> tags); "" = not given
+  std::string reasoning_content;
 };
 
 struct ChatTemplateInputs {
@@ -59,6 +62,9 @@ struct ChatTemplateInputs {
   // The OpenAI `tools` array as JSON text ("" = no tools: the template sees `tools` undefined).
   // Key order is kept, as Python dicts keep it, since templates print tools with tojson.
   std::string tools_json;
+  // More template variables, a JSON object ("" = none): the request's chat_template_kwargs,
+  // e.g. {"enable_thinking": false} for Qwen3. Cannot replace the variables above.
+  std::string kwargs_json;
   int64_t now_unix = 0;  // the clock strftime_now() and date_string read; 0 = the current time
   // Applied to every string the client sent (contents, tool calls, tools) before the template
   // sees it; the server quotes special-token text with it. Null = strings as given.
@@ -80,8 +86,13 @@ class ChatTemplate {
   // [{id, type, function: {name, arguments}}] on assistant messages that made calls and
   // tool_call_id/name on tool results), add_generation_prompt, bos_token, eos_token, tools (when
   // given), date_string ("26 Jul 2024" style, today) and the function strftime_now(format), as
-  // transformers and llama.cpp provide them. InvalidArgument when tools_json is not a JSON array.
+  // transformers and llama.cpp provide them, plus the entries of kwargs_json. InvalidArgument
+  // when tools_json is not a JSON array, or kwargs_json not an object or naming one of those.
   Result<std::string> render(const ChatTemplateInputs& in) const;
+
+  // A variable render() sets itself (messages, tools, bos_token, strftime_now, ...), which
+  // kwargs_json may not replace.
+  static bool reserved_variable(std::string_view name);
 
   // Whether the template reads the `tools` variable at all; when it does not, a caller that has
   // tools must describe them in the messages itself.

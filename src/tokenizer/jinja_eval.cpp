@@ -313,7 +313,9 @@ class Renderer {
                                  {"revindex0", Value::of_int(0)},
                                  {"first", Value::of_bool(false)},
                                  {"last", Value::of_bool(false)},
-                                 {"length", Value::of_int(n_items)}});
+                                 {"length", Value::of_int(n_items)},
+                                 {"previtem", Value{}},     // undefined on the first iteration
+                                 {"nextitem", Value{}}});  // and on the last
     Dict& fields = *loop.dict;
     scopes_.emplace_back();
     scopes_.back().emplace_back("loop", loop);
@@ -331,6 +333,8 @@ class Renderer {
       fields[3].second.i = n_items - k - 1;
       fields[4].second.b = k == 0;
       fields[5].second.b = k == n_items - 1;
+      fields[7].second = k > 0 ? (*items)[static_cast<size_t>(k - 1)] : Value{};
+      fields[8].second = k + 1 < n_items ? (*items)[static_cast<size_t>(k + 1)] : Value{};
       Dict& scope = scopes_.back();
       scope.resize(n_fixed);
       const Value& item = (*items)[static_cast<size_t>(k)];

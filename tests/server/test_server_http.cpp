@@ -370,6 +370,35 @@ TEST_F(ServerTemplate, ApplyTemplateReturnsWhatChatWouldTokenize) {
   expect_error(fetch(port(), "POST", "/apply-template", R"({"messages":"x"})"), 400, "messages");
 }
 
+// Reasoning models' templates read the reasoning a client sends back with an assistant turn, and
+// switches such as enable_thinking from chat_template_kwargs.
+TEST(ServerTemplateFile, ReasoningContentAndTemplateKwargsReachTheTemplate) {
+  if (test::stories_gguf().empty()) GTEST_SKIP();
+  ServerConfig cfg = base_config();
+  cfg.chat_template =
+      "{% for m in messages %}<{{ m.role }}>{% if m.reasoning_content is defined %}[{{ m.reasoning_content }}]{% endif %}"
+      "{{ m.content }}{% endfor %}{% if enable_thinking is defined and not enable_thinking %}<nothink>{% endif %}"
+      "{% if style is defined %}{{ style | tojson }}{% endif %}";
+  LiveServer s(cfg);
+  const char* history =
+      R"({"messages":[{"role":"user","content":"2+2?"},{"role":"assistant","content":"4","reasoning_content":"add"}],)"
+      R"("add_generation_prompt":false)";
+  EXPECT_EQ(body_json(fetch(s.port(), "POST", "/apply-template", std::string(history) + "}"))["prompt"],
+            "<user>2+2?<assistant>[add]4");
+  EXPECT_EQ(body_json(fetch(s.port(), "POST", "/apply-template",
+                            std::string(history) + R"(,"chat_template_kwargs":{"enable_thinking":false,"style":{"b":1,"a":2}}})"))["prompt"],
+            R"(<user>2+2?<assistant>[add]4<nothink>{"b": 1, "a": 2})");
+  const json c = body_json(fetch(s.port(), "POST", "/v1/chat/completions",
+      R"({"messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"enable_thinking":false},"max_tokens":2})"));
+  EXPECT_EQ(c["usage"]["completion_tokens"], 2) << c.dump();
+  const std::pair<const char*, const char*> refused[] = {
+      {R"({"messages":[{"role":"user","content":"Hi","reasoning_content":"x"}]})", "messages[0].reasoning_content"},
+      {R"({"messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":[1]})", "chat_template_kwargs"},
+      {R"({"messages":[{"role":"user","content":"Hi"}],"chat_template_kwargs":{"messages":[]}})", "chat_template_kwargs"}};
+  for (const auto& [body, param] : refused)
+    expect_error(fetch(s.port(), "POST", "/v1/chat/completions", body), 400, param);
+}
+
 TEST(ServerTemplateFile, AChatTemplateFileReplacesTheModels) {
   if (test::stories_gguf().empty()) GTEST_SKIP();
   ServerConfig cfg = base_config();

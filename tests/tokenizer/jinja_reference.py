@@ -64,6 +64,22 @@ CASES = {
         {"role": "tool", "tool_call_id": "call00002", "content": "noon"},
         {"role": "assistant", "content": "Cold, and it is noon."},
         {"role": "user", "content": "Thanks"}]},
+    # Reasoning models' history: thinking inline in the content, or sent back as reasoning_content;
+    # and a request that turns thinking off through chat_template_kwargs.
+    "reasoning_history": {"messages": [
+        {"role": "user", "content": "2+2?"},
+        {"role": "assistant", "content": "<think>\nAdd them.\n</think>\n\n4"},
+        {"role": "user", "content": "And 3+3?"},
+        {"role": "assistant", "content": "6", "reasoning_content": "Three and three."},
+        {"role": "user", "content": "Thanks"}]},
+    "reasoning_tools": {"tools": TOOLS, "messages": [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": "<think>Call the tool.</think>", "reasoning_content": "Call it.",
+         "tool_calls": [call("abcDEF123", "get_weather", {"city": "Paris"})]},
+        {"role": "tool", "tool_call_id": "abcDEF123", "content": "21C"},
+        {"role": "tool", "tool_call_id": "abcDEF124", "content": "dry"}]},
+    "thinking_off": {"kwargs": {"enable_thinking": False, "style": {"terse": True}},
+                     "messages": [{"role": "user", "content": "Hi"}]},
 }
 
 BOS_EOS = {"llama": ("<|begin_of_text|>", "<|eot_id|>"), "qwen": ("", "<|im_end|>"),
@@ -125,6 +141,7 @@ def reference_render(source, case):
                  "date_string": now.strftime("%d %b %Y")}
     if "tools" in case:
         variables["tools"] = case["tools"]
+    variables.update(case.get("kwargs", {}))
     try:
         return env.from_string(source).render(**variables)
     except Exception as e:  # raise_exception, and type errors such as None + str

@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
     if (m.contains("content") && m["content"].is_string()) msg.content = m["content"].get<std::string>();
     if (m.contains("tool_call_id")) msg.tool_call_id = m["tool_call_id"].get<std::string>();
     if (m.contains("name")) msg.name = m["name"].get<std::string>();
+    if (m.contains("reasoning_content")) msg.reasoning_content = m["reasoning_content"].get<std::string>();
     if (m.contains("tool_calls"))
       for (const ojson& call : m["tool_calls"])
         msg.tool_calls.push_back({call["id"].get<std::string>(), call["function"]["name"].get<std::string>(),
@@ -51,6 +52,7 @@ int main(int argc, char** argv) {
     in.messages.push_back(std::move(msg));
   }
   if (c.contains("tools")) in.tools_json = c["tools"].dump();
+  if (c.contains("kwargs")) in.kwargs_json = c["kwargs"].dump();
   in.add_generation_prompt = c.value("add_generation_prompt", true);
   in.bos_token = c.value("bos_token", "");
   in.eos_token = c.value("eos_token", "");
