@@ -3,6 +3,12 @@
 
     bench/grammar/server_tps.py [--batch 16] [--rounds 3] [--tokens 64] [--schema FILE] URL [URL ...]
 
+A URL written native+http://HOST:PORT is sent llama-server's own /completion requests (n_predict,
+tokens_predicted) instead: its /v1/completions answers a 500 when a random-weight model's text does
+not fit its output parser, and so does /completion for about a third of seeds (a sampled piece its
+parser rejects mid-stream); --seeds picks seeds that llama-server completes (the seed only changes
+which random text is generated, not the work per token).
+
 For each round and each server in turn (interleaved, so a noisy machine hits all alike): BATCH
 concurrent /v1/completions requests of TOKENS sampled tokens (temperature 0.8, one seed per
 request), once plain (ignore_eos) and once under the JSON Schema in FILE (the `json_schema`
@@ -23,24 +29,42 @@ DEFAULT_SCHEMA = {"type": "object", "properties": {"story": {"type": "string", "
                   "required": ["story"]}
 
 
-def post(url, body):
-    req = urllib.request.Request(url + "/v1/completions", data=json.dumps(body).encode(),
+NATIVE = "native+"
+
+
+def post(url, path, body):
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=600) as r:
         return json.load(r)
 
 
-def run_batch(url, batch, tokens, schema):
+def model_id(url):
+    with urllib.request.urlopen(url + "/v1/models", timeout=60) as r:
+        return json.load(r)["data"][0]["id"]
+
+
+def complete(url, model, tokens, seed, schema):
+    """(completion tokens, text) of one request."""
+    body = {"prompt": "Once upon a time", "temperature": 0.8, "seed": seed}
+    if schema is None:
+        body["ignore_eos"] = True
+    else:
+        body["json_schema"] = schema
+    if url.startswith(NATIVE):
+        r = post(url[len(NATIVE):], "/completion", dict(body, n_predict=tokens))
+        return r["tokens_predicted"], r["content"]
+    r = post(url, "/v1/completions", dict(body, model=model, max_tokens=tokens))
+    return r["usage"]["completion_tokens"], r["choices"][0]["text"]
+
+
+def run_batch(url, batch, tokens, schema, seeds=None):
     results = [None] * batch
+    model = None if url.startswith(NATIVE) else model_id(url)
+    seeds = seeds or list(range(1, batch + 1))
 
     def one(i):
-        body = {"model": "m", "prompt": "Once upon a time", "max_tokens": tokens, "temperature": 0.8,
-                "seed": i + 1}
-        if schema is None:
-            body["ignore_eos"] = True
-        else:
-            body["json_schema"] = schema
-        results[i] = post(url, body)
+        results[i] = complete(url, model, tokens, seeds[i % len(seeds)], schema)
 
     threads = [threading.Thread(target=one, args=(i,)) for i in range(batch)]
     t0 = time.perf_counter()
@@ -51,10 +75,9 @@ def run_batch(url, batch, tokens, schema):
     wall = time.perf_counter() - t0
     if any(r is None for r in results):
         sys.exit(f"{url}: a request failed")
-    n = sum(r["usage"]["completion_tokens"] for r in results)
+    n = sum(r[0] for r in results)
     if schema is not None:
-        for r in results:
-            text = r["choices"][0]["text"]
+        for _, text in results:
             if not text.lstrip().startswith("{"):
                 sys.exit(f"{url}: constrained output is not JSON: {text[:80]!r}")
     return n / wall, n / batch
@@ -66,18 +89,20 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--schema", help="a JSON Schema file (default: one string property, minLength 400)")
+    ap.add_argument("--seeds", help="comma-separated request seeds (default 1..batch)")
     ap.add_argument("urls", nargs="+")
     a = ap.parse_args()
+    seeds = [int(x) for x in a.seeds.split(",")] if a.seeds else None
     schema = json.load(open(a.schema)) if a.schema else DEFAULT_SCHEMA
     for url in a.urls:  # warm-up: first requests pay one-time costs (grammar compile, caches)
-        run_batch(url, 1, 8, None)
-        run_batch(url, 1, 8, schema)
+        run_batch(url, 1, 8, None, seeds)
+        run_batch(url, 1, 8, schema, seeds)
     ratios = {u: [] for u in a.urls}
     constrained = {u: [] for u in a.urls}
     for r in range(a.rounds):
         for url in a.urls:
-            plain, n_plain = run_batch(url, a.batch, a.tokens, None)
-            json_tps, n_json = run_batch(url, a.batch, a.tokens, schema)
+            plain, n_plain = run_batch(url, a.batch, a.tokens, None, seeds)
+            json_tps, n_json = run_batch(url, a.batch, a.tokens, schema, seeds)
             ratios[url].append(json_tps / plain)
             constrained[url].append(json_tps)
             print(f"round {r + 1} {url}: plain {plain:.1f} tok/s ({n_plain:.1f} tokens/request), "
