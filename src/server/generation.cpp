@@ -281,22 +281,35 @@ struct Job : std::enable_shared_from_this<Job> {
       c.text += text;
     }
     for (ParsedToolCall& call : calls) {
-      json entry = {{"id", new_tool_call_id()},
-                    {"type", "function"},
-                    {"function", {{"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}}}};
-      if (sse) {
-        // As OpenAI streams them: one delta per call, with its position among the calls.
-        entry["index"] = c.tool_calls.size();
-        c.tool_calls.push_back(nullptr);
-        json j = chunk_base();
-        j["choices"] = json::array(
-            {{{"index", c.index}, {"delta", {{"tool_calls", json::array({entry})}}}, {"logprobs", nullptr},
-              {"finish_reason", nullptr}}});
-        if (params.include_usage) j["usage"] = nullptr;
-        send_event(j);
-      } else {
-        c.tool_calls.push_back(std::move(entry));
+      // A piece with a name begins a call; one without continues the latest call's arguments.
+      const bool begins = !call.name.empty();
+      if (!begins && c.tool_calls.empty()) continue;  // cannot happen: a call's pieces follow its head
+      if (!sse) {
+        if (begins)
+          c.tool_calls.push_back({{"id", new_tool_call_id()},
+                                  {"type", "function"},
+                                  {"function", {{"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}}}});
+        else
+          c.tool_calls.back()["function"]["arguments"].get_ref<std::string&>() += call.arguments;
+        continue;
       }
+      // As OpenAI streams them: a call's id, name and first piece of arguments, then further
+      // pieces, each tagged with the call's position among the choice's calls.
+      json entry;
+      if (begins) {
+        entry = {{"index", c.tool_calls.size()},
+                 {"id", new_tool_call_id()},
+                 {"type", "function"},
+                 {"function", {{"name", std::move(call.name)}, {"arguments", std::move(call.arguments)}}}};
+        c.tool_calls.push_back(nullptr);
+      } else {
+        entry = {{"index", c.tool_calls.size() - 1}, {"function", {{"arguments", std::move(call.arguments)}}}};
+      }
+      json j = chunk_base();
+      j["choices"] = json::array({{{"index", c.index}, {"delta", {{"tool_calls", json::array({entry})}}},
+                                   {"logprobs", nullptr}, {"finish_reason", nullptr}}});
+      if (params.include_usage) j["usage"] = nullptr;
+      send_event(j);
     }
     if (!o.finish) return;
     c.done = true;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 
 namespace tern::server {
 
@@ -73,11 +74,7 @@ static bool call_of(const ojson& j, ParsedToolCall& out) {
 
 bool ToolCallParser::take_calls(std::string_view text, Delta& d) {
   std::vector<ParsedToolCall> calls;
-  if (tools_.choice == ToolChoice::Named) {
-    const ojson j = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return false;
-    calls.push_back({tools_.named, compact(j)});
-  } else {
+  {
     // A JSON array of calls, or call objects one after another (`;` or whitespace between).
     size_t i = 0;
     while (true) {
@@ -126,13 +123,67 @@ void ToolCallParser::emit_text(Delta& d, bool final) {
   buf_.erase(0, final ? buf_.size() : end);
 }
 
+void ToolCallParser::run_forced(Delta& d) {
+  while (!buf_.empty()) {
+    if (!in_args_) {
+      if (tools_.choice == ToolChoice::Named) {
+        if (n_calls_ > 0) return;  // one call; nothing follows its object but whitespace
+        const size_t start = buf_.find_first_not_of(" \t\r\n");
+        if (start == std::string::npos) return;
+        buf_.erase(0, start);
+        d.calls.push_back({tools_.named, ""});  // the whole reply is its arguments
+      } else {
+        // The next call's head, `[` or `,` then {"name": "...", "arguments": — whole, or wait.
+        // (The grammar fixes the keys' order; a function name needs no escapes.)
+        static const std::regex kHead(R"re([\s}]*[\[,]\s*\{\s*"name"\s*:\s*"([^"\\]*)"\s*,\s*"arguments"\s*:\s*)re");
+        std::smatch m;
+        if (!std::regex_search(buf_, m, kHead, std::regex_constants::match_continuous)) return;
+        d.calls.push_back({m[1].str(), ""});
+        buf_.erase(0, static_cast<size_t>(m.length(0)));
+      }
+      ++n_calls_;
+      in_args_ = true;
+      args_depth_ = 0;
+      in_string_ = escaped_ = false;
+    }
+    // The arguments object's bytes as they come, up to its closing brace (whitespace before
+    // its opening one is not part of it).
+    if (args_depth_ == 0) {
+      const size_t start = buf_.find_first_not_of(" \t\r\n");
+      buf_.erase(0, start == std::string::npos ? buf_.size() : start);
+    }
+    size_t i = 0;
+    bool closed = false;
+    for (; i < buf_.size() && !closed; ++i) {
+      const char c = buf_[i];
+      if (in_string_) {
+        if (escaped_) escaped_ = false;
+        else if (c == '\\') escaped_ = true;
+        else if (c == '"') in_string_ = false;
+      } else if (c == '"') {
+        in_string_ = true;
+      } else if (c == '{' || c == '[') {
+        ++args_depth_;
+      } else if ((c == '}' || c == ']') && --args_depth_ == 0) {
+        closed = true;
+      }
+    }
+    // Pieces of one call within one delta are one piece (its head's, when the head is here too).
+    if (!d.calls.empty()) d.calls.back().arguments.append(buf_, 0, i);
+    else if (i > 0) d.calls.push_back({"", buf_.substr(0, i)});
+    buf_.erase(0, i);
+    if (!closed) return;
+    in_args_ = false;
+  }
+}
+
 void ToolCallParser::run(Delta& d) {
+  if (tools_.choice == ToolChoice::Named || tools_.choice == ToolChoice::Required) {
+    run_forced(d);  // the grammar made the whole reply JSON
+    return;
+  }
   while (true) {
     if (mode_ == Mode::Text) {
-      if (tools_.choice == ToolChoice::Named || tools_.choice == ToolChoice::Required) {
-        mode_ = Mode::Json;  // the grammar made the whole reply JSON
-        return;
-      }
       if (!seen_text_ && n_calls_ == 0) {
         const auto first = std::find_if(buf_.begin(), buf_.end(), [](char c) { return !is_space(c); });
         if (first == buf_.end()) return;  // only whitespace so far: undecided
@@ -182,6 +233,13 @@ ToolCallParser::Delta ToolCallParser::feed(std::string_view text) {
 ToolCallParser::Delta ToolCallParser::finish() {
   Delta d;
   run(d);
+  if (tools_.choice == ToolChoice::Named || tools_.choice == ToolChoice::Required) {
+    // What is left is the JSON's closing brackets, or — when no call began (cut short before
+    // its head) — the reply itself, returned as content rather than lost.
+    if (n_calls_ == 0) d.content = std::move(buf_);
+    buf_.clear();
+    return d;
+  }
   if (mode_ == Mode::InTag) {
     // A reply may end without its closing tag (the end-of-turn came first).
     if (!take_calls(buf_, d)) {

@@ -14,7 +14,11 @@
 //    a reply that opens with `{` or `[` is held until finish() decides. Concatenating every
 //    delta's content gives the non-streamed content exactly.
 //  - ToolChoice::Named / Required replies are JSON by grammar (forced_tool_schema): the named
-//    function's arguments object, or an array of {"name", "arguments"} objects.
+//    function's arguments object, or an array of {"name", "arguments"} objects. Their calls
+//    stream as OpenAI streams them: a call's name as soon as it is complete, then its arguments
+//    in pieces as they are generated (the text as the model wrote it); a reply cut short by
+//    max_tokens leaves its last call's arguments cut short, as OpenAI's do. (In auto mode a call
+//    is sent whole once it has parsed: until then it might turn out to be content.)
 //  - Threading: a parser belongs to one choice; the free functions are pure.
 #pragma once
 
@@ -27,9 +31,11 @@
 
 namespace tern::server {
 
+// A call, or a piece of one: `name` is set on a call's first piece and empty on the pieces
+// that continue the latest call, whose `arguments` are appended to it.
 struct ParsedToolCall {
   std::string name;
-  std::string arguments;  // compact JSON object text, keys in the order generated
+  std::string arguments;  // JSON object text (compact in auto mode), or its next piece
 };
 
 class ToolCallParser {
@@ -47,6 +53,8 @@ class ToolCallParser {
  private:
   enum class Mode { Text, InTag, Json };
   void run(Delta& d);
+  // Named / Required: calls out of the grammar's JSON as it arrives.
+  void run_forced(Delta& d);
   void emit_text(Delta& d, bool final);
   bool take_calls(std::string_view text, Delta& d);  // false: not calls (text stays content)
   bool declared(const std::string& name) const;
@@ -57,6 +65,10 @@ class ToolCallParser {
   std::string tag_lead_;     // whitespace before the open tag (content again if the tag is no call)
   bool seen_text_ = false;   // non-whitespace content was emitted (a later `{` is not a call)
   int n_calls_ = 0;
+  // Forced choices: inside a call's arguments object (its depth and string state so far).
+  bool in_args_ = false;
+  int args_depth_ = 0;
+  bool in_string_ = false, escaped_ = false;
 };
 
 // The JSON Schema a reply must match under tool_choice required / named (see above);

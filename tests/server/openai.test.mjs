@@ -341,6 +341,19 @@ test('tools: a named tool_choice forces a call; the call and its result round-tr
   assert.equal(streamed.message.tool_calls.length, 1);
   assert.equal(streamed.message.tool_calls[0].function.name, 'get_weather');
   assert.equal(streamed.message.tool_calls[0].function.arguments, call.function.arguments);
+  // As OpenAI streams a call: id and name first, then the arguments in pieces as they are generated.
+  const pieces = [];
+  for await (const chunk of await client.chat.completions.create({ ...body, stream: true }))
+    for (const d of chunk.choices[0]?.delta?.tool_calls ?? []) pieces.push(d);
+  assert.ok(pieces.length > 2, JSON.stringify(pieces));
+  assert.equal(pieces[0].function.name, 'get_weather');
+  assert.match(pieces[0].id, /^[A-Za-z0-9]{9}$/);
+  for (const p of pieces.slice(1)) {
+    assert.equal(p.index, 0);
+    assert.equal(p.id, undefined);
+    assert.equal(p.function.name, undefined);
+  }
+  assert.equal(pieces.map((p) => p.function.arguments).join(''), call.function.arguments);
 
   // The history goes back in: the template writes the call and the tool's result, and the model answers in text.
   const history = [...ask, choice.message, { role: 'tool', tool_call_id: call.id, content: '21C' }];

@@ -35,7 +35,11 @@ Parsed parse(const ToolsRequest& tools, std::string_view reply, size_t step = 0)
   Parsed out;
   auto take = [&](ToolCallParser::Delta d) {
     out.content += d.content;
-    for (auto& c : d.calls) out.calls.push_back(std::move(c));
+    for (auto& c : d.calls) {
+      if (!c.name.empty()) out.calls.push_back(std::move(c));  // a call begins
+      else if (!out.calls.empty()) out.calls.back().arguments += c.arguments;
+      else ADD_FAILURE() << "a piece of arguments with no call before it";
+    }
   };
   if (step == 0) step = reply.size() + 1;
   for (size_t i = 0; i < reply.size(); i += step) take(p.feed(reply.substr(i, step)));
@@ -124,18 +128,50 @@ TEST(ToolCallParser, ParallelFalseKeepsTheFirstCall) {
 }
 
 TEST(ToolCallParser, ForcedChoicesReadTheGrammarsJson) {
-  Parsed p = parse_every_way(two_tools(ToolChoice::Named), R"({"city": "Lima"})");
+  // Arguments are the text as generated (braces and strings in them do not confuse the scan).
+  Parsed p = parse_every_way(two_tools(ToolChoice::Named), R"( {"city": "Li}"ma", "x": [{}]})");
   ASSERT_EQ(p.calls.size(), 1u);
   EXPECT_EQ(p.calls[0].name, "get_weather");
-  EXPECT_EQ(p.calls[0].arguments, R"({"city":"Lima"})");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city": "Li}"ma", "x": [{}]})");
+  EXPECT_EQ(p.content, "");
   p = parse_every_way(two_tools(ToolChoice::Required),
-                      R"([{"name": "get_time", "arguments": {}}, {"name": "get_weather", "arguments": {"city": "Bern"}}])");
+                      R"([{"name": "get_time", "arguments": {}}, {"name":"get_weather","arguments":{"city": "B{e]rn"}} ])");
   ASSERT_EQ(p.calls.size(), 2u);
-  EXPECT_EQ(p.calls[1].arguments, R"({"city":"Bern"})");
-  // Cut short (max_tokens): the text is returned as content, not lost.
+  EXPECT_EQ(p.calls[0].name, "get_time");
+  EXPECT_EQ(p.calls[0].arguments, "{}");
+  EXPECT_EQ(p.calls[1].name, "get_weather");
+  EXPECT_EQ(p.calls[1].arguments, R"({"city": "B{e]rn"})");
+  // Cut short (max_tokens) inside the arguments: the call with what was generated, as OpenAI
+  // returns it; cut before any call began: the text is returned as content, not lost.
   p = parse(two_tools(ToolChoice::Named), R"({"city": "Li)");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"city": "Li)");
+  p = parse(two_tools(ToolChoice::Required), R"([{"name": "get_ti)");
   EXPECT_TRUE(p.calls.empty());
-  EXPECT_EQ(p.content, R"({"city": "Li)");
+  EXPECT_EQ(p.content, R"([{"name": "get_ti)");
+}
+
+// Forced calls stream as OpenAI's do: the name as soon as it is whole, then the arguments in
+// pieces as they are generated — not held back until the call ends.
+TEST(ToolCallParser, ForcedCallsStreamTheirArgumentsInPieces) {
+  ToolCallParser p(two_tools(ToolChoice::Required));
+  EXPECT_TRUE(p.feed(R"([{"name": "get_wea)").calls.empty());
+  ToolCallParser::Delta d = p.feed(R"(ther", "arguments": {"ci)");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].name, "get_weather");
+  EXPECT_EQ(d.calls[0].arguments, R"({"ci)");
+  d = p.feed(R"(ty": "Oslo"}}, {"name": "get_time", "argu)");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].name, "");
+  EXPECT_EQ(d.calls[0].arguments, R"(ty": "Oslo"})");
+  d = p.feed(R"(ments": {}}])");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].name, "get_time");
+  EXPECT_EQ(d.calls[0].arguments, "{}");
+  d = p.finish();
+  EXPECT_TRUE(d.calls.empty());
+  EXPECT_EQ(d.content, "");
+  EXPECT_EQ(p.n_calls(), 2);
 }
 
 TEST(ToolCallSchema, ForcedSchemasCompileAndSayWhatTheyMean) {
