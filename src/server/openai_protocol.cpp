@@ -427,6 +427,7 @@ std::optional<ApiError> parse_messages(const json& j, std::vector<ChatMessage>& 
           return bad(where + ".content", where + ".content parts must be {\"type\": \"text\", \"text\": string}; "
                                                  "other part types are not supported");
         msg.content += part["text"].get<std::string>();
+        msg.content_parts.push_back(part["text"].get<std::string>());
       }
     } else {
       return bad(where + ".content", where + ".content must be a string or an array of text parts");

@@ -54,9 +54,16 @@ jinja::Value arguments_value(const std::string& arguments, const std::function<s
   return jinja::Value::of_string(pass(text, arguments));
 }
 
-jinja::Value message_value(const ChatMessage& m, const std::function<std::string(std::string_view)>& text) {
+jinja::Value message_value(const ChatMessage& m, const std::function<std::string(std::string_view)>& text,
+                           bool parts) {
   jinja::Dict d = {{"role", jinja::Value::of_string(m.role)}};
-  if (!m.tool_calls.empty() && m.content.empty()) {
+  if (parts && !m.content_parts.empty()) {
+    jinja::List list;
+    for (const std::string& p : m.content_parts)
+      list.push_back(jinja::Value::of_dict(
+          {{"type", jinja::Value::of_string("text")}, {"text", jinja::Value::of_string(pass(text, p))}}));
+    d.emplace_back("content", jinja::Value::of_list(std::move(list)));
+  } else if (!m.tool_calls.empty() && m.content.empty()) {
     d.emplace_back("content", jinja::Value::none());  // OpenAI sends null content with tool calls
   } else {
     d.emplace_back("content", jinja::Value::of_string(pass(text, m.content)));
@@ -89,6 +96,10 @@ Result<ChatTemplate> ChatTemplate::parse(std::string_view source) {
   // `tools` as a whole word (custom_tools and builtin_tools do not count).
   static const std::regex kTools(R"(\btools\b)");
   t.reads_tools_ = std::regex_search(source.begin(), source.end(), kTools);
+  // A loop over a message's content (`for x in message['content']`, `for x in m.content | ...`);
+  // a template that only asks `content is string` would drop parts, so it gets the string.
+  static const std::regex kParts(R"(for\s+\w+\s+in\s+[\w.'"\[\]]*content['"]?\]?\s*(-?%|\||if))");
+  t.reads_content_parts_ = std::regex_search(source.begin(), source.end(), kParts);
   return t;
 }
 
@@ -143,7 +154,7 @@ Result<std::string> ChatTemplate::render(const ChatTemplateInputs& in) const {
   TERN_ASSERT(program_ != nullptr);
   jinja::List messages;
   messages.reserve(in.messages.size());
-  for (const ChatMessage& m : in.messages) messages.push_back(message_value(m, in.client_text));
+  for (const ChatMessage& m : in.messages) messages.push_back(message_value(m, in.client_text, reads_content_parts_));
   const std::time_t now = in.now_unix != 0 ? static_cast<std::time_t>(in.now_unix) : std::time(nullptr);
   std::tm tm{};
   gmtime_r(&now, &tm);

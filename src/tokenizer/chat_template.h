@@ -47,6 +47,10 @@ struct ChatMessage {
 
   std::string role;  // system, user, assistant, tool
   std::string content;
+  // When the client sent content as an array of text parts: each part's text (content is their
+  // concatenation). Templates that iterate over content parts get them as
+  // [{"type": "text", "text": ...}]; the others get `content`.
+  std::vector<std::string> content_parts;
   std::vector<ToolCall> tool_calls;  // assistant: calls it made (then content may be empty, rendered as none)
   std::string tool_call_id;          // tool: the call this result answers ("" = not given)
   std::string name;                  // tool: the function's name ("" = not given)
@@ -94,6 +98,10 @@ class ChatTemplate {
   // kwargs_json may not replace.
   static bool reserved_variable(std::string_view name);
 
+  // Whether the template handles content given as a list of parts (it loops over a message's
+  // content), as vLLM decides its "openai" content format.
+  bool reads_content_parts() const { return reads_content_parts_; }
+
   // Whether the template reads the `tools` variable at all; when it does not, a caller that has
   // tools must describe them in the messages itself.
   bool reads_tools() const { return reads_tools_; }
@@ -102,6 +110,7 @@ class ChatTemplate {
   ChatTemplate() = default;
   std::shared_ptr<const jinja::Program> program_;  // never null after parse()
   bool reads_tools_ = false;
+  bool reads_content_parts_ = false;
 };
 
 }  // namespace tern

@@ -2,6 +2,8 @@
 // or "ERROR: <message>" (exit 0 either way; the script compares the two engines' answers).
 //   render_chat_template TEMPLATE_FILE CASE_JSON_FILE
 //   render_chat_template --chatml-source   (prints the fallback template's source)
+//   render_chat_template --content-format TEMPLATE_FILE   ("openai": content parts reach the
+//     template as a list; "string": joined)
 // The case: {"messages": [OpenAI chat messages], "tools"?: [...], "add_generation_prompt": bool,
 //            "bos_token": str, "eos_token": str, "now": unix seconds}.
 #include <cstdio>
@@ -27,6 +29,11 @@ std::string slurp(const char* path) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--content-format") {
+    auto t = tern::ChatTemplate::parse(slurp(argv[2]));
+    std::cout << (t.is_ok() && t->reads_content_parts() ? "openai" : "string");
+    return 0;
+  }
   if (argc == 2 && std::string(argv[1]) == "--chatml-source") {
     std::cout << tern::ChatTemplate::chatml_source();
     return 0;
@@ -42,6 +49,11 @@ int main(int argc, char** argv) {
     tern::ChatMessage msg;
     msg.role = m["role"].get<std::string>();
     if (m.contains("content") && m["content"].is_string()) msg.content = m["content"].get<std::string>();
+    if (m.contains("content") && m["content"].is_array())
+      for (const ojson& part : m["content"]) {
+        msg.content += part["text"].get<std::string>();
+        msg.content_parts.push_back(part["text"].get<std::string>());
+      }
     if (m.contains("tool_call_id")) msg.tool_call_id = m["tool_call_id"].get<std::string>();
     if (m.contains("name")) msg.name = m["name"].get<std::string>();
     if (m.contains("reasoning_content")) msg.reasoning_content = m["reasoning_content"].get<std::string>();

@@ -76,6 +76,28 @@ std::string load(const std::string& name) {
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
+// Content sent as text parts: a template that loops over content gets the parts as a list (as
+// transformers would hand them over), any other template gets them joined — a template that
+// only ever prints strings would otherwise print a list, or drop the text.
+TEST(ChatTemplateContent, PartsReachTemplatesThatLoopOverThemJoinedOtherwise) {
+  ChatMessage m("user", "Hello world");
+  m.content_parts = {"Hello ", "world"};
+  const ChatTemplate loops = must_parse(
+      "{% for m in messages %}{% for p in m['content'] %}[{{ p.text | trim }}]{% endfor %}{% endfor %}");
+  const ChatTemplate filtered = must_parse(
+      "{% for m in messages %}{%- for p in m.content if p.type == 'text' -%}<{{ p.text }}>{%- endfor %}{% endfor %}");
+  const ChatTemplate strings = must_parse(
+      "{% for m in messages %}{{ m.content if m.content is string else 'LIST' }}{% endfor %}");
+  EXPECT_TRUE(loops.reads_content_parts());
+  EXPECT_TRUE(filtered.reads_content_parts());
+  EXPECT_FALSE(strings.reads_content_parts());
+  EXPECT_EQ(render(loops, {m}), "[Hello][world]");
+  EXPECT_EQ(render(filtered, {m}), "<Hello ><world>");
+  EXPECT_EQ(render(strings, {m}), "Hello world");
+  // A plain string stays a string everywhere.
+  EXPECT_EQ(render(strings, {{"user", "Hi"}}), "Hi");
+}
+
 TEST(ChatTemplateModels, Llama2) {
   ChatTemplate t = must_parse(load("llama2"));
   EXPECT_EQ(render(t, with_system()),
