@@ -40,7 +40,9 @@ struct ParsedToolCall {
 
 class ToolCallParser {
  public:
+  // Keeps a reference to `tools`, which must outlive the parser (a temporary cannot bind).
   explicit ToolCallParser(const ToolsRequest& tools);
+  explicit ToolCallParser(ToolsRequest&&) = delete;
 
   struct Delta {
     std::string content;

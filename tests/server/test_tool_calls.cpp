@@ -154,7 +154,8 @@ TEST(ToolCallParser, ForcedChoicesReadTheGrammarsJson) {
 // Forced calls stream as OpenAI's do: the name as soon as it is whole, then the arguments in
 // pieces as they are generated — not held back until the call ends.
 TEST(ToolCallParser, ForcedCallsStreamTheirArgumentsInPieces) {
-  ToolCallParser p(two_tools(ToolChoice::Required));
+  const ToolsRequest tools = two_tools(ToolChoice::Required);  // the parser keeps a reference
+  ToolCallParser p(tools);
   EXPECT_TRUE(p.feed(R"([{"name": "get_wea)").calls.empty());
   ToolCallParser::Delta d = p.feed(R"(ther", "arguments": {"ci)");
   ASSERT_EQ(d.calls.size(), 1u);
