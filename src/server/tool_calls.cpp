@@ -74,33 +74,31 @@ static bool call_of(const ojson& j, ParsedToolCall& out) {
 
 bool ToolCallParser::take_calls(std::string_view text, Delta& d) {
   std::vector<ParsedToolCall> calls;
-  {
-    // A JSON array of calls, or call objects one after another (`;` or whitespace between).
-    size_t i = 0;
-    while (true) {
-      while (i < text.size() && (is_space(text[i]) || (text[i] == ';' && !calls.empty()))) ++i;
-      if (i == text.size()) break;
-      if (text[i] != '{' && text[i] != '[') return false;
-      const size_t end = json_end(text.substr(i));
-      if (end == std::string_view::npos) return false;
-      const ojson j = ojson::parse(text.substr(i, end), nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded()) return false;
-      if (j.is_array()) {
-        if (j.empty()) return false;
-        for (const ojson& e : j) {
-          ParsedToolCall c;
-          if (!call_of(e, c)) return false;
-          calls.push_back(std::move(c));
-        }
-      } else {
+  // A JSON array of calls, or call objects one after another (`;` or whitespace between).
+  size_t i = 0;
+  while (true) {
+    while (i < text.size() && (is_space(text[i]) || (text[i] == ';' && !calls.empty()))) ++i;
+    if (i == text.size()) break;
+    if (text[i] != '{' && text[i] != '[') return false;
+    const size_t end = json_end(text.substr(i));
+    if (end == std::string_view::npos) return false;
+    const ojson j = ojson::parse(text.substr(i, end), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded()) return false;
+    if (j.is_array()) {
+      if (j.empty()) return false;
+      for (const ojson& e : j) {
         ParsedToolCall c;
-        if (!call_of(j, c)) return false;
+        if (!call_of(e, c)) return false;
         calls.push_back(std::move(c));
       }
-      i += end;
+    } else {
+      ParsedToolCall c;
+      if (!call_of(j, c)) return false;
+      calls.push_back(std::move(c));
     }
-    if (calls.empty()) return false;
+    i += end;
   }
+  if (calls.empty()) return false;
   for (const ParsedToolCall& c : calls)
     if (!declared(c.name)) return false;
   for (ParsedToolCall& c : calls) {
@@ -178,7 +176,7 @@ void ToolCallParser::run_forced(Delta& d) {
 }
 
 void ToolCallParser::run(Delta& d) {
-  if (tools_.choice == ToolChoice::Named || tools_.choice == ToolChoice::Required) {
+  if (forced()) {
     run_forced(d);  // the grammar made the whole reply JSON
     return;
   }
@@ -233,7 +231,7 @@ ToolCallParser::Delta ToolCallParser::feed(std::string_view text) {
 ToolCallParser::Delta ToolCallParser::finish() {
   Delta d;
   run(d);
-  if (tools_.choice == ToolChoice::Named || tools_.choice == ToolChoice::Required) {
+  if (forced()) {
     // What is left is the JSON's closing brackets, or — when no call began (cut short before
     // its head) — the reply itself, returned as content rather than lost.
     if (n_calls_ == 0) d.content = std::move(buf_);

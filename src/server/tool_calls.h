@@ -60,6 +60,8 @@ class ToolCallParser {
   void emit_text(Delta& d, bool final);
   bool take_calls(std::string_view text, Delta& d);  // false: not calls (text stays content)
   bool declared(const std::string& name) const;
+  // required / named: the grammar made the whole reply JSON (run_forced reads it).
+  bool forced() const { return tools_.choice == ToolChoice::Named || tools_.choice == ToolChoice::Required; }
 
   const ToolsRequest& tools_;
   Mode mode_ = Mode::Text;
