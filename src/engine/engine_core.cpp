@@ -100,7 +100,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   core->tokenizer_ = std::move(tokenizer).value();
   // Built now rather than at the first constrained request, whose first token
   // would otherwise wait for it (~30 ms for a 32k vocabulary).
-  core->constraint_vocab();
+  core->build_constraint_vocab();
   const HParams& hp = core->model_->hparams();
   core->n_ctx_ = config.n_ctx > 0 ? config.n_ctx : hp.n_ctx_train;
   warn_past_training_context(hp, core->n_ctx_);
@@ -192,7 +192,7 @@ void EngineCore::add(RequestId id, const PreparedRequest& p) {
   rr.logit_bias = g.logit_bias;
   if (p.grammar) {
     rr.grammar = p.grammar;
-    rr.vocab = constraint_vocab();
+    rr.vocab = constraint_vocab_;
     rr.end_ids = p.stop_token_ids;
   }
   runner_->add_request(id, rr);
@@ -200,13 +200,10 @@ void EngineCore::add(RequestId id, const PreparedRequest& p) {
   if (spec_) spec_->add(id, g.spec_k);
 }
 
-std::shared_ptr<const grammar::TokenVocab> EngineCore::constraint_vocab() {
-  if (!constraint_vocab_) {
-    std::vector<std::string> pieces(static_cast<size_t>(model_->hparams().n_vocab));
-    for (size_t t = 0; t < pieces.size(); ++t) pieces[t] = tokenizer_->token_to_piece(static_cast<TokenId>(t));
-    constraint_vocab_ = std::make_shared<const grammar::TokenVocab>(std::move(pieces));
-  }
-  return constraint_vocab_;
+void EngineCore::build_constraint_vocab() {
+  std::vector<std::string> pieces(static_cast<size_t>(model_->hparams().n_vocab));
+  for (size_t t = 0; t < pieces.size(); ++t) pieces[t] = tokenizer_->token_to_piece(static_cast<TokenId>(t));
+  constraint_vocab_ = std::make_shared<const grammar::TokenVocab>(std::move(pieces));
 }
 
 void EngineCore::cancel(RequestId id) { cancelled_.insert(id); }

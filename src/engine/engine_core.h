@@ -75,8 +75,9 @@ class EngineCore {
   void finish(RequestId id, FinishReason reason, std::vector<CoreOutput>& out, const std::string& error = {},
               CoreOutput* last = nullptr);
   void record_step(const SchedulerOutput& so, int64_t n_tokens);
-  // The vocabulary's pieces and trie for constrained requests, built when the engine is created.
-  std::shared_ptr<const grammar::TokenVocab> constraint_vocab();
+  // Sets constraint_vocab_: the vocabulary's pieces and trie for constrained requests, built
+  // once when the engine is created.
+  void build_constraint_vocab();
 
   EngineConfig config_;
   std::unique_ptr<Model> model_;
