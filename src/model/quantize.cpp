@@ -8,6 +8,8 @@
 
 #include "core/input_file.h"
 #include "gguf/reader.h"
+#include "quant/block_codec.h"
+#include "quant/gptq.h"
 #include "quant/quant.h"
 
 namespace tern {
@@ -44,7 +46,95 @@ void advise_sequential(std::span<const uint8_t> bytes) {
   if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_SEQUENTIAL);
 }
 
+bool is_float_type(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
+
+// Token embeddings that double as the output matrix are also read row by row
+// (the embedding lookup), where GPTQ's compensation across columns only adds
+// error: they get importance-weighted rounding instead.
+bool is_tied_embedding(const QuantModelInfo& m, std::string_view name) {
+  return !m.has_output && name == "token_embd.weight";
+}
+
+struct CalibratedJob {
+  const quant::TypeTraits* from;
+  const uint8_t* data;
+  int64_t n_cols, n_rows_per_expert, n_expert;  // n_expert 1 for a 2-D tensor
+  bool expert_keys;                              // keys "<name>#<e>"
+  std::string name;
+  const quant::BlockCodec* codec;
+  bool gptq;
+  InputStatsFn inputs;
+  double damp;
+
+  Status operator()(std::vector<uint8_t>& out, ThreadPool& pool) const {
+    const quant::TypeTraits* to = quant::traits(codec->type);
+    const size_t in_row = quant::row_bytes(*from, n_cols), out_row = quant::row_bytes(*to, n_cols);
+    out.resize(out_row * static_cast<size_t>(n_rows_per_expert * n_expert));
+    std::vector<float> w(static_cast<size_t>(n_rows_per_expert * n_cols));
+    for (int64_t e = 0; e < n_expert; ++e) {
+      const std::string key = expert_keys ? name + "#" + std::to_string(e) : name;
+      const int64_t row0 = e * n_rows_per_expert;
+      uint8_t* dst = out.data() + static_cast<size_t>(row0) * out_row;
+      pool.parallel_for(static_cast<size_t>(n_rows_per_expert), [&](size_t b, size_t end, int) {
+        for (size_t r = b; r < end; ++r)
+          from->to_float(data + (row0 + static_cast<int64_t>(r)) * in_row, &w[r * n_cols], n_cols);
+      });
+      auto stats = inputs(key);
+      if (!stats) return stats.status();
+      if (!*stats) {  // calibration never ran this matrix (e.g. an expert no token chose)
+        pool.parallel_for(static_cast<size_t>(n_rows_per_expert), [&](size_t b, size_t end, int) {
+          for (size_t r = b; r < end; ++r) to->from_float(&w[r * n_cols], dst + r * out_row, n_cols);
+        });
+        continue;
+      }
+      const InputStats& s = **stats;
+      if (s.n_cols != n_cols)
+        return error(ErrorKind::InvalidArgument, "calibration statistics of '" + key + "' are for rows of " +
+                                                     std::to_string(s.n_cols) + " elements, the tensor's rows have " +
+                                                     std::to_string(n_cols) + ": calibrate this model");
+      if (gptq) {
+        if (s.h.empty()) return error(ErrorKind::Internal, "no H was collected for '" + key + "'");
+        TERN_RETURN_IF_ERROR(quant::gptq_encode(*codec, w, n_rows_per_expert, n_cols, s.h, {damp}, dst, pool));
+        continue;
+      }
+      const std::vector<float> importance = s.importance();
+      pool.parallel_for(static_cast<size_t>(n_rows_per_expert), [&](size_t b, size_t end, int) {
+        for (size_t r = b; r < end; ++r)
+          quant::encode_row_weighted(*codec, &w[r * n_cols], importance.data(), dst + r * out_row, n_cols);
+      });
+    }
+    return Status::ok();
+  }
+};
+
 }  // namespace
+
+const char* quant_method_name(QuantMethod m) {
+  switch (m) {
+    case QuantMethod::Rtn: return "rtn";
+    case QuantMethod::Imatrix: return "imatrix";
+    case QuantMethod::Gptq: return "gptq";
+  }
+  return "?";
+}
+
+Result<QuantMethod> parse_quant_method(std::string_view name) {
+  for (QuantMethod m : {QuantMethod::Rtn, QuantMethod::Imatrix, QuantMethod::Gptq})
+    if (name == quant_method_name(m)) return m;
+  return error(ErrorKind::InvalidArgument, "unknown quantization method '" + std::string(name) + "' (rtn, imatrix, gptq)");
+}
+
+Result<std::vector<GptqTensor>> gptq_plan(const gguf::GgufFile& file, const QuantScheme& scheme) {
+  auto model = quant_model_info(file);
+  if (!model) return model.status();
+  std::vector<GptqTensor> out;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const TypeChoice choice = choose_tensor_type(scheme, *model, t.name, t.n_dims, t.dims[0], t.type);
+    if (choice.type == t.type || !quant::block_codec(choice.type) || is_tied_embedding(*model, t.name)) continue;
+    out.push_back({t.name, static_cast<int64_t>(t.dims[0]), t.n_dims == 3 ? static_cast<int64_t>(t.dims[2]) : 0});
+  }
+  return out;
+}
 
 Status encode_rows(GgmlType type, int64_t n_rows, int64_t n_cols, const RowSource& source, std::vector<uint8_t>& out,
                    ThreadPool& pool) {
@@ -91,7 +181,13 @@ Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const s
     if (i + 1 < jobs.size() && !jobs[i + 1].mapped_input.empty()) advise_sequential(jobs[i + 1].mapped_input);
     const uint64_t n = element_count(job.dims);
     std::span<const uint8_t> bytes = job.bytes;
-    if (job.source) {
+    if (job.encode) {
+      auto s = job.encode(encoded, pool);
+      if (!s) return s.with_context("tensor '" + job.name + "'");
+      bytes = encoded;
+      ++report.n_converted;
+      report.n_calibrated += job.calibrated ? 1 : 0;
+    } else if (job.source) {
       const int64_t n_cols = static_cast<int64_t>(job.dims[0]);
       auto s = encode_rows(job.type, static_cast<int64_t>(n / job.dims[0]), n_cols, job.source, encoded, pool);
       if (!s) return s.with_context("tensor '" + job.name + "'");
@@ -148,6 +244,24 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
       const size_t row_bytes = quant::row_bytes(*from, static_cast<int64_t>(t.dims[0]));
       const uint8_t* data = t.data;
       const int64_t n_cols = static_cast<int64_t>(t.dims[0]);
+      if (o.method != QuantMethod::Rtn && !is_float_type(choice.type)) {
+        const quant::BlockCodec* codec = quant::block_codec(choice.type);
+        if (!codec)
+          return error(ErrorKind::Unsupported,
+                       std::string("quantize --method ") + quant_method_name(o.method) + ": tensor '" + t.name +
+                           "' gets type " + type_text(choice.type) +
+                           ", which calibrated rounding does not cover yet (it covers Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
+                           "IQ4_NL); choose one of those, or --method rtn");
+        if (!o.inputs) return error(ErrorKind::InvalidArgument, "quantize: a calibrated method needs calibration statistics");
+        const bool experts = t.n_dims == 3;
+        CalibratedJob cj{from, data, n_cols, static_cast<int64_t>(t.dims[1]), experts ? static_cast<int64_t>(t.dims[2]) : 1,
+                         experts, t.name, codec, o.method == QuantMethod::Gptq && !is_tied_embedding(*model, t.name),
+                         o.inputs, o.gptq_damp};
+        job.encode = std::move(cj);
+        job.calibrated = true;
+        jobs.push_back(std::move(job));
+        continue;
+      }
       job.source = [from, data, row_bytes, n_cols](int64_t i_row, float* row) {
         from->to_float(data + static_cast<size_t>(i_row) * row_bytes, row, n_cols);
       };

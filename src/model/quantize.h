@@ -17,6 +17,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string_view>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,6 +27,7 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf_format.h"
 #include "gguf/writer.h"
+#include "model/calibration.h"
 #include "model/quant_rules.h"
 
 namespace tern {
@@ -46,6 +49,8 @@ struct TensorJob {
   gguf::GgmlType type;              // type written
   std::span<const uint8_t> bytes;   // verbatim data (when source is empty)
   RowSource source;
+  // Encodes the whole tensor instead of row by row (calibrated methods).
+  std::function<Status(std::vector<uint8_t>& out, ThreadPool& pool)> encode;
   // The input tensor's bytes inside a read-only file mapping, or empty. Once
   // the tensor is written its whole pages are dropped from this process
   // (madvise DONTNEED; the file stays in the page cache), so resident memory
@@ -53,6 +58,7 @@ struct TensorJob {
   std::span<const uint8_t> mapped_input;
   uint64_t n_bytes_in = 0;          // size in the source, for the summary
   bool fell_back = false;
+  bool calibrated = false;          // encode uses calibration statistics
 };
 
 struct QuantizeProgress {
@@ -68,6 +74,7 @@ struct QuantizeReport {
   size_t n_tensors = 0;
   size_t n_converted = 0;   // tensors whose type changed
   size_t n_fallback = 0;    // tensors that took a fallback type (quant_rules.h rule 4)
+  size_t n_calibrated = 0;  // tensors encoded with calibration statistics (imatrix or GPTQ)
   uint64_t n_elements = 0;
   uint64_t n_bytes_in = 0;  // tensor data only
   uint64_t n_bytes_out = 0;
@@ -82,11 +89,40 @@ Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const s
                                          const std::vector<TensorJob>& jobs, ThreadPool& pool,
                                          const QuantizeProgressFn& progress = {});
 
+// How quantized blocks are chosen (docs/quantize.md):
+//   Rtn      ggml's reference rounding (the bytes llama-quantize writes without an imatrix)
+//   Imatrix  per block, the scale minimising the rounding error weighted by each input
+//            column's mean x² on calibration text (quant/block_codec.h)
+//   Gptq     GPTQ with H from calibration text (quant/gptq.h); tied embeddings, which
+//            are also read row by row, get Imatrix
+// Calibrated methods cover the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, IQ4_NL); a tensor a scheme gives another quantized type is an error.
+enum class QuantMethod { Rtn, Imatrix, Gptq };
+const char* quant_method_name(QuantMethod m);
+Result<QuantMethod> parse_quant_method(std::string_view name);
+
+// The statistics of one matrix's input ("<tensor>" or "<tensor>#<expert>"),
+// with H for the tensors gptq_plan() lists when the method is Gptq; null when
+// calibration never saw that matrix (it is then rounded plainly).
+using InputStatsFn = std::function<Result<std::shared_ptr<const InputStats>>(const std::string& key)>;
+
 struct QuantizeOptions {
   std::string in_path;
   std::string out_path;
   QuantScheme scheme;
+  QuantMethod method = QuantMethod::Rtn;
+  InputStatsFn inputs = {};  // required unless method is Rtn
+  double gptq_damp = 0.01;
 };
+
+// One tensor GPTQ will quantize: its name, row length and expert count (0: 2-D).
+struct GptqTensor {
+  std::string name;
+  int64_t n_cols = 0;
+  int64_t n_expert = 0;
+};
+// The tensors of `file` that quantize_gguf would give GPTQ under `scheme`, in file order.
+Result<std::vector<GptqTensor>> gptq_plan(const gguf::GgufFile& file, const QuantScheme& scheme);
 
 Result<QuantizeReport> quantize_gguf(const QuantizeOptions& options, ThreadPool& pool,
                                      const QuantizeProgressFn& progress = {});

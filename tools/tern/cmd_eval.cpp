@@ -17,6 +17,7 @@
 #include "core/atomic_file.h"
 #include "core/input_file.h"
 #include "engine/bench.h"
+#include "engine/calibrate.h"
 #include "eval/report.h"
 #include "logits_pass.h"
 #include "model/hf_model.h"
@@ -31,6 +32,7 @@ namespace fs = std::filesystem;
 struct EvalQuantArgs {
   std::string model_path, text_path, types_text = "Q8_0,Q6_K,Q5_K_M,Q4_K_M,Q4_0", out_dir, json_path, plot_path;
   std::string plot_metric = "kl";
+  std::string calib_path, methods_text = "rtn", calib_text;
   int n_ctx = 0, n_chunks = 0, n_threads = 0;
   BenchOptions bench{.n_prompt = 128, .n_gen = 32, .batches = {}, .n_batch = 512, .repetitions = 3, .seed = 42};
   float price_per_hour = 0;
@@ -134,6 +136,9 @@ int eval_quant(int argc, char** argv) {
   args.add("--types", &a.types_text, "comma-separated quant types or mixes (default Q8_0,Q6_K,Q5_K_M,Q4_K_M,Q4_0)");
   args.add("-c,--ctx-size", &a.n_ctx, "perplexity window in tokens (default min(512, training context))");
   args.add("--chunks", &a.n_chunks, "score only the first N windows (default all; the base logits take 2*n_vocab bytes a token)");
+  args.add("--calib", &a.calib_path, "calibration file (tern calibrate) for the calibrated methods; the text must not overlap it");
+  args.add("--methods", &a.methods_text, "comma-separated rtn, imatrix, gptq: each type is made by each (default rtn)");
+  args.add("--calib-text", &a.calib_text, "gptq: the calibration text, if it moved since tern calibrate");
   args.add("--out-dir", &a.out_dir, "keep the quantized files and base logits here (default: a temporary directory, removed)");
   args.add("-p,--n-prompt", &a.bench.n_prompt, "prompt tokens for pp (default 128, 0 skips)");
   args.add("-n,--n-gen", &a.bench.n_gen, "generated tokens for tg (default 32, 0 skips)");
@@ -160,9 +165,28 @@ int eval_quant(int argc, char** argv) {
     return report(error(ErrorKind::InvalidArgument, "eval quant: --plot-metric is kl or ppl"));
   auto schemes = parse_types(a.types_text);
   if (!schemes) return report(schemes.status());
+  std::vector<QuantMethod> methods;
+  {
+    std::stringstream ss(a.methods_text);
+    for (std::string item; std::getline(ss, item, ',');) {
+      auto m = parse_quant_method(item);
+      if (!m) return report(m.status());
+      methods.push_back(*m);
+    }
+  }
+  const bool calibrated = std::any_of(methods.begin(), methods.end(), [](QuantMethod m) { return m != QuantMethod::Rtn; });
+  if (methods.empty()) return report(error(ErrorKind::InvalidArgument, "eval quant: --methods is empty"));
+  if (calibrated && a.calib_path.empty())
+    return report(error(ErrorKind::InvalidArgument, "eval quant: --methods imatrix/gptq need --calib CALIB.gguf"));
 
   auto text = read_file(a.text_path);
   if (!text) return report(text.status());
+  if (!a.calib_path.empty()) {
+    // Quality measured on the text the statistics came from would flatter the calibrated methods.
+    auto calib = read_calibration(a.calib_path);
+    if (!calib) return report(calib.status());
+    if (auto s = check_disjoint(*calib, *text, a.text_path); !s) return report(s.with_context("eval quant"));
+  }
   std::vector<TokenId> tokens;
   PerplexityOptions ppl;
   eval::QuantEval result;
@@ -201,13 +225,34 @@ int eval_quant(int argc, char** argv) {
   auto base_row = measure(result.rows[0].type, a.model_path, tokens, ppl, logits_path, true, a, pool);
   if (!base_row) return report(base_row.status());
   result.rows[0] = *base_row;
-  for (size_t i = 0; i < schemes->size(); ++i) {
-    const QuantScheme& scheme = *(*schemes)[i];
-    const std::string name(scheme.name);
-    status_line("eval: [" + std::to_string(i + 1) + "/" + std::to_string(schemes->size()) + "] quantizing " + name);
-    const std::string qpath = (dir / (stem + "-" + name + ".gguf")).string();
-    auto q = quantize_gguf({a.model_path, qpath, scheme}, pool);
-    if (!q) return report(q.status());
+  const size_t n_runs = schemes->size() * methods.size();
+  for (size_t i = 0; i < n_runs; ++i) {
+    const QuantScheme& scheme = *(*schemes)[i / methods.size()];
+    const QuantMethod method = methods[i % methods.size()];
+    const std::string name =
+        std::string(scheme.name) + (method == QuantMethod::Rtn ? "" : std::string(" ") + quant_method_name(method));
+    status_line("eval: [" + std::to_string(i + 1) + "/" + std::to_string(n_runs) + "] quantizing " + name);
+    const std::string qpath =
+        (dir / (stem + "-" + std::string(scheme.name) + "-" + quant_method_name(method) + ".gguf")).string();
+    QuantizeOptions qo{a.model_path, qpath, scheme, method};
+    std::unique_ptr<CalibrationSource> src;
+    if (method != QuantMethod::Rtn) {
+      std::vector<GptqTensor> plan;
+      if (method == QuantMethod::Gptq) {
+        auto file = gguf::GgufFile::open(a.model_path);
+        if (!file) return report(file.status());
+        auto p = gptq_plan(*file, scheme);
+        if (!p) return report(p.status());
+        plan = std::move(*p);
+      }
+      auto s = CalibrationSource::open(a.calib_path, a.model_path, method == QuantMethod::Gptq, std::move(plan),
+                                       a.calib_text, 4ull << 30, pool.n_threads());
+      if (!s) return report(s.status());
+      src = std::move(*s);
+      qo.inputs = [&](const std::string& key) { return src->get(key); };
+    }
+    auto q = quantize_gguf(qo, pool);
+    if (!q) return report(q.status().with_context(name));
     auto row = measure(name, qpath, tokens, ppl, logits_path, false, a, pool);
     if (!row) return report(row.status());
     row->n_fallback = static_cast<int>(q->n_fallback);

@@ -22,6 +22,7 @@ int cmd_bench_spec(int argc, char** argv);
 Result<std::vector<int>> parse_batch_list(const std::string& text);   // tern bench --draft: speculative decoding's speed-up  // tern bench sweep: the same over rates/concurrencies
 int cmd_serve(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
+int cmd_calibrate(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_batch(int argc, char** argv);
 int cmd_eval(int argc, char** argv);

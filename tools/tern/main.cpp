@@ -27,6 +27,7 @@ constexpr Command kCommands[] = {
     {"perplexity", cmd_perplexity, "perplexity of a model on a text file"},
     {"convert", cmd_convert, "convert a llama2.c checkpoint to GGUF"},
     {"quantize", cmd_quantize, "re-encode a GGUF model's tensors (Q4_K_M, Q8_0, F16, ...)"},
+    {"calibrate", cmd_calibrate, "record a model's linear-layer input statistics on text (for quantize --calib)"},
     {"synth", cmd_synth, "write a random-weight model of given shapes (benchmarks)"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with a web playground and Prometheus metrics"},
     {"bench", cmd_bench, "measure pp/tg/batched throughput against the machine's limits"},

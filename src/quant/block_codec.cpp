@@ -1,0 +1,246 @@
+#include "quant/block_codec.h"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "quant/blocks.h"
+#include "quant/quant.h"
+
+namespace tern::quant {
+namespace {
+
+using gguf::GgmlType;
+
+template <int N>
+constexpr std::array<float, N> offset_grid(int first) {
+  std::array<float, N> g{};
+  for (int i = 0; i < N; ++i) g[i] = static_cast<float>(first + i);
+  return g;
+}
+
+constexpr auto kGridQ4_0 = offset_grid<16>(-8);
+constexpr auto kGridQ5_0 = offset_grid<32>(-16);
+constexpr auto kGridQ8_0 = offset_grid<255>(-127);  // ggml's Q8_0 never writes -128: keep the grid symmetric
+constexpr auto kGridQ4_1 = offset_grid<16>(0);
+constexpr auto kGridQ5_1 = offset_grid<32>(0);
+constexpr std::array<float, 16> kGridIq4Nl = [] {
+  std::array<float, 16> g{};
+  for (int i = 0; i < 16; ++i) g[i] = kIq4nlValues[i];
+  return g;
+}();
+
+const BlockCodec kCodecs[] = {
+    {GgmlType::Q4_0, 32, false, kGridQ4_0}, {GgmlType::Q4_1, 32, true, kGridQ4_1},
+    {GgmlType::Q5_0, 32, false, kGridQ5_0}, {GgmlType::Q5_1, 32, true, kGridQ5_1},
+    {GgmlType::Q8_0, 32, false, kGridQ8_0}, {GgmlType::IQ4_NL, 32, false, kGridIq4Nl},
+};
+
+float fp16_round(float v) { return fp16_to_float(float_to_fp16(v)); }
+
+// Every grid but IQ4_NL's is consecutive integers: the nearest index is a rounding.
+bool uniform(const BlockCodec& c) { return c.type != GgmlType::IQ4_NL; }
+
+// Index of the grid value nearest v (in grid units), ties to the upper one.
+int nearest_grid(const BlockCodec& c, float v) {
+  const int n = static_cast<int>(c.grid.size());
+  if (!(v > c.grid[0])) return 0;  // also NaN
+  if (v >= c.grid[n - 1]) return n - 1;
+  if (uniform(c)) {
+    const int q = static_cast<int>(std::floor(v - c.grid[0] + 0.5f));
+    return q < 0 ? 0 : (q >= n ? n - 1 : q);
+  }
+  int lo = 0, hi = n - 1;  // grid[lo] < v < grid[hi]
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    (c.grid[mid] <= v ? lo : hi) = mid;
+  }
+  return (v - c.grid[lo] < c.grid[hi] - v) ? lo : hi;
+}
+
+double weight(const float* w, int j) { return w ? static_cast<double>(w[j]) : 1.0; }
+
+// Least-squares scale (and offset) for fixed indices; false when the system is singular.
+bool refit(const BlockCodec& c, const float* x, const float* w, const uint8_t* q, BlockFit& f) {
+  const int n = c.block_elems;
+  double sgg = 0, sgx = 0, sg = 0, sx = 0, s1 = 0;
+  for (int j = 0; j < n; ++j) {
+    const double wj = weight(w, j), g = c.grid[q[j]];
+    sgg += wj * g * g;
+    sgx += wj * g * x[j];
+    sg += wj * g;
+    sx += wj * x[j];
+    s1 += wj;
+  }
+  if (!c.affine) {
+    if (sgg <= 0) return false;
+    f = {fp16_round(static_cast<float>(sgx / sgg)), 0.0f};
+    return true;
+  }
+  const double det = sgg * s1 - sg * sg;
+  if (!(std::fabs(det) > 1e-12 * sgg * s1)) return false;
+  f.d = fp16_round(static_cast<float>((sgx * s1 - sg * sx) / det));
+  f.m = fp16_round(static_cast<float>((sgg * sx - sg * sgx) / det));
+  return true;
+}
+
+void assign(const BlockCodec& c, const BlockFit& f, const float* x, uint8_t* q) {
+  for (int j = 0; j < c.block_elems; ++j) q[j] = static_cast<uint8_t>(nearest_index(c, f, x[j]));
+}
+
+// The fit ggml's reference quantizer makes (absmax to the grid's negative end; min-max).
+BlockFit reference_fit(const BlockCodec& c, const float* x) {
+  float amax = 0.0f, max = 0.0f, lo = x[0], hi = x[0];
+  for (int j = 0; j < c.block_elems; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      max = x[j];
+    }
+    lo = std::fmin(lo, x[j]);
+    hi = std::fmax(hi, x[j]);
+  }
+  const float last = c.grid[c.grid.size() - 1];
+  if (c.affine) return {fp16_round((hi - lo) / last), fp16_round(lo)};
+  if (c.type == GgmlType::Q8_0) return {fp16_round(amax / last), 0.0f};
+  return {fp16_round(max / c.grid[0]), 0.0f};
+}
+
+}  // namespace
+
+const BlockCodec* block_codec(GgmlType type) {
+  for (const BlockCodec& c : kCodecs)
+    if (c.type == type) return &c;
+  return nullptr;
+}
+
+int nearest_index(const BlockCodec& c, const BlockFit& f, float x) {
+  if (c.affine) return f.d == 0.0f ? 0 : nearest_grid(c, (x - f.m) / f.d);
+  if (f.d == 0.0f) return nearest_grid(c, 0.0f);
+  return nearest_grid(c, x / f.d);
+}
+
+double block_error(const BlockCodec& c, const BlockFit& f, const float* x, const float* w) {
+  double e = 0.0;
+  for (int j = 0; j < c.block_elems; ++j) {
+    const double r = static_cast<double>(x[j]) - level(c, f, nearest_index(c, f, x[j]));
+    e += weight(w, j) * r * r;
+  }
+  return e;
+}
+
+BlockFit fit_block(const BlockCodec& c, const float* x, const float* w) {
+  const int n = c.block_elems;
+  double wsum = 0.0;
+  for (int j = 0; j < n; ++j) wsum += weight(w, j);
+  if (!(wsum > 0.0)) w = nullptr;  // no information (a dead input channel): plain least squares
+
+  BlockFit best = reference_fit(c, x);
+  double best_err = block_error(c, best, x, w);
+  float amax = 0.0f, xm = 0.0f, lo = x[0], hi = x[0];
+  for (int j = 0; j < n; ++j) {
+    if (std::fabs(x[j]) > amax) {
+      amax = std::fabs(x[j]);
+      xm = x[j];
+    }
+    lo = std::fmin(lo, x[j]);
+    hi = std::fmax(hi, x[j]);
+  }
+  if (amax == 0.0f) return best;
+
+  // Candidates stretch the extreme element to a little past or short of the
+  // grid's end (clipping it buys resolution for the rest); each is refined by
+  // least squares on its indices, then re-rounded once.
+  constexpr int kSteps = 10;
+  constexpr float kRel = 0.0125f;
+  uint8_t q[256];
+  auto consider = [&](BlockFit f) {
+    assign(c, f, x, q);
+    if (!refit(c, x, w, q, f)) return;
+    const double e = block_error(c, f, x, w);
+    if (e < best_err) {
+      best_err = e;
+      best = f;
+    }
+  };
+  const float ends[2] = {c.grid[0], c.grid[c.grid.size() - 1]};
+  for (int t = -kSteps; t <= kSteps; ++t) {
+    const float stretch = 1.0f + kRel * static_cast<float>(t);
+    if (c.affine) {
+      if (hi > lo) consider({(hi - lo) / (ends[1] * stretch), lo});
+      continue;
+    }
+    for (float end : ends)
+      if (end != 0.0f) consider({xm / (end * stretch), 0.0f});
+  }
+  return best;
+}
+
+void store_block(const BlockCodec& c, const BlockFit& f, const uint8_t* q, void* block) {
+  const uint16_t d = float_to_fp16(f.d), m = float_to_fp16(f.m);
+  auto nibbles = [&](uint8_t* qs) {
+    for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>((q[j] & 0x0f) | (q[j + 16] & 0x0f) << 4);
+  };
+  auto high_bits = [&](uint8_t* qh) {
+    uint32_t bits = 0;
+    for (int j = 0; j < 32; ++j) bits |= static_cast<uint32_t>(q[j] >> 4 & 1) << j;
+    for (int i = 0; i < 4; ++i) qh[i] = static_cast<uint8_t>(bits >> (8 * i));
+  };
+  switch (c.type) {
+    case GgmlType::Q4_0: {
+      auto* b = static_cast<BlockQ4_0*>(block);
+      b->d = d;
+      nibbles(b->qs);
+      break;
+    }
+    case GgmlType::Q4_1: {
+      auto* b = static_cast<BlockQ4_1*>(block);
+      b->d = d;
+      b->m = m;
+      nibbles(b->qs);
+      break;
+    }
+    case GgmlType::Q5_0: {
+      auto* b = static_cast<BlockQ5_0*>(block);
+      b->d = d;
+      high_bits(b->qh);
+      nibbles(b->qs);
+      break;
+    }
+    case GgmlType::Q5_1: {
+      auto* b = static_cast<BlockQ5_1*>(block);
+      b->d = d;
+      b->m = m;
+      high_bits(b->qh);
+      nibbles(b->qs);
+      break;
+    }
+    case GgmlType::Q8_0: {
+      auto* b = static_cast<BlockQ8_0*>(block);
+      b->d = d;
+      for (int j = 0; j < 32; ++j) b->qs[j] = static_cast<int8_t>(static_cast<int>(q[j]) - 127);
+      break;
+    }
+    case GgmlType::IQ4_NL: {
+      auto* b = static_cast<BlockIq4Nl*>(block);
+      b->d = d;
+      nibbles(b->qs);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void encode_row_weighted(const BlockCodec& c, const float* x, const float* w, void* dst, int64_t n) {
+  const size_t block_bytes = traits(c.type)->block_bytes;
+  uint8_t q[256];
+  auto* out = static_cast<uint8_t*>(dst);
+  for (int64_t i = 0; i < n; i += c.block_elems, out += block_bytes) {
+    const BlockFit f = fit_block(c, x + i, w ? w + i : nullptr);
+    assign(c, f, x + i, q);
+    store_block(c, f, q, out);
+  }
+}
+
+}  // namespace tern::quant

@@ -1,0 +1,44 @@
+// quant/gptq.h — GPTQ (Frantar et al., 2022) into the existing block types.
+//
+// A linear layer y = W x is quantized column by column (in input order) so
+// that its output on calibration inputs changes as little as possible: with
+// H = sum over calibration rows of x xᵀ, the error a column's rounding leaves
+// is spread over the columns not yet quantized through U, the upper Cholesky
+// factor of H⁻¹ (H damped by `damp` times its mean diagonal):
+//     e = (w_i - q(w_i)) / U_ii,    w_k -= e * U_ik  for k > i.
+// Block formats have one scale per 32 columns of a row, so the scale of a
+// block is fitted (quant/block_codec.h, weighted by diag(H)) when the column
+// loop reaches the block — from weights that already carry the compensation
+// of every earlier column — and the block's columns are then rounded to it.
+// The result is ordinary blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL).
+//
+// Input channels no calibration row touched (H_ii = 0) are set to 0 as in the
+// paper. Rows are independent: they run in tiles over the pool, and the bytes
+// do not depend on the number of threads. Arithmetic is double.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "quant/block_codec.h"
+
+namespace tern::quant {
+
+struct GptqOptions {
+  double damp = 0.01;  // fraction of mean(diag H) added to the diagonal
+};
+
+// w: [n_rows][n_cols] f32; h: [n_cols][n_cols] symmetric (row-major);
+// out: [n_rows][row bytes of c.type]. InvalidArgument on shapes, or when H
+// stays not positive definite after raising the damping 100-fold.
+Status gptq_encode(const BlockCodec& c, std::span<const float> w, int64_t n_rows, int64_t n_cols,
+                   std::span<const double> h, const GptqOptions& o, uint8_t* out, ThreadPool& pool);
+
+// The factor the column loop uses: U upper triangular ([n][n] row-major) with
+// Uᵀ U = (H + damping)⁻¹, dead channels already given H_ii = 1. Exposed for tests.
+Result<std::vector<double>> gptq_inverse_factor(std::span<const double> h, int64_t n, double damp);
+
+}  // namespace tern::quant

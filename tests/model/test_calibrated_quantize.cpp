@@ -1,0 +1,278 @@
+// Calibration (engine/calibrate.h, model/calibration.h) and calibrated
+// quantization (quantize_gguf --method imatrix|gptq) on stories260K, with
+// calibration and evaluation on the two disjoint halves of TinyStories text.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/input_file.h"
+#include "engine/calibrate.h"
+#include "engine/perplexity.h"
+#include "gguf/reader.h"
+#include "model/model.h"
+#include "model/quantize.h"
+#include "quant/quant.h"
+#include "tokenizer/tokenizer.h"
+#include "model_fixture.h"
+
+namespace tern {
+namespace {
+
+std::string scratch_path(const std::string& name) {
+  const std::string dir = std::string(TERN_BINARY_DIR) + "/test_models";
+  std::filesystem::create_directories(dir);
+  return dir + "/" + name + "." + std::to_string(::getpid());
+}
+
+// The TinyStories text cut at the paragraph break nearest its middle: the
+// first half calibrates, the second evaluates (the split docs/quantize.md uses).
+struct SplitText {
+  std::string calib_path, eval_path, calib, eval;
+  SplitText() {
+    auto all = read_file(std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt");
+    if (!all) return;
+    const size_t cut = all->find("\n\n", all->size() / 2) + 2;
+    calib = all->substr(0, cut);
+    eval = all->substr(cut);
+    calib_path = scratch_path("calib") + ".txt";
+    eval_path = scratch_path("eval") + ".txt";
+    std::ofstream(calib_path, std::ios::binary) << calib;
+    std::ofstream(eval_path, std::ios::binary) << eval;
+  }
+  ~SplitText() {
+    if (!calib_path.empty()) std::filesystem::remove(calib_path);
+    if (!eval_path.empty()) std::filesystem::remove(eval_path);
+  }
+};
+
+const SplitText& split() {
+  static const SplitText s;
+  return s;
+}
+
+constexpr int kCtx = 64;
+constexpr int kChunks = 16;
+
+CalibrationOptions options(std::set<std::string> hessians = {}) {
+  CalibrationOptions o;
+  o.model_path = test::stories_gguf();
+  o.text_path = split().calib_path;
+  o.n_ctx = kCtx;
+  o.n_chunks = kChunks;
+  o.n_threads = 2;
+  o.hessians = std::move(hessians);
+  return o;
+}
+
+TEST(Calibrate, Layer0InputStatisticsMatchAnIndependentComputation) {
+  TERN_REQUIRE_STORIES();
+  ASSERT_FALSE(split().calib.empty());
+  auto run = calibrate(options({"blk.0.attn_q.weight"}));
+  ASSERT_TRUE(run) << run.status().message();
+  const Calibration& c = run->calibration;
+  EXPECT_EQ(c.text.n_chunks, kChunks);
+  EXPECT_EQ(c.text.n_tokens, kCtx * kChunks);
+  // One record per distinct input: Q/K/V share theirs, gate/up theirs.
+  ASSERT_NE(c.find("blk.0.attn_q.weight"), nullptr);
+  EXPECT_EQ(c.find("blk.0.attn_q.weight"), c.find("blk.0.attn_k.weight"));
+  EXPECT_EQ(c.find("blk.0.attn_q.weight"), c.find("blk.0.attn_v.weight"));
+  EXPECT_EQ(c.find("blk.4.ffn_gate.weight"), c.find("blk.4.ffn_up.weight"));
+  EXPECT_NE(c.find("blk.4.ffn_gate.weight"), c.find("blk.4.ffn_down.weight"));
+  ASSERT_NE(c.find("blk.4.ffn_down.weight"), nullptr);
+  EXPECT_EQ(c.find("blk.4.ffn_down.weight")->n_cols, 172);
+  ASSERT_NE(c.find("token_embd.weight"), nullptr);  // tied: the output matmul
+  EXPECT_GT(c.find("token_embd.weight")->count, 0);
+  EXPECT_LT(c.find("token_embd.weight")->count, kCtx * kChunks);  // only the scored rows
+  EXPECT_TRUE(c.find("blk.1.attn_q.weight")->h.empty());           // H only where asked
+
+  // Layer 0's attention input is rmsnorm(embedding) * attn_norm: recompute it in double.
+  auto file = gguf::GgufFile::open(test::stories_gguf());
+  ASSERT_TRUE(file);
+  auto tok = Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tok);
+  std::vector<TokenId> tokens = (*tok)->encode(split().calib, true, false);
+  const gguf::TensorInfo* emb = file->find_tensor("token_embd.weight");
+  const gguf::TensorInfo* norm = file->find_tensor("blk.0.attn_norm.weight");
+  ASSERT_TRUE(emb && norm);
+  const int n = static_cast<int>(emb->dims[0]);
+  std::vector<float> g(n), e(n);
+  quant::traits(norm->type)->to_float(norm->data, g.data(), n);
+  const double eps = *file->get_f64("llama.attention.layer_norm_rms_epsilon");
+  std::vector<double> sum_x2(n, 0.0);
+  for (int w = 0; w < kChunks; ++w)
+    for (int j = 0; j < kCtx; ++j) {
+      const TokenId t = j == 0 ? (*tok)->bos_id() : tokens[static_cast<size_t>(w) * kCtx + j];
+      const size_t row = quant::row_bytes(*quant::traits(emb->type), n);
+      quant::traits(emb->type)->to_float(emb->data + static_cast<size_t>(t) * row, e.data(), n);
+      double ms = 0;
+      for (float v : e) ms += static_cast<double>(v) * v / n;
+      const double inv = 1.0 / std::sqrt(ms + eps);
+      for (int i = 0; i < n; ++i) {
+        const double x = e[i] * inv * g[i];
+        sum_x2[i] += x * x;
+      }
+    }
+  const InputStats& s = *c.find("blk.0.attn_q.weight");
+  ASSERT_EQ(s.count, kCtx * kChunks);
+  ASSERT_EQ(s.h.size(), static_cast<size_t>(n * n));
+  for (int i = 0; i < n; ++i) {
+    EXPECT_NEAR(s.sum_x2[i], sum_x2[i], 1e-4 * sum_x2[i]) << "column " << i;
+    EXPECT_DOUBLE_EQ(s.h[static_cast<size_t>(i) * n + i], s.sum_x2[i]);
+    for (int j = 0; j < i; ++j) EXPECT_EQ(s.h[static_cast<size_t>(i) * n + j], s.h[static_cast<size_t>(j) * n + i]);
+    EXPECT_LE(s.sum_abs[i] * s.sum_abs[i], s.sum_x2[i] * s.count * (1 + 1e-9));  // Cauchy-Schwarz
+    EXPECT_GE(static_cast<double>(s.max_abs[i]) * s.max_abs[i] * s.count, s.sum_x2[i] * (1 - 1e-6));
+  }
+}
+
+TEST(Calibrate, FileRoundTripsAndOtherFilesAreRefused) {
+  TERN_REQUIRE_STORIES();
+  auto run = calibrate(options());
+  ASSERT_TRUE(run) << run.status().message();
+  const std::string path = scratch_path("calib") + ".gguf";
+  ASSERT_TRUE(write_calibration(run->calibration, path));
+  auto back = read_calibration(path);
+  ASSERT_TRUE(back) << back.status().message();
+  std::filesystem::remove(path);
+  EXPECT_EQ(back->text.path, split().calib_path);
+  EXPECT_EQ(back->text.hash, fnv1a64(split().calib));
+  EXPECT_EQ(back->text.bytes, split().calib.size());
+  EXPECT_EQ(back->text.n_tokens, kCtx * kChunks);
+  EXPECT_EQ(back->fingerprints, run->calibration.fingerprints);
+  ASSERT_EQ(back->inputs.size(), run->calibration.inputs.size());
+  for (const auto& [key, s] : run->calibration.inputs) {
+    const InputStats* b = back->find(key);
+    ASSERT_NE(b, nullptr) << key;
+    EXPECT_EQ(b->count, s->count);
+    for (int64_t i = 0; i < s->n_cols; ++i) EXPECT_EQ(b->sum_x2[i], static_cast<float>(s->sum_x2[i])) << key;
+  }
+  auto not_calib = read_calibration(test::stories_gguf());
+  ASSERT_FALSE(not_calib);
+  EXPECT_NE(not_calib.status().message().find("not a tern calibration file"), std::string::npos);
+}
+
+TEST(Calibrate, EvaluationTextOverlappingTheCalibrationIsRefused) {
+  TERN_REQUIRE_STORIES();
+  Calibration c;
+  c.text.path = split().calib_path;
+  c.fingerprints = text_fingerprints(split().calib);
+  // The halves share no long runs of text (TinyStories' repeated phrases are short).
+  EXPECT_TRUE(check_disjoint(c, split().eval, split().eval_path));
+  EXPECT_LT(overlap_bytes(c, split().eval), split().eval.size() / 1000);
+  // Evaluation text that contains a slice of the calibration text is refused, naming both.
+  const std::string mixed = split().eval.substr(0, 100000) + split().calib.substr(5000, 20000);
+  const Status s = check_disjoint(c, mixed, "mixed.txt");
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.message().find("mixed.txt"), std::string::npos);
+  EXPECT_NE(s.message().find(split().calib_path), std::string::npos);
+  EXPECT_GT(overlap_bytes(c, mixed), 15000u);
+}
+
+// KL(base || quantized) over the scored rows of the held-out text.
+double mean_kl(const Model& base, const Model& q, const std::vector<TokenId>& tokens, const PerplexityOptions& po) {
+  std::vector<std::vector<double>> base_p;
+  auto softmax = [](std::span<const float> l) {
+    double m = l[0];
+    for (float v : l) m = std::max(m, static_cast<double>(v));
+    std::vector<double> p(l.size());
+    double z = 0;
+    for (size_t i = 0; i < l.size(); ++i) z += p[i] = std::exp(l[i] - m);
+    for (double& v : p) v /= z;
+    return p;
+  };
+  EXPECT_TRUE(compute_perplexity(base, tokens, po, {}, [&](std::span<const float> l, TokenId) {
+    base_p.push_back(softmax(l));
+    return Status::ok();
+  }));
+  size_t row = 0;
+  double kl = 0;
+  EXPECT_TRUE(compute_perplexity(q, tokens, po, {}, [&](std::span<const float> l, TokenId) {
+    const auto p = softmax(l);
+    for (size_t i = 0; i < p.size(); ++i)
+      if (base_p[row][i] > 0) kl += base_p[row][i] * std::log(base_p[row][i] / std::max(p[i], 1e-300));
+    ++row;
+    return Status::ok();
+  }));
+  return kl / static_cast<double>(row);
+}
+
+TEST(QuantizeCalibrated, ImatrixAndGptqBeatRoundToNearestOnHeldOutText) {
+  TERN_REQUIRE_STORIES();
+  auto run = calibrate(options());
+  ASSERT_TRUE(run) << run.status().message();
+  const std::string calib_path = scratch_path("calib_q") + ".gguf";
+  ASSERT_TRUE(write_calibration(run->calibration, calib_path));
+  const std::string in = test::stories_gguf();
+  auto file = gguf::GgufFile::open(in);
+  ASSERT_TRUE(file);
+  const QuantScheme q4 = *find_quant_scheme("Q4_0");
+  auto plan = gptq_plan(*file, q4);
+  ASSERT_TRUE(plan);
+  // Q/K/V/O and gate/up of 5 layers; ffn_down (rows of 172) falls back to F16;
+  // the tied embedding gets importance weighting, not GPTQ.
+  EXPECT_EQ(plan->size(), 30u);
+
+  ThreadPool pool(2);
+  std::map<std::string, std::string> out;
+  std::map<std::string, uint64_t> sizes;
+  for (QuantMethod m : {QuantMethod::Rtn, QuantMethod::Imatrix, QuantMethod::Gptq}) {
+    QuantizeOptions o{in, scratch_path(std::string("q4_") + quant_method_name(m)) + ".gguf", q4, m};
+    std::unique_ptr<CalibrationSource> src;
+    if (m != QuantMethod::Rtn) {
+      auto s = CalibrationSource::open(calib_path, in, m == QuantMethod::Gptq, *plan, "", 1ull << 30, 2);
+      ASSERT_TRUE(s) << s.status().message();
+      src = std::move(*s);
+      o.inputs = [&](const std::string& key) { return src->get(key); };
+    }
+    auto r = quantize_gguf(o, pool);
+    ASSERT_TRUE(r) << r.status().message();
+    EXPECT_EQ(r->n_calibrated, m == QuantMethod::Rtn ? 0u : 31u) << quant_method_name(m);
+    if (m == QuantMethod::Gptq) {
+      EXPECT_EQ(src->passes(), 1);
+    }
+    out[quant_method_name(m)] = o.out_path;
+    sizes[quant_method_name(m)] = std::filesystem::file_size(o.out_path);
+  }
+  std::filesystem::remove(calib_path);
+  EXPECT_EQ(sizes["imatrix"], sizes["rtn"]);
+  EXPECT_EQ(sizes["gptq"], sizes["rtn"]);
+
+  auto base = Model::load(in);
+  ASSERT_TRUE(base);
+  auto tok = Tokenizer::from_gguf((*base)->file());
+  const std::vector<TokenId> tokens = (*tok)->encode(split().eval, true, false);
+  PerplexityOptions po;
+  po.n_ctx = 128;
+  po.max_windows = 24;
+  po.bos = (*tok)->bos_id();
+  std::map<std::string, double> kl;
+  for (const auto& [name, path] : out) {
+    auto q = Model::load(path);
+    ASSERT_TRUE(q);
+    kl[name] = mean_kl(**base, **q, tokens, po);
+    std::filesystem::remove(path);
+  }
+  std::printf("mean KL on held-out text: rtn %.5f, imatrix %.5f, gptq %.5f\n", kl["rtn"], kl["imatrix"], kl["gptq"]);
+  EXPECT_LT(kl["imatrix"], kl["rtn"]);
+  EXPECT_LT(kl["gptq"], kl["imatrix"]);
+}
+
+TEST(QuantizeCalibrated, GptqRefusesAChangedCalibrationText) {
+  TERN_REQUIRE_STORIES();
+  auto run = calibrate(options());
+  ASSERT_TRUE(run);
+  const std::string calib_path = scratch_path("calib_t") + ".gguf";
+  ASSERT_TRUE(write_calibration(run->calibration, calib_path));
+  auto file = gguf::GgufFile::open(test::stories_gguf());
+  auto plan = gptq_plan(*file, *find_quant_scheme("Q4_0"));
+  auto src = CalibrationSource::open(calib_path, test::stories_gguf(), true, *plan, split().eval_path, 1ull << 30, 2);
+  std::filesystem::remove(calib_path);
+  ASSERT_TRUE(src);
+  auto got = (*src)->get("blk.0.attn_q.weight");
+  ASSERT_FALSE(got);
+  EXPECT_NE(got.status().message().find("is not the text the calibration file was made from"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tern
