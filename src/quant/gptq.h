@@ -10,6 +10,11 @@
 // block is fitted (quant/block_codec.h, weighted by diag(H)) when the column
 // loop reaches the block — from weights that already carry the compensation
 // of every earlier column — and the block's columns are then rounded to it.
+// GPTQ is one greedy pass; a refinement then lowers the same objective,
+// the layer's output error on the calibration inputs, further: single
+// indices move to a neighbouring level and block scales are refitted by
+// least squares with the indices fixed, each change kept only when the
+// error falls (so the result is never worse than GPTQ's own).
 // The result is ordinary blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL).
 //
 // Input channels no calibration row touched (H_ii = 0) are set to 0 as in the
@@ -29,6 +34,9 @@ namespace tern::quant {
 
 struct GptqOptions {
   double damp = 0.01;  // fraction of mean(diag H) added to the diagonal
+  // After the column loop, lower the same objective further by moving single
+  // indices to a neighbouring level and refitting block scales (Refiner in gptq.cpp).
+  bool refine = true;
 };
 
 // w: [n_rows][n_cols] f32; h: [n_cols][n_cols] symmetric (row-major);
