@@ -200,7 +200,7 @@ Result<CalibrationRun> calibrate(const CalibrationOptions& o, const CalibrationP
 namespace tern {
 
 Result<std::unique_ptr<CalibrationSource>> CalibrationSource::open(const std::string& calib_path,
-                                                                   const std::string& model_path, bool gptq,
+                                                                   const std::string& model_path, bool need_h,
                                                                    std::vector<GptqTensor> plan,
                                                                    const std::string& text_path, uint64_t budget_bytes,
                                                                    int n_threads) {
@@ -208,8 +208,8 @@ Result<std::unique_ptr<CalibrationSource>> CalibrationSource::open(const std::st
   if (!file) return file.status();
   std::unique_ptr<CalibrationSource> s(new CalibrationSource());
   s->file_ = std::move(*file);
-  s->gptq_ = gptq;
-  if (!gptq) return s;
+  s->gptq_ = need_h;
+  if (!need_h) return s;
   s->base_.model_path = model_path;
   s->base_.text_path = text_path.empty() ? s->file_.text.path : text_path;
   s->base_.n_ctx = s->file_.text.n_ctx;

@@ -49,15 +49,15 @@ Result<CalibrationRun> calibrate(const CalibrationOptions& o, const CalibrationP
 namespace tern {
 
 // Statistics for quantize_gguf (model/quantize.h: InputStatsFn) under a
-// calibrated method. Imatrix: read from a calibration file. Gptq: H is
-// recomputed from the text the file names (checked by size and hash;
+// calibrated method. Imatrix: read from a calibration file. Gptq and Awq
+// (need_h; `plan` lists the tensors whose H is read): H is recomputed from the text the file names (checked by size and hash;
 // `text_path` overrides the path), in as few passes as `budget_bytes` of H
 // allows — the tensors in file order, a new pass when the next tensor's H
 // would not fit — each pass run when quantization reaches its first tensor.
 class CalibrationSource {
  public:
   static Result<std::unique_ptr<CalibrationSource>> open(const std::string& calib_path, const std::string& model_path,
-                                                         bool gptq, std::vector<GptqTensor> plan,
+                                                         bool need_h, std::vector<GptqTensor> plan,
                                                          const std::string& text_path, uint64_t budget_bytes,
                                                          int n_threads);
   Result<std::shared_ptr<const InputStats>> get(const std::string& key);

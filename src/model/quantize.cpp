@@ -8,6 +8,7 @@
 
 #include "core/input_file.h"
 #include "gguf/reader.h"
+#include "model/awq.h"
 #include "quant/block_codec.h"
 #include "quant/gptq.h"
 #include "quant/quant.h"
@@ -114,14 +115,16 @@ const char* quant_method_name(QuantMethod m) {
     case QuantMethod::Rtn: return "rtn";
     case QuantMethod::Imatrix: return "imatrix";
     case QuantMethod::Gptq: return "gptq";
+    case QuantMethod::Awq: return "awq";
   }
   return "?";
 }
 
 Result<QuantMethod> parse_quant_method(std::string_view name) {
-  for (QuantMethod m : {QuantMethod::Rtn, QuantMethod::Imatrix, QuantMethod::Gptq})
+  for (QuantMethod m : {QuantMethod::Rtn, QuantMethod::Imatrix, QuantMethod::Gptq, QuantMethod::Awq})
     if (name == quant_method_name(m)) return m;
-  return error(ErrorKind::InvalidArgument, "unknown quantization method '" + std::string(name) + "' (rtn, imatrix, gptq)");
+  return error(ErrorKind::InvalidArgument,
+               "unknown quantization method '" + std::string(name) + "' (rtn, imatrix, gptq, awq)");
 }
 
 Result<std::vector<GptqTensor>> gptq_plan(const gguf::GgufFile& file, const QuantScheme& scheme) {
@@ -133,6 +136,20 @@ Result<std::vector<GptqTensor>> gptq_plan(const gguf::GgufFile& file, const Quan
     if (choice.type == t.type || !quant::block_codec(choice.type) || is_tied_embedding(*model, t.name)) continue;
     out.push_back({t.name, static_cast<int64_t>(t.dims[0]), t.n_dims == 3 ? static_cast<int64_t>(t.dims[2]) : 0});
   }
+  return out;
+}
+
+std::vector<GptqTensor> awq_plan(const gguf::GgufFile& file) {
+  std::vector<std::pair<size_t, GptqTensor>> firsts;
+  const auto& tensors = file.tensors();
+  for (const AwqGroup& g : awq_groups(file)) {
+    size_t at = 0;
+    while (at < tensors.size() && tensors[at].name != g.linears[0]) ++at;
+    firsts.push_back({at, {g.linears[0], g.n, 0}});
+  }
+  std::sort(firsts.begin(), firsts.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<GptqTensor> out;
+  for (auto& f : firsts) out.push_back(std::move(f.second));
   return out;
 }
 
@@ -193,6 +210,7 @@ Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const s
       if (!s) return s.with_context("tensor '" + job.name + "'");
       bytes = encoded;
       ++report.n_converted;
+      report.n_calibrated += job.calibrated ? 1 : 0;
     }
     TERN_RETURN_IF_ERROR(writer.write_tensor(bytes));
     if (!job.mapped_input.empty()) release_pages(job.mapped_input);
@@ -224,6 +242,14 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
   writer.set("general.file_type", gguf::Value::of_u32(o.scheme.file_type));
   writer.set("general.quantization_version", gguf::Value::of_u32(2));
 
+  AwqResult awq;
+  if (o.method == QuantMethod::Awq) {
+    if (!o.inputs) return error(ErrorKind::InvalidArgument, "quantize: awq needs calibration statistics");
+    auto r = awq_search(*file, o.awq_search_as ? *o.awq_search_as : o.scheme, o.inputs, pool);
+    if (!r) return r.status().with_context(o.in_path);
+    awq = std::move(*r);
+  }
+
   std::vector<TensorJob> jobs;
   for (const gguf::TensorInfo& t : file->tensors()) {
     TensorJob job;
@@ -234,7 +260,31 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
     const TypeChoice choice = choose_tensor_type(o.scheme, *model, t.name, t.n_dims, t.dims[0], t.type);
     job.type = choice.type;
     job.fell_back = choice.fell_back;
-    if (choice.type == t.type) {
+    const auto col = awq.column_scale.find(t.name);
+    const auto div = awq.row_divisor.find(t.name);
+    if (col != awq.column_scale.end() || div != awq.row_divisor.end()) {
+      // AWQ: columns multiplied by s (a linear), rows or elements divided by s (its producer).
+      const quant::TypeTraits* from = quant::traits(t.type);
+      if (!from || !from->to_float)
+        return error(ErrorKind::Unsupported, o.in_path + ": tensor '" + t.name + "' has type " + type_text(t.type) +
+                                                 ", which this build cannot decode");
+      const std::vector<float>* cs = col != awq.column_scale.end() ? &col->second : nullptr;
+      const std::vector<float>* rd = div != awq.row_divisor.end() ? &div->second : nullptr;
+      const bool one_dim = t.n_dims == 1;
+      const size_t row_bytes = quant::row_bytes(*from, static_cast<int64_t>(t.dims[0]));
+      const uint8_t* data = t.data;
+      const int64_t n_cols = static_cast<int64_t>(t.dims[0]);
+      job.calibrated = true;
+      job.source = [from, data, row_bytes, n_cols, cs, rd, one_dim](int64_t i_row, float* row) {
+        from->to_float(data + static_cast<size_t>(i_row) * row_bytes, row, n_cols);
+        if (cs)
+          for (int64_t j = 0; j < n_cols; ++j) row[j] *= (*cs)[j];
+        if (rd && one_dim)
+          for (int64_t j = 0; j < n_cols; ++j) row[j] /= (*rd)[j];
+        if (rd && !one_dim)
+          for (int64_t j = 0; j < n_cols; ++j) row[j] /= (*rd)[i_row];
+      };
+    } else if (choice.type == t.type) {
       job.bytes = {t.data, t.n_bytes};
     } else {
       const quant::TypeTraits* from = quant::traits(t.type);
@@ -244,7 +294,7 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
       const size_t row_bytes = quant::row_bytes(*from, static_cast<int64_t>(t.dims[0]));
       const uint8_t* data = t.data;
       const int64_t n_cols = static_cast<int64_t>(t.dims[0]);
-      if (o.method != QuantMethod::Rtn && !is_float_type(choice.type)) {
+      if ((o.method == QuantMethod::Imatrix || o.method == QuantMethod::Gptq) && !is_float_type(choice.type)) {
         const quant::BlockCodec* codec = quant::block_codec(choice.type);
         if (!codec)
           return error(ErrorKind::Unsupported,

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <span>
 #include <string>
@@ -95,9 +96,11 @@ Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const s
 //            column's mean x² on calibration text (quant/block_codec.h)
 //   Gptq     GPTQ with H from calibration text (quant/gptq.h); tied embeddings, which
 //            are also read row by row, get Imatrix
-// Calibrated methods cover the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1,
+//   Awq      activation-aware per-channel scales folded into the producing norm or
+//            matrix (model/awq.h), then ggml's reference rounding (any block type)
+// Imatrix and Gptq cover the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1,
 // Q8_0, IQ4_NL); a tensor a scheme gives another quantized type is an error.
-enum class QuantMethod { Rtn, Imatrix, Gptq };
+enum class QuantMethod { Rtn, Imatrix, Gptq, Awq };
 const char* quant_method_name(QuantMethod m);
 Result<QuantMethod> parse_quant_method(std::string_view name);
 
@@ -113,6 +116,9 @@ struct QuantizeOptions {
   QuantMethod method = QuantMethod::Rtn;
   InputStatsFn inputs = {};  // required unless method is Rtn
   double gptq_damp = 0.01;
+  // Awq: search the scales for this scheme's types but write under `scheme`
+  // (tests: the folded model written in F32 must compute what the original does).
+  std::optional<QuantScheme> awq_search_as = {};
 };
 
 // One tensor GPTQ will quantize: its name, row length and expert count (0: 2-D).
@@ -123,6 +129,8 @@ struct GptqTensor {
 };
 // The tensors of `file` that quantize_gguf would give GPTQ under `scheme`, in file order.
 Result<std::vector<GptqTensor>> gptq_plan(const gguf::GgufFile& file, const QuantScheme& scheme);
+// The tensors whose input H the AWQ search reads (the first of each group, model/awq.h), in file order.
+std::vector<GptqTensor> awq_plan(const gguf::GgufFile& file);
 
 Result<QuantizeReport> quantize_gguf(const QuantizeOptions& options, ThreadPool& pool,
                                      const QuantizeProgressFn& progress = {});

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 
@@ -11,6 +13,7 @@
 #include "engine/calibrate.h"
 #include "engine/perplexity.h"
 #include "gguf/reader.h"
+#include "model/awq.h"
 #include "model/model.h"
 #include "model/quantize.h"
 #include "quant/quant.h"
@@ -256,6 +259,91 @@ TEST(QuantizeCalibrated, ImatrixAndGptqBeatRoundToNearestOnHeldOutText) {
   std::printf("mean KL on held-out text: rtn %.5f, imatrix %.5f, gptq %.5f\n", kl["rtn"], kl["imatrix"], kl["gptq"]);
   EXPECT_LT(kl["imatrix"], kl["rtn"]);
   EXPECT_LT(kl["gptq"], kl["imatrix"]);
+}
+
+// Runs `method` on stories260K with the calibration of options(); returns the written path.
+std::string quantize_with(QuantMethod method, const QuantScheme& scheme, std::optional<QuantScheme> search_as,
+                          size_t* n_calibrated = nullptr) {
+  auto run = calibrate(options());
+  EXPECT_TRUE(run);
+  const std::string calib_path = scratch_path("calib_awq") + ".gguf";
+  EXPECT_TRUE(write_calibration(run->calibration, calib_path));
+  auto file = gguf::GgufFile::open(test::stories_gguf());
+  auto src = CalibrationSource::open(calib_path, test::stories_gguf(), true, awq_plan(*file), "", 1ull << 30, 2);
+  EXPECT_TRUE(src);
+  QuantizeOptions o{test::stories_gguf(), scratch_path(std::string("awq_") + std::string(scheme.name)) + ".gguf", scheme,
+                    method};
+  o.inputs = [&](const std::string& key) { return (*src)->get(key); };
+  o.awq_search_as = search_as;
+  ThreadPool pool(2);
+  auto r = quantize_gguf(o, pool);
+  EXPECT_TRUE(r) << r.status().message();
+  if (n_calibrated && r) *n_calibrated = r->n_calibrated;
+  std::filesystem::remove(calib_path);
+  return o.out_path;
+}
+
+TEST(QuantizeAwq, FoldedModelBeforeRoundingComputesTheSameLogits) {
+  TERN_REQUIRE_STORIES();
+  auto file = gguf::GgufFile::open(test::stories_gguf());
+  ASSERT_TRUE(file);
+  // stories260K has 4 KV heads for 8 query heads, so no v -> o group: per
+  // layer Q/K/V, gate/up and up -> down (ffn_down, rows of 172, stays F16 in
+  // Q4_0, so the search leaves that group unscaled).
+  const auto groups = awq_groups(*file);
+  ASSERT_EQ(groups.size(), 15u);
+  EXPECT_EQ(groups[0].producer, "blk.0.attn_norm.weight");
+  EXPECT_EQ(groups[0].linears.size(), 3u);
+  EXPECT_EQ(groups[1].producer, "blk.0.ffn_norm.weight");
+  EXPECT_EQ(groups[1].linears.size(), 2u);
+  EXPECT_EQ(groups[2].producer, "blk.0.ffn_up.weight");
+
+  size_t n_scaled = 0;
+  const std::string folded = quantize_with(QuantMethod::Awq, *find_quant_scheme("F32"), *find_quant_scheme("Q4_0"), &n_scaled);
+  EXPECT_GT(n_scaled, 0u);  // some group chose alpha > 0: norms and matrices really changed
+  auto a = Model::load(test::stories_gguf());
+  auto b = Model::load(folded);
+  ASSERT_TRUE(a && b);
+  auto changed = [&](const std::string& name) {
+    const gguf::TensorInfo* x = (*a)->file().find_tensor(name);
+    const gguf::TensorInfo* y = (*b)->file().find_tensor(name);
+    return std::memcmp(x->data, y->data, x->n_bytes) != 0;
+  };
+  int n_changed = 0;
+  for (const auto& g : groups) n_changed += changed(g.producer);
+  EXPECT_GT(n_changed, 0);
+  auto tok = Tokenizer::from_gguf((*a)->file());
+  const std::vector<TokenId> tokens = (*tok)->encode(split().eval, true, false);
+  PerplexityOptions po;
+  po.n_ctx = 128;
+  po.max_windows = 4;
+  po.bos = (*tok)->bos_id();
+  std::vector<std::vector<float>> la;
+  ASSERT_TRUE(compute_perplexity(**a, tokens, po, {}, [&](std::span<const float> l, TokenId) {
+    la.emplace_back(l.begin(), l.end());
+    return Status::ok();
+  }));
+  size_t row = 0;
+  double max_diff = 0;
+  ASSERT_TRUE(compute_perplexity(**b, tokens, po, {}, [&](std::span<const float> l, TokenId) {
+    for (size_t i = 0; i < l.size(); ++i) max_diff = std::max(max_diff, std::fabs(static_cast<double>(l[i]) - la[row][i]));
+    ++row;
+    return Status::ok();
+  }));
+  EXPECT_EQ(row, la.size());
+  EXPECT_LT(max_diff, 2e-3);  // f32 rounding of x/s*s through five layers; a wrong fold moves logits by whole units
+  std::filesystem::remove(folded);
+}
+
+TEST(QuantizeAwq, ScaledQuantizationWritesTheSchemeTypes) {
+  TERN_REQUIRE_STORIES();
+  const std::string q = quantize_with(QuantMethod::Awq, *find_quant_scheme("Q4_0"), std::nullopt);
+  auto f = gguf::GgufFile::open(q);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight")->type, gguf::GgmlType::Q4_0);
+  EXPECT_EQ(f->find_tensor("blk.0.attn_norm.weight")->type, gguf::GgmlType::F32);
+  EXPECT_EQ(f->find_tensor("blk.0.ffn_down.weight")->type, gguf::GgmlType::F16);
+  std::filesystem::remove(q);
 }
 
 TEST(QuantizeCalibrated, GptqRefusesAChangedCalibrationText) {

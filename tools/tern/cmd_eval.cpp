@@ -137,7 +137,7 @@ int eval_quant(int argc, char** argv) {
   args.add("-c,--ctx-size", &a.n_ctx, "perplexity window in tokens (default min(512, training context))");
   args.add("--chunks", &a.n_chunks, "score only the first N windows (default all; the base logits take 2*n_vocab bytes a token)");
   args.add("--calib", &a.calib_path, "calibration file (tern calibrate) for the calibrated methods; the text must not overlap it");
-  args.add("--methods", &a.methods_text, "comma-separated rtn, imatrix, gptq: each type is made by each (default rtn)");
+  args.add("--methods", &a.methods_text, "comma-separated rtn, imatrix, gptq, awq: each type is made by each (default rtn)");
   args.add("--calib-text", &a.calib_text, "gptq: the calibration text, if it moved since tern calibrate");
   args.add("--out-dir", &a.out_dir, "keep the quantized files and base logits here (default: a temporary directory, removed)");
   args.add("-p,--n-prompt", &a.bench.n_prompt, "prompt tokens for pp (default 128, 0 skips)");
@@ -177,7 +177,7 @@ int eval_quant(int argc, char** argv) {
   const bool calibrated = std::any_of(methods.begin(), methods.end(), [](QuantMethod m) { return m != QuantMethod::Rtn; });
   if (methods.empty()) return report(error(ErrorKind::InvalidArgument, "eval quant: --methods is empty"));
   if (calibrated && a.calib_path.empty())
-    return report(error(ErrorKind::InvalidArgument, "eval quant: --methods imatrix/gptq need --calib CALIB.gguf"));
+    return report(error(ErrorKind::InvalidArgument, "eval quant: --methods imatrix/gptq/awq need --calib CALIB.gguf"));
 
   auto text = read_file(a.text_path);
   if (!text) return report(text.status());
@@ -238,14 +238,19 @@ int eval_quant(int argc, char** argv) {
     std::unique_ptr<CalibrationSource> src;
     if (method != QuantMethod::Rtn) {
       std::vector<GptqTensor> plan;
-      if (method == QuantMethod::Gptq) {
+      const bool need_h = method == QuantMethod::Gptq || method == QuantMethod::Awq;
+      if (need_h) {
         auto file = gguf::GgufFile::open(a.model_path);
         if (!file) return report(file.status());
-        auto p = gptq_plan(*file, scheme);
-        if (!p) return report(p.status());
-        plan = std::move(*p);
+        if (method == QuantMethod::Awq) {
+          plan = awq_plan(*file);
+        } else {
+          auto p = gptq_plan(*file, scheme);
+          if (!p) return report(p.status());
+          plan = std::move(*p);
+        }
       }
-      auto s = CalibrationSource::open(a.calib_path, a.model_path, method == QuantMethod::Gptq, std::move(plan),
+      auto s = CalibrationSource::open(a.calib_path, a.model_path, need_h, std::move(plan),
                                        a.calib_text, 4ull << 30, pool.n_threads());
       if (!s) return report(s.status());
       src = std::move(*s);

@@ -1,4 +1,4 @@
-// tern quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [--calib CALIB.gguf [--method imatrix|gptq]]
+// tern quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [--calib CALIB.gguf [--method imatrix|gptq|awq]]
 #include <cstdio>
 
 #include "args.h"
@@ -17,14 +17,14 @@ int cmd_quantize(int argc, char** argv) {
   std::string calib_path, method_name, calib_text;
   float damp = 0.01f;
   uint64_t gptq_memory = 4ull << 30;
-  ArgParser args("quantize", "tern quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [--calib CALIB.gguf [--method imatrix|gptq]]");
+  ArgParser args("quantize", "tern quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [--calib CALIB.gguf [--method imatrix|gptq|awq]]");
   args.add_positional("IN.gguf", &in_path, "model to read (any supported tensor types)");
   args.add_positional("OUT.gguf", &out_path, "model to write (atomically: OUT.gguf.tmp, then renamed)");
   args.add_positional("TYPE", &type_name, "block type or llama.cpp mix: " + quant_scheme_names());
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   args.add_flag("--pure", &pure, "every matrix TYPE's base type: no mix upgrades (only the row-length fallback)");
   args.add("--calib", &calib_path, "calibration file from tern calibrate: rounding weighted by input statistics");
-  args.add("--method", &method_name, "rtn (plain rounding), imatrix (default with --calib) or gptq");
+  args.add("--method", &method_name, "rtn (plain rounding), imatrix (default with --calib), gptq or awq");
   args.add("--calib-text", &calib_text, "gptq: the calibration text, if it moved since tern calibrate (checked by size and hash)");
   args.add("--gptq-damp", &damp, "gptq: damping, a fraction of H's mean diagonal (default 0.01)");
   args.add("--gptq-memory", &gptq_memory, "gptq: bytes of H held at once; more tensors need more passes (default 4 GiB)");
@@ -53,19 +53,24 @@ int cmd_quantize(int argc, char** argv) {
   std::unique_ptr<CalibrationSource> calib;
   if (o.method != QuantMethod::Rtn) {
     std::vector<GptqTensor> plan;
-    if (o.method == QuantMethod::Gptq) {
+    const bool need_h = o.method == QuantMethod::Gptq || o.method == QuantMethod::Awq;
+    if (need_h) {
       auto file = gguf::GgufFile::open(in_path);
       if (!file) return report(file.status());
-      auto p = gptq_plan(*file, o.scheme);
-      if (!p) return report(p.status().with_context(in_path));
-      plan = std::move(*p);
+      if (o.method == QuantMethod::Awq) {
+        plan = awq_plan(*file);
+      } else {
+        auto p = gptq_plan(*file, o.scheme);
+        if (!p) return report(p.status().with_context(in_path));
+        plan = std::move(*p);
+      }
     }
-    auto src = CalibrationSource::open(calib_path, in_path, o.method == QuantMethod::Gptq, std::move(plan), calib_text,
+    auto src = CalibrationSource::open(calib_path, in_path, need_h, std::move(plan), calib_text,
                                        gptq_memory, n_threads);
     if (!src) return report(src.status());
     calib = std::move(*src);
-    calib->on_pass = [](int pass, int n) {
-      std::fprintf(stderr, "\ntern: gptq: H from the calibration text, pass %d of %d\n", pass + 1, n);
+    calib->on_pass = [&](int pass, int n) {
+      std::fprintf(stderr, "\ntern: %s: H from the calibration text, pass %d of %d\n", method_name.c_str(), pass + 1, n);
     };
     o.inputs = [&](const std::string& key) { return calib->get(key); };
   }
