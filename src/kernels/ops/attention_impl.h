@@ -157,6 +157,24 @@ __attribute__((always_inline)) inline f32x16 load16_half(const uint16_t* p) {
 #endif
 }
 
+// The next tile's key and value rows (this head's slice), requested a few at a
+// time while the current tile is computed: issued all at once they fill the
+// core's miss queue and stall it, spread out they overlap the arithmetic.
+struct TilePrefetch {
+  const char* k[kAttentionTile];
+  const char* v[kAttentionTile];
+  int n = 0;      // rows
+  int bytes = 0;  // per row
+};
+
+__attribute__((always_inline)) inline void prefetch_row(const TilePrefetch* pf, int j) {
+  if (!pf || j >= pf->n) return;
+  for (int c = 0; c < pf->bytes; c += 64) {
+    __builtin_prefetch(pf->k[j] + c);
+    __builtin_prefetch(pf->v[j] + c);
+  }
+}
+
 // o[r][i0 .. i0 + 16 NV) = o * corr[r] + sum over j of sc[r][j] * v_j, for the
 // live rows of a block: each value vector loaded feeds the four rows, each
 // weight broadcast feeds NV vectors. Every lane sums over j in order, so the
@@ -210,11 +228,13 @@ __attribute__((always_inline)) inline int pv_rows_n(int nr, int hd, int n_pos, c
 
 // Scores of rows r < R against the 64 transposed keys of a tile:
 // sc[r][j] = sum over i, in order, of q[r][i] * k_t[i][j].
+// pf: the next tile's rows, requested one per step (the rest after the loop).
 template <int R>
 __attribute__((always_inline)) inline void qk_rows(const float* k_t, const float* const* q, int hd,
-                                                   float (*sc)[kKvTile]) {
+                                                   float (*sc)[kKvTile], const TilePrefetch* pf) {
   f32x16 acc[R][4] = {};
   for (int i = 0; i < hd; ++i) {
+    prefetch_row(pf, i);
     const float* kr = k_t + i * kKvTile;
     const f32x16 k0 = load16(kr), k1 = load16(kr + 16), k2 = load16(kr + 32), k3 = load16(kr + 48);
     for (int r = 0; r < R; ++r) {
@@ -227,6 +247,7 @@ __attribute__((always_inline)) inline void qk_rows(const float* k_t, const float
   }
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < 4; ++c) store16(sc[r] + 16 * c, acc[r][c]);
+  for (int j = hd; pf && j < pf->n; ++j) prefetch_row(pf, j);
 }
 
 // Tiles are 64 positions at absolute multiples of 64, gathered across the runs
@@ -259,24 +280,25 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   const bool v_half = s.kv_f16 && hd % 16 == 0 && n_rows <= kRowBlock;
   int ir = 0;   // run cursor: runs are ascending
   int ipf = 0;  // the prefetch's run cursor, one tile ahead
-  const int head_bytes = hd * static_cast<int>(elem);
+  TilePrefetch next;
+  next.bytes = hd * static_cast<int>(elem);
   for (int32_t p0 = kv_begin; p0 < kv_end;) {
     const int n_pos = min_i((p0 / kKvTile + 1) * kKvTile, kv_end) - p0;
+    // The rows of the next tile, requested while this one is scored:
+    // decode at depth streams the cache, and unrequested each row would wait
+    // on DRAM in turn.
+    const int32_t p1 = p0 + n_pos;
+    next.n = min_i((p1 / kKvTile + 1) * kKvTile, kv_end) - p1;
+    for (int j = 0; j < next.n; ++j) {
+      const int32_t pos = p1 + j;
+      while (ipf < b.n_runs && b.runs[ipf].pos0 + b.runs[ipf].n <= pos) ++ipf;
+      const KvRun& run = b.runs[ipf];
+      const size_t off = static_cast<size_t>(pos - run.pos0) * row_bytes + head_offset;
+      next.k[j] = static_cast<const char*>(run.k) + off;
+      next.v[j] = static_cast<const char*>(run.v) + off;
+    }
     for (int j = 0; j < n_pos; ++j) {
       const int32_t pos = p0 + j;
-      // Keys and values of the position one tile ahead are requested now,
-      // so they arrive while this tile is scored: decode at depth streams
-      // the cache, and without this each row waits on DRAM in turn.
-      if (pos + kKvTile < kv_end) {
-        const int32_t ppos = pos + kKvTile;
-        while (ipf < b.n_runs && b.runs[ipf].pos0 + b.runs[ipf].n <= ppos) ++ipf;
-        const KvRun& prun = b.runs[ipf];
-        const size_t poff = static_cast<size_t>(ppos - prun.pos0) * row_bytes + head_offset;
-        for (int c = 0; c < head_bytes; c += 64) {
-          __builtin_prefetch(static_cast<const char*>(prun.k) + poff + c);
-          __builtin_prefetch(static_cast<const char*>(prun.v) + poff + c);
-        }
-      }
       while (ir < b.n_runs && b.runs[ir].pos0 + b.runs[ir].n <= pos) ++ir;
       const KvRun& run = b.runs[ir];
       const size_t off = static_cast<size_t>(pos - run.pos0) * row_bytes + head_offset;
@@ -284,7 +306,6 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       const void* v = static_cast<const char*>(run.v) + off;
       kp[j] = k;
       if (s.kv_f16) {
-        half_to_float_row(v, v_tile + static_cast<size_t>(j) * hd, hd);
         if (v_half) {
           vp[j] = v;
         } else {
@@ -331,11 +352,12 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       // Only the nr live rows are scored and accumulated (decode with 3
       // heads per KV head computes 3 rows, not 4); each row's sums are the
       // same whichever count its block has.
+      const TilePrefetch* pf = row0 == 0 ? &next : nullptr;  // the first row block requests the next tile
       switch (nr) {
-        case 1: qk_rows<1>(k_t, q, hd, sc); break;
-        case 2: qk_rows<2>(k_t, q, hd, sc); break;
-        case 3: qk_rows<3>(k_t, q, hd, sc); break;
-        default: qk_rows<4>(k_t, q, hd, sc); break;
+        case 1: qk_rows<1>(k_t, q, hd, sc, pf); break;
+        case 2: qk_rows<2>(k_t, q, hd, sc, pf); break;
+        case 3: qk_rows<3>(k_t, q, hd, sc, pf); break;
+        default: qk_rows<4>(k_t, q, hd, sc, pf); break;
       }
       float corr[kRowBlock];
       bool live[kRowBlock];
