@@ -144,6 +144,37 @@ __attribute__((always_inline)) inline void transpose16_to_tile(const void* const
     _mm512_storeu_ps(dst + (j + 12) * kAttentionTile, _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0xdd));
   }
 }
+#elif defined(__AVX2__) && defined(__F16C__)
+// The AVX2 form: 8 rows of 8 floats, 24 shuffles.
+__attribute__((always_inline)) inline void transpose8_to_tile(const void* const* rows, size_t offset, int n, bool f16,
+                                                             float* dst) {
+  __m256 r[8];
+  for (int j = 0; j < 8; ++j) {
+    if (j >= n) {
+      r[j] = _mm256_setzero_ps();
+    } else if (f16) {
+      r[j] = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(rows[j]) + offset)));
+    } else {
+      r[j] = _mm256_loadu_ps(static_cast<const float*>(rows[j]) + offset);
+    }
+  }
+  __m256 t[8], u[8];
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+  }
+  for (int j = 0; j < 8; j += 4) {  // u[j + b]: element 4L + b of rows j .. j+3, in 128-bit lane L
+    u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
+    u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xee);
+    u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+    u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xee);
+  }
+  for (int b = 0; b < 4; ++b) {
+    _mm256_storeu_ps(dst + b * kAttentionTile, _mm256_permute2f128_ps(u[b], u[b + 4], 0x20));
+    _mm256_storeu_ps(dst + (b + 4) * kAttentionTile, _mm256_permute2f128_ps(u[b], u[b + 4], 0x31));
+  }
+}
 #endif
 
 // 16 halves at p as f32 (exact), converted in registers where the level can.
@@ -322,6 +353,12 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       for (int j0 = 0; j0 < kKvTile; j0 += 16)
         for (int i0 = 0; i0 < hd; i0 += 16)
           transpose16_to_tile(kp + j0, static_cast<size_t>(i0), n_pos - j0, s.kv_f16, k_t + i0 * kKvTile + j0);
+    } else
+#elif defined(__AVX2__) && defined(__F16C__)
+    if (hd % 8 == 0) {
+      for (int j0 = 0; j0 < kKvTile; j0 += 8)
+        for (int i0 = 0; i0 < hd; i0 += 8)
+          transpose8_to_tile(kp + j0, static_cast<size_t>(i0), n_pos - j0, s.kv_f16, k_t + i0 * kKvTile + j0);
     } else
 #endif
     {
