@@ -158,7 +158,7 @@ TEST(Attention, OutputDoesNotDependOnRunLayout) {
 
 // Decode at depth: one query token over 1 .. 5000 cached positions, i.e.
 // across many 64-position tiles and 512-position segments, through paged runs
-// of several block sizes, for GQA ratios 1, 2, 4, 8 and head sizes 64 and 128,
+// of several block sizes, for GQA ratios 1, 2, 3, 4, 8 and head sizes 64 and 128,
 // f32 and f16, on 1 and 3 threads, at every level, against the reference.
 TEST(Attention, DecodeAtDepthMatchesReference) {
   for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
@@ -166,7 +166,7 @@ TEST(Attention, DecodeAtDepthMatchesReference) {
     if (!k) continue;
     SCOPED_TRACE(cpu_level_name(level));
     for (int hd : {64, 128})
-      for (int group : {1, 2, 4, 8})
+      for (int group : {1, 2, 3, 4, 8})  // 3: decode scores 3 rows of a 4-row block
         for (int depth : {0, 63, 64, 511, 512, 1500, 4999}) {
           // Block sizes: one run, the engine's 16, and an odd 7 (runs split tiles).
           for (int run_len : {1 << 20, 16, 7}) {
