@@ -38,33 +38,37 @@ std::vector<TokenId> random_tokens(int n, int n_vocab, uint64_t seed) {
   return t;
 }
 
-// Times one pass over `tokens` as a prompt of sequence 0 starting at position 0.
-Result<double> time_prompt(BatchRunner& kv, const std::vector<TokenId>& tokens, int n_batch) {
-  kv.truncate(SeqId(0), 0);
+// Times one pass over `tokens` as a prompt of sequence 0 starting at position
+// pos0 (the positions before it already cached).
+Result<double> time_prompt(BatchRunner& kv, const std::vector<TokenId>& tokens, int n_batch, int32_t pos0 = 0) {
+  kv.truncate(SeqId(0), pos0);
   std::vector<float> logits;
   Batch b;
   const auto t0 = Clock::now();
   for (size_t i = 0; i < tokens.size(); i += n_batch) {
     b.clear();
     const size_t end = std::min(tokens.size(), i + n_batch);
-    for (size_t j = i; j < end; ++j) b.add(tokens[j], static_cast<int32_t>(j), SeqId(0), j + 1 == tokens.size());
+    for (size_t j = i; j < end; ++j)
+      b.add(tokens[j], pos0 + static_cast<int32_t>(j), SeqId(0), j + 1 == tokens.size());
     TERN_RETURN_IF_ERROR(kv.forward(b, logits));
   }
   return seconds_since(t0);
 }
 
 // Times `steps` decode steps of `n_seq` sequences (one token each per step),
-// after a one-token prompt per sequence.
-Result<double> time_decode(BatchRunner& kv, int n_seq, int steps, const std::vector<TokenId>& tokens) {
+// after a one-token prompt per sequence at position pos0 (the positions
+// before it already cached).
+Result<double> time_decode(BatchRunner& kv, int n_seq, int steps, const std::vector<TokenId>& tokens,
+                           int32_t pos0 = 0) {
   std::vector<float> logits;
   Batch b;
-  for (int s = 0; s < n_seq; ++s) kv.truncate(SeqId(s), 0);
-  for (int s = 0; s < n_seq; ++s) b.add(tokens[s % tokens.size()], 0, SeqId(s), true);
+  for (int s = 0; s < n_seq; ++s) kv.truncate(SeqId(s), pos0);
+  for (int s = 0; s < n_seq; ++s) b.add(tokens[s % tokens.size()], pos0, SeqId(s), true);
   TERN_RETURN_IF_ERROR(kv.forward(b, logits));
   const auto t0 = Clock::now();
   for (int step = 1; step <= steps; ++step) {
     b.clear();
-    for (int s = 0; s < n_seq; ++s) b.add(tokens[(step * n_seq + s) % tokens.size()], step, SeqId(s), true);
+    for (int s = 0; s < n_seq; ++s) b.add(tokens[(step * n_seq + s) % tokens.size()], pos0 + step, SeqId(s), true);
     TERN_RETURN_IF_ERROR(kv.forward(b, logits));
   }
   return seconds_since(t0);
@@ -84,12 +88,30 @@ double model_flops_per_token(const Model& model, double mean_context) {
   return 2.0 * matrix_params + 4.0 * hp.n_layer * mean_context * hp.q_dim();
 }
 
+double kv_read_bytes_per_token(const Model& model, double context, KvType type) {
+  const HParams& hp = model.hparams();
+  const double elem = type == KvType::F16 ? 2.0 : 4.0;
+  double bytes = 0;
+  for (int il = 0; il < hp.n_layer; ++il) {
+    const int window = hp.layers[static_cast<size_t>(il)].sliding_window;
+    const double positions = window > 0 ? std::min(context, static_cast<double>(window)) : context;
+    bytes += 2.0 * hp.kv_dim(il) * elem * positions;
+  }
+  return bytes;
+}
+
 Result<BenchResult> run_bench(const Model& model, const BenchOptions& o,
                               const std::function<void(const std::string&)>& progress) {
   if (o.n_prompt < 0 || o.n_gen < 0 || o.repetitions < 1 || o.n_batch < 1)
     return error(ErrorKind::InvalidArgument, "bench: token counts must be >= 0 and repetitions >= 1");
   const HParams& hp = model.hparams();
-  const int n_ctx = std::max(o.n_prompt, o.n_gen + 1) + 1;
+  std::vector<int> depths = o.depths.empty() ? std::vector<int>{0} : o.depths;
+  int max_depth = 0;
+  for (int d : depths) {
+    if (d < 0) return error(ErrorKind::InvalidArgument, "bench: depths must be >= 0");
+    max_depth = std::max(max_depth, d);
+  }
+  const int n_ctx = max_depth + std::max(o.n_prompt, o.n_gen + 1) + 1;
   if (n_ctx > hp.n_ctx_train * 4)
     return error(ErrorKind::InvalidArgument, "bench: " + std::to_string(n_ctx) + " tokens is far beyond the model's context");
   int max_batch = 1;
@@ -97,39 +119,59 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o,
     if (b < 1 || b > 4096) return error(ErrorKind::InvalidArgument, "bench: batch sizes must be in [1, 4096]");
     max_batch = std::max(max_batch, b);
   }
-  const auto tokens = random_tokens(std::max({o.n_prompt, o.n_gen + 1, max_batch * 2, 16}), hp.n_vocab, o.seed);
-  auto runner = BatchRunner::create(model, 1, n_ctx);
+  const auto tokens =
+      random_tokens(std::max({max_depth, o.n_prompt, o.n_gen + 1, max_batch * 2, 16}), hp.n_vocab, o.seed);
+  auto runner = BatchRunner::create(model, 1, n_ctx, o.kv_type);
   TERN_RETURN_IF_ERROR(runner.status());
   BatchRunner& kv = *runner.value();
   BenchResult r;
   r.flops_per_token_pp = model_flops_per_token(model, o.n_prompt / 2.0);
 
-  if (o.n_prompt > 0) {
-    if (progress) progress("pp" + std::to_string(o.n_prompt));
-    const std::vector<TokenId> prompt(tokens.begin(), tokens.begin() + o.n_prompt);
-    std::vector<double> rates;
-    for (int rep = 0; rep <= o.repetitions; ++rep) {  // rep 0 is the warm-up
-      auto s = time_prompt(kv, prompt, o.n_batch);
+  for (int depth : depths) {
+    DepthThroughput d;
+    d.depth = depth;
+    const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
+    // The cached prefix is written once per depth, untimed; every repetition
+    // then forgets what it added past it.
+    if (depth > 0) {
+      if (progress) progress("prompt of depth " + std::to_string(depth));
+      const std::vector<TokenId> prefix(tokens.begin(), tokens.begin() + depth);
+      auto s = time_prompt(kv, prefix, o.n_batch);
       if (!s) return s.status();
-      if (rep > 0) rates.push_back(o.n_prompt / *s);
     }
-    const SampleStats st = sample_stats(rates);
-    r.pp = {o.n_prompt, st.mean, st.std};
-  }
-  if (o.n_gen > 0) {
-    if (progress) progress("tg" + std::to_string(o.n_gen));
-    std::vector<double> rates;
-    for (int rep = 0; rep <= o.repetitions; ++rep) {
-      auto s = time_decode(kv, 1, o.n_gen, tokens);
-      if (!s) return s.status();
-      if (rep > 0) rates.push_back(o.n_gen / *s);
+    if (o.n_prompt > 0) {
+      if (progress) progress("pp" + std::to_string(o.n_prompt) + at);
+      const std::vector<TokenId> prompt(tokens.begin(), tokens.begin() + o.n_prompt);
+      std::vector<double> rates;
+      for (int rep = 0; rep <= o.repetitions; ++rep) {  // rep 0 is the warm-up
+        auto s = time_prompt(kv, prompt, o.n_batch, depth);
+        if (!s) return s.status();
+        if (rep > 0) rates.push_back(o.n_prompt / *s);
+      }
+      const SampleStats st = sample_stats(rates);
+      d.pp = {o.n_prompt, st.mean, st.std};
     }
-    const SampleStats st = sample_stats(rates);
-    r.tg = {o.n_gen, st.mean, st.std};
+    if (o.n_gen > 0) {
+      if (progress) progress("tg" + std::to_string(o.n_gen) + at);
+      std::vector<double> rates;
+      for (int rep = 0; rep <= o.repetitions; ++rep) {
+        auto s = time_decode(kv, 1, o.n_gen, tokens, depth);
+        if (!s) return s.status();
+        if (rep > 0) rates.push_back(o.n_gen / *s);
+      }
+      const SampleStats st = sample_stats(rates);
+      d.tg = {o.n_gen, st.mean, st.std};
+      // Timed steps run at positions depth+1 .. depth+n_gen, attending to
+      // depth+2 .. depth+n_gen+1 positions: the mean is their midpoint.
+      d.tg_kv_bytes = kv_read_bytes_per_token(model, depth + (o.n_gen + 3) / 2.0, o.kv_type);
+    }
+    r.depths.push_back(d);
   }
+  r.pp = r.depths.front().pp;
+  r.tg = r.depths.front().tg;
   // Steady-state memory: weights touched by pp/tg, the KV cache and buffers.
   r.rss_bytes = resident_bytes();
-  r.kv_bytes = BatchRunner::kv_bytes(model, 1, n_ctx);
+  r.kv_bytes = BatchRunner::kv_bytes(model, 1, n_ctx, o.kv_type);
   for (int b : o.batches) {
     if (progress) progress("batched b=" + std::to_string(b));
     const int steps = std::max(1, std::min(o.n_gen > 0 ? o.n_gen : 32, 32));

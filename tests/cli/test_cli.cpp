@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "../model/model_fixture.h"
 #include "cli/run_tern.h"
 
@@ -47,6 +49,46 @@ TEST(Cli, SpeculativeRunPrintsGoldenTextAndCounts) {
   ASSERT_EQ(bench.exit_code, 0) << bench.err;
   EXPECT_NE(bench.out.find("\"batch\": 3"), std::string::npos) << bench.out;
   EXPECT_EQ(bench.out.find("\"same_output\": false"), std::string::npos) << bench.out;
+}
+
+// tern bench -d: pp and tg again after each depth of cached positions, the
+// tg roofline counting the KV bytes a token reads (stories260K: 5 layers,
+// 4 KV heads of 8, f16: 640 bytes per position; tg4 runs at contexts
+// depth+2 .. depth+5, mean depth+3.5).
+TEST(Cli, BenchAtDepthsCountsKvBytes) {
+  TERN_REQUIRE_STORIES();
+  const std::string m = quote(test::stories_gguf());
+  auto o = run_tern("bench -m " + m + " -p 8 -n 4 -d 0,40 -r 1 -t 2 --json");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  const auto j = nlohmann::json::parse(o.out);
+  ASSERT_EQ(j["depths"].size(), 2u) << o.out;
+  EXPECT_EQ(j["kv_type"], "f16");
+  const auto& d0 = j["depths"][0];
+  const auto& d40 = j["depths"][1];
+  EXPECT_EQ(d0["depth"], 0);
+  EXPECT_EQ(d40["depth"], 40);
+  EXPECT_DOUBLE_EQ(d0["kv_bytes_per_token"].get<double>(), 640 * 3.5);
+  EXPECT_DOUBLE_EQ(d40["kv_bytes_per_token"].get<double>(), 640 * 43.5);
+  EXPECT_GT(d40["tg"]["tok_s"].get<double>(), 0.0);
+  EXPECT_GT(d40["pp"]["tok_s"].get<double>(), 0.0);
+  EXPECT_EQ(d40["pp"]["tokens"], 8);
+  // Reading more bytes per token lowers the roofline; the top-level pp/tg are the first depth's.
+  EXPECT_LT(d40["roofline_tg_tok_s"].get<double>(), d0["roofline_tg_tok_s"].get<double>());
+  EXPECT_LT(d0["roofline_tg_tok_s"].get<double>(), j["roofline_tg_tok_s"].get<double>());
+  EXPECT_EQ(j["tg"]["tok_s"], d0["tg"]["tok_s"]);
+
+  auto f32 = run_tern("bench -m " + m + " -p 0 -n 4 -d 40 -r 1 --kv-type f32 --json");
+  ASSERT_EQ(f32.exit_code, 0) << f32.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(f32.out)["depths"][0]["kv_bytes_per_token"].get<double>(), 1280 * 43.5);
+
+  auto text = run_tern("bench -m " + m + " -p 8 -n 4 -d 0,40 -r 1");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("tg4 @ d40"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("weights+KV"), std::string::npos) << text.out;
+  for (const char* bad : {"-d -1", "-d 1,,2", "--kv-type q8"}) {
+    auto b = run_tern("bench -m " + m + " -p 8 -n 4 -r 1 " + std::string(bad));
+    EXPECT_EQ(b.exit_code, 2) << bad << ": " << b.err;
+  }
 }
 
 TEST(Cli, GreedyIsDeterministicAndSeedReproducible) {

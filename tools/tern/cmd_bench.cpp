@@ -1,4 +1,5 @@
-// tern bench -m MODEL [-p 512] [-n 128] [-b BATCHES] [-t THREADS] [-r REPS] [--json] [--price-per-hour P]
+// tern bench -m MODEL [-p 512] [-n 128] [-d DEPTHS] [-b BATCHES] [-t THREADS] [-r REPS] [--kv-type f16|f32]
+//            [--json] [--price-per-hour P]
 // (and `tern bench serve|sweep`, the serving load generator in cmd_bench_serve.cpp)
 // Prompt processing, generation and batched decode throughput, each beside
 // the machine's measured limits (roofline).
@@ -80,6 +81,21 @@ void print_moe(const Model& m, const MoeShares& s) {
               s.min_expert, 100.0 * s.max_share, s.max_expert);
 }
 
+// -d 0,512,4096: cached positions before pp and tg (llama-bench's -d).
+Result<std::vector<int>> parse_depth_list(const std::string& text) {
+  std::vector<int> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    char* end = nullptr;
+    const long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end || v < 0 || v > (1 << 22))
+      return error(ErrorKind::InvalidArgument, "bench: -d expects a comma-separated list of depths in [0, 4194304], got '" + text + "'");
+    out.push_back(static_cast<int>(v));
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<std::vector<int>> parse_batch_list(const std::string& text) {
@@ -103,17 +119,20 @@ int cmd_bench(int argc, char** argv) {
   if (argc >= 1 && std::string(argv[0]) == "sweep") return cmd_bench_sweep(argc - 1, argv + 1);
   for (int i = 0; i < argc; ++i)  // with a proposer: speculative decoding's speed-up (cmd_bench_spec.cpp)
     if (std::string(argv[i]) == "--draft" || std::string(argv[i]).rfind("--draft=", 0) == 0) return cmd_bench_spec(argc, argv);
-  std::string model_path, batches_text;
+  std::string model_path, batches_text, depths_text, kv_type = "f16";
   int n_threads = 0;
   bool json = false;
   float price_per_hour = 0.0f;
   BenchOptions o;
-  ArgParser args("bench", "tern bench -m MODEL [-p 512] [-n 128] [-b BATCHES] [-t THREADS] [-r REPS] [--json] "
-                          "[--price-per-hour P]\n       tern bench -m MODEL --draft ngram|DRAFT.gguf|self:TYPE ... (speculative decoding; see --draft --help)\n"
+  ArgParser args("bench", "tern bench -m MODEL [-p 512] [-n 128] [-d DEPTHS] [-b BATCHES] [-t THREADS] [-r REPS] "
+                          "[--kv-type f16|f32] [--json] [--price-per-hour P]\n       tern bench -m MODEL --draft ngram|DRAFT.gguf|self:TYPE ... (speculative decoding; see --draft --help)\n"
                           "       tern bench serve|sweep --url URL ... (see tern bench serve --help)");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-p,--n-prompt", &o.n_prompt, "prompt tokens for pp (default 512, 0 skips)");
   args.add("-n,--n-gen", &o.n_gen, "generated tokens for tg (default 128, 0 skips)");
+  args.add("-d,--depths", &depths_text,
+           "pp and tg again after this many cached positions, e.g. 0,512,4096 (as llama-bench -d; default 0)");
+  args.add("--kv-type", &kv_type, "KV cache element type: f16 (default, as the engine) or f32");
   args.add("-b,--batches", &batches_text, "batched decode sizes, e.g. 2,4,8 (default none)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   args.add("--backend", &backend_name, kBackendHelp);
@@ -133,6 +152,14 @@ int cmd_bench(int argc, char** argv) {
     if (!list) return report(list.status());
     o.batches = *list;
   }
+  if (!depths_text.empty()) {
+    auto list = parse_depth_list(depths_text);
+    if (!list) return report(list.status());
+    o.depths = *list;
+  }
+  if (kv_type != "f16" && kv_type != "f32")
+    return report(error(ErrorKind::InvalidArgument, "bench: --kv-type '" + kv_type + "': expected f16 or f32"));
+  o.kv_type = kv_type == "f16" ? KvType::F16 : KvType::F32;
   auto be = make_backend_from_flag(backend_name, n_threads);
   if (!be) return report(be.status());
   auto model = Model::load(model_path, *be);
@@ -173,6 +200,9 @@ int cmd_bench(int argc, char** argv) {
   // a million generated tokens cost at that rate.
   const double n_cores = pool.n_threads();
   auto cost_per_million = [&](double tok_s) { return tok_s > 0 ? price_per_hour / 3600.0 / tok_s * 1e6 : 0.0; };
+  // At depth a tg token reads the weights and the KV cache: GB per token, and the tok/s that allows.
+  auto tg_read_gb = [&](const DepthThroughput& d) { return weight_gb + d.tg_kv_bytes / 1e9; };
+  auto roofline_at = [&](const DepthThroughput& d) { return lim.read_bw_gbs > 0 ? lim.read_bw_gbs / tg_read_gb(d) : 0.0; };
 
   if (json) {
     std::printf("{\"pp\": {\"tokens\": %d, \"tok_s\": %.3f, \"std\": %.3f, \"tok_s_per_core\": %.3f}, ", r.pp.tokens,
@@ -208,6 +238,17 @@ int cmd_bench(int argc, char** argv) {
         std::printf("%s%llu", e ? ", " : "", static_cast<unsigned long long>(moe.tokens[e]));
       std::printf("]}, ");
     }
+    // Per depth: tg's roofline counts the KV bytes a token reads as well as the weights.
+    std::printf("\"kv_type\": \"%s\", \"depths\": [", kv_type.c_str());
+    for (size_t i = 0; i < r.depths.size(); ++i) {
+      const DepthThroughput& d = r.depths[i];
+      std::printf("%s{\"depth\": %d, \"pp\": {\"tokens\": %d, \"tok_s\": %.3f, \"std\": %.3f}, "
+                  "\"tg\": {\"tokens\": %d, \"tok_s\": %.3f, \"std\": %.3f}, \"kv_bytes_per_token\": %.0f, "
+                  "\"bandwidth_gbs\": %.3f, \"roofline_tg_tok_s\": %.3f}",
+                  i ? ", " : "", d.depth, d.pp.tokens, d.pp.tok_s, d.pp.std, d.tg.tokens, d.tg.tok_s, d.tg.std,
+                  d.tg_kv_bytes, tg_read_gb(d) * d.tg.tok_s, roofline_at(d));
+    }
+    std::printf("], ");
     std::printf("\"cpu_flags\": \"%s\", \"git_sha\": \"%s\", \"compiler\": \"%s\"}\n",
                 kernels::cpu_features().describe().c_str(), build_git_sha(), build_compiler());
     return 0;
@@ -226,14 +267,35 @@ int cmd_bench(int argc, char** argv) {
   if (!moe.tokens.empty()) print_moe(m, moe);
   std::printf("\n");
   std::printf("%-14s %18s %10s   %s\n", "test", "tok/s", "per core", "roofline");
-  if (r.pp.tokens > 0)
-    std::printf("%-14s %10.2f ± %-6.2f %10.2f   %.1f GFLOP/s = %.0f%% of the %s peak\n",
-                ("pp" + std::to_string(r.pp.tokens)).c_str(), r.pp.tok_s, r.pp.std, r.pp.tok_s / n_cores, gflops,
-                compute_peak > 0 ? 100.0 * gflops / compute_peak : 0.0, is_float_type(wtype) ? "f32" : "int8");
-  if (r.tg.tokens > 0)
-    std::printf("%-14s %10.2f ± %-6.2f %10.2f   %.1f GB/s of weights = %.0f%% of read bandwidth (roofline %.1f tok/s)\n",
-                ("tg" + std::to_string(r.tg.tokens)).c_str(), r.tg.tok_s, r.tg.std, r.tg.tok_s / n_cores, bandwidth_gbs,
-                lim.read_bw_gbs > 0 ? 100.0 * bandwidth_gbs / lim.read_bw_gbs : 0.0, roofline_tg);
+  if (o.depths.empty()) {
+    if (r.pp.tokens > 0)
+      std::printf("%-14s %10.2f ± %-6.2f %10.2f   %.1f GFLOP/s = %.0f%% of the %s peak\n",
+                  ("pp" + std::to_string(r.pp.tokens)).c_str(), r.pp.tok_s, r.pp.std, r.pp.tok_s / n_cores, gflops,
+                  compute_peak > 0 ? 100.0 * gflops / compute_peak : 0.0, is_float_type(wtype) ? "f32" : "int8");
+    if (r.tg.tokens > 0)
+      std::printf("%-14s %10.2f ± %-6.2f %10.2f   %.1f GB/s of weights = %.0f%% of read bandwidth (roofline %.1f tok/s)\n",
+                  ("tg" + std::to_string(r.tg.tokens)).c_str(), r.tg.tok_s, r.tg.std, r.tg.tok_s / n_cores,
+                  bandwidth_gbs, lim.read_bw_gbs > 0 ? 100.0 * bandwidth_gbs / lim.read_bw_gbs : 0.0, roofline_tg);
+  }
+  // With -d: each depth's pp (its flops count attention over the cached
+  // positions too) and tg beside the roofline of the weights plus the KV it reads.
+  if (!o.depths.empty())
+    for (const DepthThroughput& d : r.depths) {
+      const std::string at = " @ d" + std::to_string(d.depth);
+      if (d.pp.tokens > 0) {
+        const double g = model_flops_per_token(m, d.depth + d.pp.tokens / 2.0) * d.pp.tok_s / 1e9;
+        std::printf("%-14s %10.2f ± %-6.2f %10.2f   %.1f GFLOP/s = %.0f%% of the %s peak\n",
+                    ("pp" + std::to_string(d.pp.tokens) + at).c_str(), d.pp.tok_s, d.pp.std, d.pp.tok_s / n_cores, g,
+                    compute_peak > 0 ? 100.0 * g / compute_peak : 0.0, is_float_type(wtype) ? "f32" : "int8");
+      }
+      if (d.tg.tokens > 0) {
+        const double gbs = tg_read_gb(d) * d.tg.tok_s;
+        std::printf("%-14s %10.2f ± %-6.2f %10.2f   %.1f GB/s of weights+KV (KV %.1f MB/token) = %.0f%% of read "
+                    "bandwidth (roofline %.1f tok/s)\n",
+                    ("tg" + std::to_string(d.tg.tokens) + at).c_str(), d.tg.tok_s, d.tg.std, d.tg.tok_s / n_cores, gbs,
+                    d.tg_kv_bytes / 1e6, lim.read_bw_gbs > 0 ? 100.0 * gbs / lim.read_bw_gbs : 0.0, roofline_at(d));
+      }
+    }
   for (const auto& b : r.batched)
     std::printf("%-14s %10.2f ± %-6.2f %10.2f   %d steps\n", ("batched b=" + std::to_string(b.batch)).c_str(), b.tok_s,
                 b.std, b.tok_s / n_cores, b.steps);

@@ -100,36 +100,195 @@ inline void half_to_float_row(const void* src_v, float* dst, int n) {
 #endif
 }
 
+#if defined(__AVX512F__)
+// Rows j < n (n <= 16) of 16 floats each, from `rows[j]` (f32, or IEEE half
+// when f16), written transposed: dst[i * kAttentionTile + j] for i < 16, j < 16
+// (rows past n as zeros). In registers: 16 loads (converting halves as they
+// load), 64 shuffles, 16 stores, where a scalar transpose makes 256 of each.
+__attribute__((always_inline)) inline void transpose16_to_tile(const void* const* rows, size_t offset, int n, bool f16,
+                                                              float* dst) {
+  __m512 r[16];
+  for (int j = 0; j < 16; ++j) {
+    if (j >= n) {
+      r[j] = _mm512_setzero_ps();
+    } else if (f16) {
+      r[j] = _mm512_cvtph_ps(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(rows[j]) + offset)));
+    } else {
+      r[j] = _mm512_loadu_ps(static_cast<const float*>(rows[j]) + offset);
+    }
+  }
+  __m512 t[16];
+  for (int j = 0; j < 16; j += 2) {  // 2x2 blocks of single floats
+    t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
+    t[j + 1] = _mm512_unpackhi_ps(r[j], r[j + 1]);
+  }
+  for (int j = 0; j < 16; j += 4) {  // then of float pairs
+    r[j] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[j]), _mm512_castps_pd(t[j + 2])));
+    r[j + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[j]), _mm512_castps_pd(t[j + 2])));
+    r[j + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[j + 1]), _mm512_castps_pd(t[j + 3])));
+    r[j + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[j + 1]), _mm512_castps_pd(t[j + 3])));
+  }
+  // r[4a + b] now holds, in 128-bit lane L, element 4L + b of rows 4a .. 4a+3.
+  for (int j = 0; j < 4; ++j) {  // then of 128-bit lanes
+    t[j] = _mm512_shuffle_f32x4(r[j], r[j + 4], 0x88);
+    t[j + 4] = _mm512_shuffle_f32x4(r[j], r[j + 4], 0xdd);
+    t[j + 8] = _mm512_shuffle_f32x4(r[j + 8], r[j + 12], 0x88);
+    t[j + 12] = _mm512_shuffle_f32x4(r[j + 8], r[j + 12], 0xdd);
+  }
+  for (int j = 0; j < 4; ++j) {
+    // Columns j, 4 + j, 8 + j, 12 + j of the source.
+    _mm512_storeu_ps(dst + (j)*kAttentionTile, _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88));
+    _mm512_storeu_ps(dst + (j + 8) * kAttentionTile, _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd));
+    _mm512_storeu_ps(dst + (j + 4) * kAttentionTile, _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0x88));
+    _mm512_storeu_ps(dst + (j + 12) * kAttentionTile, _mm512_shuffle_f32x4(t[j + 4], t[j + 12], 0xdd));
+  }
+}
+#elif defined(__AVX2__) && defined(__F16C__)
+// The AVX2 form: 8 rows of 8 floats, 24 shuffles.
+__attribute__((always_inline)) inline void transpose8_to_tile(const void* const* rows, size_t offset, int n, bool f16,
+                                                             float* dst) {
+  __m256 r[8];
+  for (int j = 0; j < 8; ++j) {
+    if (j >= n) {
+      r[j] = _mm256_setzero_ps();
+    } else if (f16) {
+      r[j] = _mm256_cvtph_ps(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(rows[j]) + offset)));
+    } else {
+      r[j] = _mm256_loadu_ps(static_cast<const float*>(rows[j]) + offset);
+    }
+  }
+  __m256 t[8], u[8];
+  for (int j = 0; j < 8; j += 2) {
+    t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
+    t[j + 1] = _mm256_unpackhi_ps(r[j], r[j + 1]);
+  }
+  for (int j = 0; j < 8; j += 4) {  // u[j + b]: element 4L + b of rows j .. j+3, in 128-bit lane L
+    u[j] = _mm256_shuffle_ps(t[j], t[j + 2], 0x44);
+    u[j + 1] = _mm256_shuffle_ps(t[j], t[j + 2], 0xee);
+    u[j + 2] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0x44);
+    u[j + 3] = _mm256_shuffle_ps(t[j + 1], t[j + 3], 0xee);
+  }
+  for (int b = 0; b < 4; ++b) {
+    _mm256_storeu_ps(dst + b * kAttentionTile, _mm256_permute2f128_ps(u[b], u[b + 4], 0x20));
+    _mm256_storeu_ps(dst + (b + 4) * kAttentionTile, _mm256_permute2f128_ps(u[b], u[b + 4], 0x31));
+  }
+}
+#endif
+
+// 16 halves at p as f32 (exact), converted in registers where the level can.
+__attribute__((always_inline)) inline f32x16 load16_half(const uint16_t* p) {
+#if defined(__AVX512F__)
+  return (f32x16)_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#else
+  float t[16];
+  half_to_float_row(p, t, 16);
+  return load16(t);
+#endif
+}
+
+// The next tile's key and value rows (this head's slice), requested a few at a
+// time while the current tile is computed: issued all at once they fill the
+// core's miss queue and stall it, spread out they overlap the arithmetic.
+struct TilePrefetch {
+  const char* k[kAttentionTile];
+  const char* v[kAttentionTile];
+  int n = 0;      // rows
+  int bytes = 0;  // per row
+};
+
+__attribute__((always_inline)) inline void prefetch_row(const TilePrefetch* pf, int j) {
+  if (!pf || j >= pf->n) return;
+  for (int c = 0; c < pf->bytes; c += 64) {
+    __builtin_prefetch(pf->k[j] + c);
+    __builtin_prefetch(pf->v[j] + c);
+  }
+}
+
 // o[r][i0 .. i0 + 16 NV) = o * corr[r] + sum over j of sc[r][j] * v_j, for the
 // live rows of a block: each value vector loaded feeds the four rows, each
 // weight broadcast feeds NV vectors. Every lane sums over j in order, so the
-// result does not depend on NV.
-template <int NV>
-__attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, int nr, const float* const* vp,
+// result does not depend on NV. kHalf: value rows are IEEE half, converted as
+// they load (the same values a converted copy would hold).
+template <int NV, bool kHalf, int R>
+__attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, const void* const* vp,
                                                     const float (*sc)[kKvTile], const bool* live, const float* corr,
                                                     float* o, int hd) {
-  f32x16 ov[kRowBlock][NV] = {};
+  f32x16 ov[R][NV] = {};
   for (int j = 0; j < n_pos; ++j) {
     f32x16 v[NV];
-    for (int c = 0; c < NV; ++c) v[c] = load16(vp[j] + i0 + 16 * c);
-    for (int r = 0; r < kRowBlock; ++r) {
+    for (int c = 0; c < NV; ++c)
+      v[c] = kHalf ? load16_half(static_cast<const uint16_t*>(vp[j]) + i0 + 16 * c)
+                   : load16(static_cast<const float*>(vp[j]) + i0 + 16 * c);
+    for (int r = 0; r < R; ++r) {
       const float w = sc[r][j];
       for (int c = 0; c < NV; ++c) ov[r][c] += w * v[c];
     }
   }
-  for (int r = 0; r < nr; ++r) {
+  for (int r = 0; r < R; ++r) {
     if (!live[r]) continue;
     float* orow = o + static_cast<size_t>(r) * hd + i0;
     for (int c = 0; c < NV; ++c) store16(orow + 16 * c, load16(orow + 16 * c) * corr[r] + ov[r][c]);
   }
 }
 
+// o = o * corr + P V for rows r < R, 64 lanes of head_dim at a time, then 16;
+// returns where the lanes stopped (head sizes not a multiple of 16 leave a tail).
+template <bool kHalf, int R>
+__attribute__((always_inline)) inline int pv_rows(int hd, int n_pos, const void* const* vp,
+                                                  const float (*sc)[kKvTile], const bool* live, const float* corr,
+                                                  float* o) {
+  int i0 = 0;
+  for (; i0 + 64 <= hd; i0 += 64) pv_lanes<4, kHalf, R>(i0, n_pos, vp, sc, live, corr, o, hd);
+  for (; i0 + 16 <= hd; i0 += 16) pv_lanes<1, kHalf, R>(i0, n_pos, vp, sc, live, corr, o, hd);
+  return i0;
+}
+
+template <bool kHalf>
+__attribute__((always_inline)) inline int pv_rows_n(int nr, int hd, int n_pos, const void* const* vp,
+                                                    const float (*sc)[kKvTile], const bool* live, const float* corr,
+                                                    float* o) {
+  switch (nr) {
+    case 1: return pv_rows<kHalf, 1>(hd, n_pos, vp, sc, live, corr, o);
+    case 2: return pv_rows<kHalf, 2>(hd, n_pos, vp, sc, live, corr, o);
+    case 3: return pv_rows<kHalf, 3>(hd, n_pos, vp, sc, live, corr, o);
+    default: return pv_rows<kHalf, 4>(hd, n_pos, vp, sc, live, corr, o);
+  }
+}
+
+// Scores of rows r < R against the 64 transposed keys of a tile:
+// sc[r][j] = sum over i, in order, of q[r][i] * k_t[i][j].
+// pf: the next tile's rows, requested one per step (the rest after the loop).
+template <int R>
+__attribute__((always_inline)) inline void qk_rows(const float* k_t, const float* const* q, int hd,
+                                                   float (*sc)[kKvTile], const TilePrefetch* pf) {
+  f32x16 acc[R][4] = {};
+  for (int i = 0; i < hd; ++i) {
+    prefetch_row(pf, i);
+    const float* kr = k_t + i * kKvTile;
+    const f32x16 k0 = load16(kr), k1 = load16(kr + 16), k2 = load16(kr + 32), k3 = load16(kr + 48);
+    for (int r = 0; r < R; ++r) {
+      const float qi = q[r][i];
+      acc[r][0] += qi * k0;
+      acc[r][1] += qi * k1;
+      acc[r][2] += qi * k2;
+      acc[r][3] += qi * k3;
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < 4; ++c) store16(sc[r] + 16 * c, acc[r][c]);
+  for (int j = hd; pf && j < pf->n; ++j) prefetch_row(pf, j);
+}
+
 // Tiles are 64 positions at absolute multiples of 64, gathered across the runs
 // (a paged cache's blocks), so a row's arithmetic is the same for any layout.
 // Keys are transposed into the tile ([head_dim][64], converted from half when
 // needed) so that one query row's 64 scores accumulate in four 16-lane
-// registers with no horizontal sums; values are read row by row (converted
-// into scratch when half). Every sum runs in a fixed order.
+// registers with no horizontal sums; values are read row by row (half ones
+// converted as they load, or once into scratch when several row blocks read
+// them). Keys and values one tile ahead are prefetched. Every sum runs in a
+// fixed order, and a row's arithmetic never depends on the rows beside it.
 template <bool kSoftcap>
 void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int kv_head, int32_t kv_begin,
                          int32_t kv_end, float* o, float* m, float* l, float* scratch) {
@@ -142,12 +301,33 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   const size_t head_offset = static_cast<size_t>(kv_head) * hd * elem;
   float* k_t = scratch;                                          // [hd][kKvTile], transposed keys
   float* v_tile = scratch + static_cast<size_t>(kKvTile) * hd;   // [kKvTile][hd], half values as f32
-  const float* vp[kKvTile];
+  const void* kp[kKvTile];  // this tile's key rows (this head's slice)
+  const void* vp[kKvTile];  // this tile's value rows: f32, or half when v_half
   float sc[kRowBlock][kKvTile];
   float k_row[kMaxHeadDim];
-  int ir = 0;  // run cursor: runs are ascending
+  // Half values are converted as P V loads them when one block of rows reads
+  // them (decode: one token's heads of this KV head); several blocks share
+  // one converted copy in v_tile instead.
+  const bool v_half = s.kv_f16 && hd % 16 == 0 && n_rows <= kRowBlock;
+  int ir = 0;   // run cursor: runs are ascending
+  int ipf = 0;  // the prefetch's run cursor, one tile ahead
+  TilePrefetch next;
+  next.bytes = hd * static_cast<int>(elem);
   for (int32_t p0 = kv_begin; p0 < kv_end;) {
     const int n_pos = min_i((p0 / kKvTile + 1) * kKvTile, kv_end) - p0;
+    // The rows of the next tile, requested while this one is scored:
+    // decode at depth streams the cache, and unrequested each row would wait
+    // on DRAM in turn.
+    const int32_t p1 = p0 + n_pos;
+    next.n = min_i((p1 / kKvTile + 1) * kKvTile, kv_end) - p1;
+    for (int j = 0; j < next.n; ++j) {
+      const int32_t pos = p1 + j;
+      while (ipf < b.n_runs && b.runs[ipf].pos0 + b.runs[ipf].n <= pos) ++ipf;
+      const KvRun& run = b.runs[ipf];
+      const size_t off = static_cast<size_t>(pos - run.pos0) * row_bytes + head_offset;
+      next.k[j] = static_cast<const char*>(run.k) + off;
+      next.v[j] = static_cast<const char*>(run.v) + off;
+    }
     for (int j = 0; j < n_pos; ++j) {
       const int32_t pos = p0 + j;
       while (ir < b.n_runs && b.runs[ir].pos0 + b.runs[ir].n <= pos) ++ir;
@@ -155,19 +335,44 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       const size_t off = static_cast<size_t>(pos - run.pos0) * row_bytes + head_offset;
       const void* k = static_cast<const char*>(run.k) + off;
       const void* v = static_cast<const char*>(run.v) + off;
-      const float* kf = static_cast<const float*>(k);
+      kp[j] = k;
       if (s.kv_f16) {
-        half_to_float_row(k, k_row, hd);
-        kf = k_row;
-        half_to_float_row(v, v_tile + static_cast<size_t>(j) * hd, hd);
-        vp[j] = v_tile + static_cast<size_t>(j) * hd;
+        if (v_half) {
+          vp[j] = v;
+        } else {
+          half_to_float_row(v, v_tile + static_cast<size_t>(j) * hd, hd);
+          vp[j] = v_tile + static_cast<size_t>(j) * hd;
+        }
       } else {
-        vp[j] = static_cast<const float*>(v);
+        vp[j] = v;
       }
-      for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = kf[i];
     }
-    for (int j = n_pos; j < kKvTile; ++j)
-      for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = 0.0f;
+    // Keys transposed into k_t (columns past n_pos zero).
+#if defined(__AVX512F__)
+    if (hd % 16 == 0) {
+      for (int j0 = 0; j0 < kKvTile; j0 += 16)
+        for (int i0 = 0; i0 < hd; i0 += 16)
+          transpose16_to_tile(kp + j0, static_cast<size_t>(i0), n_pos - j0, s.kv_f16, k_t + i0 * kKvTile + j0);
+    } else
+#elif defined(__AVX2__) && defined(__F16C__)
+    if (hd % 8 == 0) {
+      for (int j0 = 0; j0 < kKvTile; j0 += 8)
+        for (int i0 = 0; i0 < hd; i0 += 8)
+          transpose8_to_tile(kp + j0, static_cast<size_t>(i0), n_pos - j0, s.kv_f16, k_t + i0 * kKvTile + j0);
+    } else
+#endif
+    {
+      for (int j = 0; j < n_pos; ++j) {
+        const float* kf = static_cast<const float*>(kp[j]);
+        if (s.kv_f16) {
+          half_to_float_row(kp[j], k_row, hd);
+          kf = k_row;
+        }
+        for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = kf[i];
+      }
+      for (int j = n_pos; j < kKvTile; ++j)
+        for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = 0.0f;
+    }
 
     // Query rows four at a time: each key or value load feeds four rows.
     for (int row0 = 0; row0 < n_rows; row0 += kRowBlock) {
@@ -181,29 +386,23 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
         lo[r] = s.sliding_window > 0 ? qpos[r] - s.sliding_window + 1 : 0;
         q[r] = b.q + (static_cast<size_t>(t) * s.n_head + kv_head * group + g) * hd;
       }
-      f32x16 acc[kRowBlock][4] = {};
-      for (int i = 0; i < hd; ++i) {
-        const float* kr = k_t + i * kKvTile;
-        const f32x16 k0 = load16(kr), k1 = load16(kr + 16), k2 = load16(kr + 32), k3 = load16(kr + 48);
-        for (int r = 0; r < kRowBlock; ++r) {
-          const float qi = q[r][i];
-          acc[r][0] += qi * k0;
-          acc[r][1] += qi * k1;
-          acc[r][2] += qi * k2;
-          acc[r][3] += qi * k3;
-        }
+      // Only the nr live rows are scored and accumulated (decode with 3
+      // heads per KV head computes 3 rows, not 4); each row's sums are the
+      // same whichever count its block has.
+      const TilePrefetch* pf = row0 == 0 ? &next : nullptr;  // the first row block requests the next tile
+      switch (nr) {
+        case 1: qk_rows<1>(k_t, q, hd, sc, pf); break;
+        case 2: qk_rows<2>(k_t, q, hd, sc, pf); break;
+        case 3: qk_rows<3>(k_t, q, hd, sc, pf); break;
+        default: qk_rows<4>(k_t, q, hd, sc, pf); break;
       }
       float corr[kRowBlock];
       bool live[kRowBlock];
       for (int r = 0; r < kRowBlock; ++r) {
         float* p = sc[r];
-        for (int c = 0; c < 4; ++c) store16(p + 16 * c, acc[r][c]);
         live[r] = false;
         corr[r] = 1.0f;
-        if (r >= nr) {
-          for (int j = 0; j < kKvTile; ++j) p[j] = 0.0f;
-          continue;
-        }
+        if (r >= nr) continue;  // not scored, never read
         const int row = row0 + r;
         // Scale, soft-cap (when on), mask (causal, window, past the tile's
         // end) and the tile max, 16 positions at a time (written with
@@ -239,16 +438,16 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
         l[row] = l[row] * corr[r] + reduce_lanes(lane_sums);
         m[row] = m_new;
       }
-      // o = o * corr + P V, 64 lanes of head_dim at a time (then 16).
-      int i0 = 0;
-      for (; i0 + 64 <= hd; i0 += 64) pv_lanes<4>(i0, n_pos, nr, vp, sc, live, corr, o + static_cast<size_t>(row0) * hd, hd);
-      for (; i0 + 16 <= hd; i0 += 16) pv_lanes<1>(i0, n_pos, nr, vp, sc, live, corr, o + static_cast<size_t>(row0) * hd, hd);
+      // o = o * corr + P V.
+      float* orows = o + static_cast<size_t>(row0) * hd;
+      const int i0 = v_half ? pv_rows_n<true>(nr, hd, n_pos, vp, sc, live, corr, orows)
+                            : pv_rows_n<false>(nr, hd, n_pos, vp, sc, live, corr, orows);
       for (int r = 0; r < nr; ++r) {  // head sizes that are not a multiple of 16
         if (!live[r]) continue;
         float* orow = o + static_cast<size_t>(row0 + r) * hd;
         for (int i = i0; i < hd; ++i) {
           float a = 0.0f;
-          for (int j = 0; j < n_pos; ++j) a += sc[r][j] * vp[j][i];
+          for (int j = 0; j < n_pos; ++j) a += sc[r][j] * static_cast<const float*>(vp[j])[i];
           orow[i] = orow[i] * corr[r] + a;
         }
       }
