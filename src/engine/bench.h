@@ -26,7 +26,7 @@ struct BenchOptions {
   uint64_t seed = 42;
   // pp and tg after this many cached positions each; empty = {0}, the plain
   // pp/tg. BenchResult::pp/tg hold the first depth's results.
-  std::vector<int> depths;
+  std::vector<int> depths = {};
   KvType kv_type = KvType::F32;  // the pp/tg cache's element type
 };
 

@@ -62,13 +62,14 @@ struct CalibratedJob {
   int64_t n_cols, n_rows_per_expert, n_expert;  // n_expert 1 for a 2-D tensor
   bool expert_keys;                              // keys "<name>#<e>"
   std::string name;
-  const quant::BlockCodec* codec;
+  gguf::GgmlType type;               // written type
+  const quant::BlockCodec* codec;    // its codec (GPTQ needs one; null for the K-quants)
   bool gptq;
   InputStatsFn inputs;
   double damp;
 
   Status operator()(std::vector<uint8_t>& out, ThreadPool& pool) const {
-    const quant::TypeTraits* to = quant::traits(codec->type);
+    const quant::TypeTraits* to = quant::traits(type);
     const size_t in_row = quant::row_bytes(*from, n_cols), out_row = quant::row_bytes(*to, n_cols);
     out.resize(out_row * static_cast<size_t>(n_rows_per_expert * n_expert));
     std::vector<float> w(static_cast<size_t>(n_rows_per_expert * n_cols));
@@ -95,13 +96,13 @@ struct CalibratedJob {
                                                      std::to_string(n_cols) + ": calibrate this model");
       if (gptq) {
         if (s.h.empty()) return error(ErrorKind::Internal, "no H was collected for '" + key + "'");
-        TERN_RETURN_IF_ERROR(quant::gptq_encode(*codec, w, n_rows_per_expert, n_cols, s.h, {damp}, dst, pool));
+        TERN_RETURN_IF_ERROR(quant::gptq_encode(*codec, w, n_rows_per_expert, n_cols, s.h, {.damp = damp}, dst, pool));
         continue;
       }
       const std::vector<float> importance = s.importance();
       pool.parallel_for(static_cast<size_t>(n_rows_per_expert), [&](size_t b, size_t end, int) {
         for (size_t r = b; r < end; ++r)
-          quant::encode_row_weighted(*codec, &w[r * n_cols], importance.data(), dst + r * out_row, n_cols);
+          quant::encode_row_importance(type, &w[r * n_cols], importance.data(), dst + r * out_row, n_cols);
       });
     }
     return Status::ok();
@@ -296,17 +297,18 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
       const int64_t n_cols = static_cast<int64_t>(t.dims[0]);
       if ((o.method == QuantMethod::Imatrix || o.method == QuantMethod::Gptq) && !is_float_type(choice.type)) {
         const quant::BlockCodec* codec = quant::block_codec(choice.type);
-        if (!codec)
+        const bool gptq = o.method == QuantMethod::Gptq && !is_tied_embedding(*model, t.name);
+        if (gptq ? !codec : !quant::supports_weighted(choice.type))
           return error(ErrorKind::Unsupported,
                        std::string("quantize --method ") + quant_method_name(o.method) + ": tensor '" + t.name +
-                           "' gets type " + type_text(choice.type) +
-                           ", which calibrated rounding does not cover yet (it covers Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-                           "IQ4_NL); choose one of those, or --method rtn");
+                           "' gets type " + type_text(choice.type) + ", which " + quant_method_name(o.method) +
+                           " does not cover yet (" +
+                           (gptq ? "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL" : "those and Q4_K, Q5_K, Q6_K") +
+                           "); choose a scheme of those types, or --method awq (any type) or rtn");
         if (!o.inputs) return error(ErrorKind::InvalidArgument, "quantize: a calibrated method needs calibration statistics");
         const bool experts = t.n_dims == 3;
         CalibratedJob cj{from, data, n_cols, static_cast<int64_t>(t.dims[1]), experts ? static_cast<int64_t>(t.dims[2]) : 1,
-                         experts, t.name, codec, o.method == QuantMethod::Gptq && !is_tied_embedding(*model, t.name),
-                         o.inputs, o.gptq_damp};
+                         experts, t.name, choice.type, codec, gptq, o.inputs, o.gptq_damp};
         job.encode = std::move(cj);
         job.calibrated = true;
         jobs.push_back(std::move(job));

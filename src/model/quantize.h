@@ -98,8 +98,9 @@ Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const s
 //            are also read row by row, get Imatrix
 //   Awq      activation-aware per-channel scales folded into the producing norm or
 //            matrix (model/awq.h), then ggml's reference rounding (any block type)
-// Imatrix and Gptq cover the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0, IQ4_NL); a tensor a scheme gives another quantized type is an error.
+// Gptq covers the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
+// IQ4_NL), Imatrix those and Q4_K, Q5_K, Q6_K; a tensor a scheme gives
+// another quantized type is an error naming it.
 enum class QuantMethod { Rtn, Imatrix, Gptq, Awq };
 const char* quant_method_name(QuantMethod m);
 Result<QuantMethod> parse_quant_method(std::string_view name);

@@ -7,6 +7,7 @@
 #include "core/fp16.h"
 #include "quant/blocks.h"
 #include "quant/quant.h"
+#include "quant/rows.h"
 
 namespace tern::quant {
 namespace {
@@ -240,6 +241,23 @@ void encode_row_weighted(const BlockCodec& c, const float* x, const float* w, vo
     const BlockFit f = fit_block(c, x + i, w ? w + i : nullptr);
     assign(c, f, x + i, q);
     store_block(c, f, q, out);
+  }
+}
+
+bool supports_weighted(GgmlType type) {
+  return block_codec(type) || type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+}
+
+bool encode_row_importance(GgmlType type, const float* x, const float* w, void* dst, int64_t n) {
+  if (const BlockCodec* c = block_codec(type)) {
+    encode_row_weighted(*c, x, w, dst, n);
+    return true;
+  }
+  switch (type) {
+    case GgmlType::Q4_K: rows::q4_k_from_float_weighted(x, w, dst, n); return true;
+    case GgmlType::Q5_K: rows::q5_k_from_float_weighted(x, w, dst, n); return true;
+    case GgmlType::Q6_K: rows::q6_k_from_float_weighted(x, w, dst, n); return true;
+    default: return false;
   }
 }
 

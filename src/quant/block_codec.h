@@ -57,4 +57,11 @@ void store_block(const BlockCodec& c, const BlockFit& f, const uint8_t* q, void*
 // to the nearest level.
 void encode_row_weighted(const BlockCodec& c, const float* x, const float* w, void* dst, int64_t n);
 
+// Importance-weighted rounding of a row for any type that has it: the codec
+// types above, and Q4_K, Q5_K, Q6_K (ggml's super-block procedure with the
+// importance as the sub-block fits' weights; quant/k_quantize.cpp). False
+// for other types.
+bool supports_weighted(gguf::GgmlType type);
+bool encode_row_importance(gguf::GgmlType type, const float* x, const float* w, void* dst, int64_t n);
+
 }  // namespace tern::quant

@@ -106,8 +106,9 @@ float fit_scale_min(int n, int nmax, const float* x, const float* w, uint8_t* L,
 // Symmetric fit x ~ scale * (L - nmax), L in 0..2*nmax-1, weighted by x^2:
 // least squares on the grid that maps the absmax element to -nmax, then 18
 // grids with nmax +- 0.1*k steps, keeping the best. ggml's make_qx_quants with
-// rmse_type 1 and no importance weights. n <= 16.
-float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
+// rmse_type 1 and no importance weights. n <= 16. With imp, the weights are
+// imp[i] instead of x[i]^2 (importance-weighted rounding, quant/block_codec.h).
+float fit_symmetric(int n, int nmax, const float* x, int8_t* L, const float* imp = nullptr) {
   const float max = signed_absmax(x, n);
   if (std::fabs(max) < kGroupMaxEps) {
     std::memset(L, 0, static_cast<size_t>(n));
@@ -118,7 +119,7 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L) {
     *sum_l2 = 0.0f;
     for (int i = 0; i < n; ++i) {
       const float l = static_cast<float>(clamp_int(round_nearest_even(iscale * x[i]), -nmax, nmax - 1));
-      const float w = x[i] * x[i];
+      const float w = imp ? imp[i] : x[i] * x[i];
       *sum_lx += w * x[i] * l;
       *sum_l2 += w * l * l;
     }
@@ -214,10 +215,20 @@ void pack_scale_min_k4(const uint8_t* ls, const uint8_t* lm, uint8_t* scales) {
   }
 }
 
+// True when imp carries information for these n elements (all-zero importance,
+// a dead input channel, falls back to the reference weights).
+bool has_importance(const float* imp, int n) {
+  if (!imp) return false;
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) sum += imp[i];
+  return sum > 0.0f;
+}
+
 // Steps 1-3 for Q4_K (nmax 15) and Q5_K (nmax 31): 8 sub-blocks of 32 with a
-// weighted asymmetric fit (w = rms + |x|), 6-bit scales and mins.
+// weighted asymmetric fit (w = rms + |x|, or the importance imp when given),
+// 6-bit scales and mins.
 void quantize_q45_k(const float* x, int nmax, float rmin, int nstep, uint16_t* d16, uint16_t* dmin16,
-                    uint8_t* scales, uint8_t* L) {
+                    uint8_t* scales, uint8_t* L, const float* imp) {
   float sub_scale[8], sub_min[8], w[32];
   float max_scale = 0.0f, max_min = 0.0f;
   for (int s = 0; s < 8; ++s) {
@@ -225,7 +236,8 @@ void quantize_q45_k(const float* x, int nmax, float rmin, int nstep, uint16_t* d
     float sum_x2 = 0.0f;
     for (int i = 0; i < 32; ++i) sum_x2 += xs[i] * xs[i];
     const float av_x = std::sqrt(sum_x2 / 32.0f);
-    for (int i = 0; i < 32; ++i) w[i] = av_x + std::fabs(xs[i]);
+    const bool weighted = has_importance(imp ? imp + 32 * s : nullptr, 32);
+    for (int i = 0; i < 32; ++i) w[i] = weighted ? imp[32 * s + i] : av_x + std::fabs(xs[i]);
     sub_scale[s] = fit_scale_min(32, nmax, xs, w, L + 32 * s, &sub_min[s], rmin, 0.1f, nstep, false);
     if (sub_scale[s] > max_scale) max_scale = sub_scale[s];
     if (sub_min[s] > max_min) max_min = sub_min[s];
@@ -330,17 +342,17 @@ void quantize_block(const float* x, BlockQ3_K* b) {
   pack_two_bit(low, b->qs);
 }
 
-void quantize_block(const float* x, BlockQ4_K* b) {
+void quantize_block(const float* x, BlockQ4_K* b, const float* imp = nullptr) {
   uint8_t L[kQK_K];
-  quantize_q45_k(x, 15, -1.0f, 20, &b->d, &b->dmin, b->scales, L);
+  quantize_q45_k(x, 15, -1.0f, 20, &b->d, &b->dmin, b->scales, L, imp);
   for (int c = 0; c < 4; ++c) {
     for (int r = 0; r < 32; ++r) b->qs[32 * c + r] = static_cast<uint8_t>(L[64 * c + r] | L[64 * c + 32 + r] << 4);
   }
 }
 
-void quantize_block(const float* x, BlockQ5_K* b) {
+void quantize_block(const float* x, BlockQ5_K* b, const float* imp = nullptr) {
   uint8_t L[kQK_K];
-  quantize_q45_k(x, 31, -0.5f, 15, &b->d, &b->dmin, b->scales, L);
+  quantize_q45_k(x, 31, -0.5f, 15, &b->d, &b->dmin, b->scales, L, imp);
   std::memset(b->qh, 0, sizeof(b->qh));
   for (int c = 0; c < 4; ++c) {
     for (int r = 0; r < 32; ++r) {
@@ -351,12 +363,13 @@ void quantize_block(const float* x, BlockQ5_K* b) {
   }
 }
 
-void quantize_block(const float* x, BlockQ6_K* b) {
+void quantize_block(const float* x, BlockQ6_K* b, const float* imp = nullptr) {
   int8_t L[kQK_K];
   float sub_scale[16];
   float amax = 0.0f, max_scale = 0.0f;
   for (int s = 0; s < 16; ++s) {
-    sub_scale[s] = fit_symmetric(16, 32, x + 16 * s, L + 16 * s);
+    const float* w = has_importance(imp ? imp + 16 * s : nullptr, 16) ? imp + 16 * s : nullptr;
+    sub_scale[s] = fit_symmetric(16, 32, x + 16 * s, L + 16 * s, w);
     if (std::fabs(sub_scale[s]) > amax) {
       amax = std::fabs(sub_scale[s]);
       max_scale = sub_scale[s];
@@ -413,5 +426,23 @@ void q4_k_from_float(const float* src, void* dst, int64_t n) { from_float_rows<B
 void q5_k_from_float(const float* src, void* dst, int64_t n) { from_float_rows<BlockQ5_K>(src, dst, n); }
 void q6_k_from_float(const float* src, void* dst, int64_t n) { from_float_rows<BlockQ6_K>(src, dst, n); }
 void q8_k_from_float(const float* src, void* dst, int64_t n) { from_float_rows<BlockQ8_K>(src, dst, n); }
+
+namespace {
+template <class Block>
+void weighted_rows(const float* src, const float* imp, void* dst, int64_t n) {
+  auto* b = static_cast<Block*>(dst);
+  for (int64_t i = 0; i < n / kQK_K; ++i) quantize_block(src + i * kQK_K, b + i, imp + i * kQK_K);
+}
+}  // namespace
+
+void q4_k_from_float_weighted(const float* src, const float* imp, void* dst, int64_t n) {
+  weighted_rows<BlockQ4_K>(src, imp, dst, n);
+}
+void q5_k_from_float_weighted(const float* src, const float* imp, void* dst, int64_t n) {
+  weighted_rows<BlockQ5_K>(src, imp, dst, n);
+}
+void q6_k_from_float_weighted(const float* src, const float* imp, void* dst, int64_t n) {
+  weighted_rows<BlockQ6_K>(src, imp, dst, n);
+}
 
 }  // namespace tern::quant::rows

@@ -119,6 +119,28 @@ TEST(BlockCodec, ImportantColumnsGetSmallerErrors) {
   }
 }
 
+TEST(BlockCodec, KQuantImportanceLowersTheWeightedErrorAndZeroImportanceIsTheReference) {
+  constexpr int kN = 256 * 16;
+  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+    ASSERT_TRUE(supports_weighted(type));
+    const TypeTraits& t = *traits(type);
+    const auto x = test::normal_row(kN, 71 + static_cast<int>(type));
+    const auto w = skewed_weights(kN, 72);
+    std::vector<uint8_t> ref(row_bytes(t, kN)), ours(row_bytes(t, kN));
+    t.from_float(x.data(), ref.data(), kN);
+    ASSERT_TRUE(encode_row_importance(type, x.data(), w.data(), ours.data(), kN));
+    const double er = weighted_error(x.data(), decode(type, ref, kN).data(), w.data(), kN);
+    const double eo = weighted_error(x.data(), decode(type, ours, kN).data(), w.data(), kN);
+    EXPECT_LT(eo, 0.9 * er) << gguf::type_name(type);
+    // No information (a dead channel everywhere): exactly ggml's reference bytes.
+    const std::vector<float> zero(kN, 0.0f);
+    ASSERT_TRUE(encode_row_importance(type, x.data(), zero.data(), ours.data(), kN));
+    EXPECT_EQ(ours, ref) << gguf::type_name(type);
+  }
+  EXPECT_FALSE(supports_weighted(GgmlType::Q3_K));
+  EXPECT_FALSE(supports_weighted(GgmlType::F16));
+}
+
 TEST(BlockCodec, ZeroBlocksAndZeroWeightsAreHandled) {
   for (GgmlType type : kTypes) {
     const BlockCodec& c = *block_codec(type);
