@@ -9,6 +9,7 @@
 #include "core/input_file.h"
 #include "core/thread_pool.h"
 #include "engine/perplexity.h"
+#include "gguf/reader.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -229,6 +230,27 @@ Result<std::unique_ptr<CalibrationSource>> CalibrationSource::open(const std::st
     s->group_of_.push_back(group);
   }
   return s;
+}
+
+Result<std::unique_ptr<CalibrationSource>> CalibrationSource::for_method(QuantMethod method, const QuantScheme& scheme,
+                                                                         const std::string& calib_path,
+                                                                         const std::string& model_path,
+                                                                         const std::string& text_path,
+                                                                         uint64_t budget_bytes, int n_threads) {
+  const bool need_h = method == QuantMethod::Gptq || method == QuantMethod::Awq;
+  std::vector<GptqTensor> plan;
+  if (need_h) {
+    auto file = gguf::GgufFile::open(model_path);
+    if (!file) return file.status();
+    if (method == QuantMethod::Awq) {
+      plan = awq_plan(*file);
+    } else {
+      auto p = gptq_plan(*file, scheme);
+      if (!p) return p.status().with_context(model_path);
+      plan = std::move(*p);
+    }
+  }
+  return open(calib_path, model_path, need_h, std::move(plan), text_path, budget_bytes, n_threads);
 }
 
 Result<std::shared_ptr<const InputStats>> CalibrationSource::get(const std::string& key) {

@@ -60,6 +60,13 @@ class CalibrationSource {
                                                          bool need_h, std::vector<GptqTensor> plan,
                                                          const std::string& text_path, uint64_t budget_bytes,
                                                          int n_threads);
+  // open() with the plan `method` needs under `scheme`: GPTQ's tensors
+  // (gptq_plan), AWQ's groups (awq_plan), or none (imatrix reads the file only).
+  static Result<std::unique_ptr<CalibrationSource>> for_method(QuantMethod method, const QuantScheme& scheme,
+                                                               const std::string& calib_path,
+                                                               const std::string& model_path,
+                                                               const std::string& text_path, uint64_t budget_bytes,
+                                                               int n_threads);
   Result<std::shared_ptr<const InputStats>> get(const std::string& key);
   int passes() const { return passes_; }
   const Calibration& file() const { return file_; }

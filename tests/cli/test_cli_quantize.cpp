@@ -120,6 +120,47 @@ TEST(CliQuantize, ErrorsAreOneClearLineAndNonZero) {
   }
 }
 
+// tern calibrate, then quantize --calib with each method, end to end; the
+// calibrated methods' errors are one clear line.
+TEST(CliQuantize, CalibrateThenCalibratedMethods) {
+  TERN_REQUIRE_STORIES();
+  const std::string m = quote(test::stories_gguf());
+  const std::string text = std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt";
+  const std::string calib = scratch("calib"), out = scratch("calibrated");
+  auto c = tern("calibrate -m " + m + " -f " + quote(text) + " -c 64 --chunks 8 -o " + quote(calib));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.err.find("512 tokens in 8 windows of 64"), std::string::npos) << c.err;
+  for (const char* method : {"imatrix", "gptq", "awq"}) {
+    auto q = tern("quantize " + m + " " + quote(out) + " Q4_0 --calib " + quote(calib) + " --method " + method);
+    EXPECT_EQ(q.exit_code, 0) << method << ": " << q.err;
+    EXPECT_NE(q.err.find(std::string(method) + ": "), std::string::npos) << q.err;
+    auto f = gguf::GgufFile::open(out);
+    ASSERT_TRUE(f) << method;
+    EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight")->type, gguf::GgmlType::Q4_0);
+    std::filesystem::remove(out);
+  }
+  struct Case {
+    std::string args, needle;
+  };
+  const Case cases[] = {
+      {"quantize " + m + " " + quote(out) + " Q4_0 --method gptq", "needs --calib CALIB.gguf"},
+      {"quantize " + m + " " + quote(out) + " Q4_0 --calib " + quote(calib) + " --method best", "unknown quantization method"},
+      {"quantize " + m + " " + quote(out) + " Q4_0 --calib " + m, "not a tern calibration file"},
+      {"quantize " + m + " " + quote(out) + " Q4_0 --calib " + quote(calib) + " --method gptq --calib-text " + m,
+       "is not the text the calibration file was made from"},
+      {"eval quant -m " + m + " -f " + quote(text) + " --calib " + quote(calib) + " --methods imatrix --types Q4_0",
+       "are also in the calibration text"},
+      {"calibrate -m " + m + " -o " + quote(calib), "are required"},
+  };
+  for (const auto& k : cases) {
+    auto o = tern(k.args);
+    EXPECT_NE(o.exit_code, 0) << k.args;
+    EXPECT_NE(o.err.find(k.needle), std::string::npos) << k.args << " -> " << o.err;
+    EXPECT_FALSE(std::filesystem::exists(out)) << k.args;
+  }
+  std::filesystem::remove(calib);
+}
+
 // Quantizing a file onto itself would replace the only full-precision copy:
 // refused whatever the spelling (same path, ./, a hard link, a symlink), and
 // the file keeps every byte.

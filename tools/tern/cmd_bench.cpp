@@ -81,35 +81,30 @@ void print_moe(const Model& m, const MoeShares& s) {
               s.min_expert, 100.0 * s.max_share, s.max_expert);
 }
 
-// -d 0,512,4096: cached positions before pp and tg (llama-bench's -d).
-Result<std::vector<int>> parse_depth_list(const std::string& text) {
+// "1,4,8": integers in [lo, hi], or an error naming the flag and what it lists.
+Result<std::vector<int>> parse_int_list(const std::string& text, long lo, long hi, const char* flag, const char* what) {
   std::vector<int> out;
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ',')) {
     char* end = nullptr;
     const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end || v < 0 || v > (1 << 22))
-      return error(ErrorKind::InvalidArgument, "bench: -d expects a comma-separated list of depths in [0, 4194304], got '" + text + "'");
+    if (item.empty() || *end || v < lo || v > hi)
+      return error(ErrorKind::InvalidArgument, std::string("bench: ") + flag + " expects a comma-separated list of " +
+                                                   what + " in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                                   "], got '" + text + "'");
     out.push_back(static_cast<int>(v));
   }
   return out;
 }
 
+// -d 0,512,4096: cached positions before pp and tg (llama-bench's -d).
+Result<std::vector<int>> parse_depth_list(const std::string& text) { return parse_int_list(text, 0, 1 << 22, "-d", "depths"); }
+
 }  // namespace
 
 Result<std::vector<int>> parse_batch_list(const std::string& text) {
-  std::vector<int> out;
-  std::stringstream ss(text);
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    char* end = nullptr;
-    const long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end || v < 1 || v > 4096)
-      return error(ErrorKind::InvalidArgument, "bench: -b expects a comma-separated list of batch sizes in [1, 4096], got '" + text + "'");
-    out.push_back(static_cast<int>(v));
-  }
-  return out;
+  return parse_int_list(text, 1, 4096, "-b", "batch sizes");
 }
 
 int cmd_bench(int argc, char** argv) {

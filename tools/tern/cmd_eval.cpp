@@ -237,21 +237,8 @@ int eval_quant(int argc, char** argv) {
     QuantizeOptions qo{a.model_path, qpath, scheme, method};
     std::unique_ptr<CalibrationSource> src;
     if (method != QuantMethod::Rtn) {
-      std::vector<GptqTensor> plan;
-      const bool need_h = method == QuantMethod::Gptq || method == QuantMethod::Awq;
-      if (need_h) {
-        auto file = gguf::GgufFile::open(a.model_path);
-        if (!file) return report(file.status());
-        if (method == QuantMethod::Awq) {
-          plan = awq_plan(*file);
-        } else {
-          auto p = gptq_plan(*file, scheme);
-          if (!p) return report(p.status());
-          plan = std::move(*p);
-        }
-      }
-      auto s = CalibrationSource::open(a.calib_path, a.model_path, need_h, std::move(plan),
-                                       a.calib_text, 4ull << 30, pool.n_threads());
+      auto s = CalibrationSource::for_method(method, scheme, a.calib_path, a.model_path, a.calib_text, 4ull << 30,
+                                             pool.n_threads());
       if (!s) return report(s.status());
       src = std::move(*s);
       qo.inputs = [&](const std::string& key) { return src->get(key); };

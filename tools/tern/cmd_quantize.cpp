@@ -4,7 +4,6 @@
 #include "args.h"
 #include "commands.h"
 #include "engine/calibrate.h"
-#include "gguf/reader.h"
 #include "model/quantize.h"
 #include "quant_report.h"
 
@@ -52,21 +51,7 @@ int cmd_quantize(int argc, char** argv) {
   o.gptq_damp = damp;
   std::unique_ptr<CalibrationSource> calib;
   if (o.method != QuantMethod::Rtn) {
-    std::vector<GptqTensor> plan;
-    const bool need_h = o.method == QuantMethod::Gptq || o.method == QuantMethod::Awq;
-    if (need_h) {
-      auto file = gguf::GgufFile::open(in_path);
-      if (!file) return report(file.status());
-      if (o.method == QuantMethod::Awq) {
-        plan = awq_plan(*file);
-      } else {
-        auto p = gptq_plan(*file, o.scheme);
-        if (!p) return report(p.status().with_context(in_path));
-        plan = std::move(*p);
-      }
-    }
-    auto src = CalibrationSource::open(calib_path, in_path, need_h, std::move(plan), calib_text,
-                                       gptq_memory, n_threads);
+    auto src = CalibrationSource::for_method(o.method, o.scheme, calib_path, in_path, calib_text, gptq_memory, n_threads);
     if (!src) return report(src.status());
     calib = std::move(*src);
     calib->on_pass = [&](int pass, int n) {
