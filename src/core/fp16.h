@@ -61,4 +61,7 @@ inline uint16_t float_to_bf16(float f) {
   return static_cast<uint16_t>(x >> 16);
 }
 
+// The nearest fp16 value, as a float: what a scale stored as fp16 decodes to.
+inline float fp16_round(float v) { return fp16_to_float(float_to_fp16(v)); }
+
 }  // namespace tern

@@ -209,7 +209,7 @@ Result<std::unique_ptr<CalibrationSource>> CalibrationSource::open(const std::st
   if (!file) return file.status();
   std::unique_ptr<CalibrationSource> s(new CalibrationSource());
   s->file_ = std::move(*file);
-  s->gptq_ = need_h;
+  s->need_h_ = need_h;
   if (!need_h) return s;
   s->base_.model_path = model_path;
   s->base_.text_path = text_path.empty() ? s->file_.text.path : text_path;
@@ -256,8 +256,8 @@ Result<std::unique_ptr<CalibrationSource>> CalibrationSource::for_method(QuantMe
 Result<std::shared_ptr<const InputStats>> CalibrationSource::get(const std::string& key) {
   const std::string tensor = key.substr(0, key.find('#'));
   size_t i = 0;
-  while (gptq_ && i < plan_.size() && plan_[i].name != tensor) ++i;
-  if (!gptq_ || i == plan_.size()) {
+  while (need_h_ && i < plan_.size() && plan_[i].name != tensor) ++i;
+  if (!need_h_ || i == plan_.size()) {
     auto it = file_.inputs.find(key);
     return it == file_.inputs.end() ? nullptr : std::shared_ptr<const InputStats>(it->second);
   }

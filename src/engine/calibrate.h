@@ -77,7 +77,7 @@ class CalibrationSource {
  private:
   Calibration file_;
   CalibrationOptions base_;
-  bool gptq_ = false;
+  bool need_h_ = false;
   std::vector<GptqTensor> plan_;
   std::vector<int> group_of_;  // [plan_] pass index of each tensor
   int current_ = -1;

@@ -41,15 +41,6 @@ const InputStats* Calibration::find(const std::string& key) const {
   return it == inputs.end() ? nullptr : it->second.get();
 }
 
-uint64_t fnv1a64(std::string_view bytes) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : bytes) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 std::vector<uint64_t> text_fingerprints(std::string_view text) {
   std::vector<uint64_t> out;
   for (size_t i = 0; i + kFingerprintWindow <= text.size(); i += kFingerprintStride)

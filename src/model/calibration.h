@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/hash.h"  // fnv1a64: the text hash
 #include "core/status.h"
 
 namespace tern {
@@ -82,6 +83,5 @@ uint64_t overlap_bytes(const Calibration& c, std::string_view eval_text);
 // more than 64 KiB) is calibration text.
 Status check_disjoint(const Calibration& c, std::string_view eval_text, const std::string& eval_path);
 
-uint64_t fnv1a64(std::string_view bytes);
 
 }  // namespace tern

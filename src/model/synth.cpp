@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/hash.h"
 #include "gguf/reader.h"
 #include "model/gguf_names.h"
 
@@ -46,12 +47,6 @@ class Xoshiro256 {
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t s_[4];
 };
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xCBF29CE484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001B3ull;
-  return h;
-}
 
 // The seed of row `i_row` of the tensor whose name hashes to `name_hash`.
 uint64_t row_seed(uint64_t seed, uint64_t name_hash, int64_t i_row) {
@@ -270,7 +265,7 @@ TensorJob make_job(const SynthOptions& o, const QuantModelInfo& model, const std
   if (dims.size() == 1) {
     source = [n_cols](int64_t, float* row) { std::fill(row, row + n_cols, 1.0f); };
   } else {
-    const uint64_t seed = o.seed, hash = fnv1a(name);
+    const uint64_t seed = o.seed, hash = fnv1a64(name);
     const float std_dev = o.weight_std;
     source = [seed, hash, std_dev, n_cols](int64_t i_row, float* row) {
       fill_normal_row(row_seed(seed, hash, i_row), std_dev, row, n_cols);
@@ -373,7 +368,7 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
         const uint64_t sh = static_cast<uint64_t>(a.n_ff_shexp);
         // A random gate (a vector of ones would be one more norm-like constant).
         const std::string name = tensor_name(Tensor::FfnGateInpShexp, il);
-        const uint64_t seed = o.seed, hash = fnv1a(name);
+        const uint64_t seed = o.seed, hash = fnv1a64(name);
         const float std_dev = o.weight_std;
         const int64_t n = o.n_embd;
         jobs.push_back(generated_tensor_job(o.scheme, model, name, {n_embd}, [seed, hash, std_dev, n](int64_t i, float* row) {

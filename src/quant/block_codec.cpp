@@ -38,7 +38,6 @@ const BlockCodec kCodecs[] = {
     {GgmlType::Q8_0, 32, false, kGridQ8_0}, {GgmlType::IQ4_NL, 32, false, kGridIq4Nl},
 };
 
-float fp16_round(float v) { return fp16_to_float(float_to_fp16(v)); }
 
 // Every grid but IQ4_NL's is consecutive integers: the nearest index is a rounding.
 bool uniform(const BlockCodec& c) { return c.type != GgmlType::IQ4_NL; }

@@ -10,7 +10,6 @@
 namespace tern::quant {
 namespace {
 
-float fp16_round(float v) { return fp16_to_float(float_to_fp16(v)); }
 
 // In-place lower Cholesky factor of the symmetric positive definite a
 // ([n][n], lower triangle read and written, upper left as is); false when
