@@ -93,7 +93,13 @@ __attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t
     c = _mm512_add_epi64(c, _mm512_loadu_si512(p + i + 128));
     d = _mm512_add_epi64(d, _mm512_loadu_si512(p + i + 192));
   }
-  return static_cast<uint64_t>(_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d))));
+  // Summed as unsigned lanes: the intrinsic's reduction adds signed 64-bit
+  // ints, and 1 GiB of 0x01 bytes overflows them (UB).
+  uint64_t lanes[8];
+  _mm512_storeu_si512(lanes, _mm512_add_epi64(_mm512_add_epi64(a, b), _mm512_add_epi64(c, d)));
+  uint64_t sum = 0;
+  for (uint64_t x : lanes) sum += x;
+  return sum;
 }
 
 uint64_t read_scalar(const uint8_t* p, size_t n) {
