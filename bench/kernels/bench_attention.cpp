@@ -5,7 +5,7 @@
 // cache totalling >= 256 MiB so every call streams from DRAM as decode does.
 //
 //   bench_attention [--depths 512,4096,16384] [--heads 12] [--kv-heads 4] [--head-dim 64]
-//                   [--threads 2] [--f32] [--block 16] [--n-q 1] [--level avx2] [--huge] [--hot] [--reps 5]
+//                   [--threads 2] [--f32 | --kv f16|f32|q8_0] [--block 16] [--n-q 1] [--level avx2] [--huge] [--hot] [--reps 5]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,7 +18,7 @@
 
 #include <sys/mman.h>
 
-#include "core/fp16.h"
+#include "core/kv_format.h"
 #include "kernels/attention.h"
 #include "kernels/cpu_features.h"
 #include "kernels/roofline.h"
@@ -53,7 +53,8 @@ struct HugeBuffer {
 int run(int argc, char** argv) {
   std::vector<int> depths = {512, 4096, 16384};
   int n_head = 12, n_head_kv = 4, head_dim = 64, threads = 2, block = 0, n_q = 1;
-  bool f16 = true, huge = false, hot = false;
+  KvType kv = KvType::F16;
+  bool huge = false, hot = false;
   int reps = 5;
   const kernels::AttentionKernels* k = nullptr;
   for (int i = 1; i < argc; ++i) {
@@ -66,7 +67,15 @@ int run(int argc, char** argv) {
     else if (a == "--threads") threads = std::atoi(next());
     else if (a == "--block") block = std::atoi(next());
     else if (a == "--n-q") n_q = std::atoi(next());
-    else if (a == "--f32") f16 = false;
+    else if (a == "--f32") kv = KvType::F32;
+    else if (a == "--kv") {
+      const auto t = parse_kv_type(next());
+      if (!t) {
+        std::fprintf(stderr, "--kv: expected %s\n", kv_type_choices());
+        return 2;
+      }
+      kv = *t;
+    }
     else if (a == "--huge") huge = true;
     else if (a == "--hot") hot = true;
     else if (a == "--reps") reps = std::atoi(next());
@@ -82,9 +91,8 @@ int run(int argc, char** argv) {
   }
   ThreadPool pool(threads);
   const kernels::MachineLimits lim = kernels::measure_machine_limits(pool);
-  const size_t elem = f16 ? 2 : 4;
-  const size_t row_bytes = static_cast<size_t>(n_head_kv) * head_dim * elem;
-  kernels::AttentionShape s{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim)), 0, f16};
+  const size_t row_bytes = kv_row_bytes(kv, n_head_kv, head_dim);
+  kernels::AttentionShape s{n_head, n_head_kv, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim)), 0, kv};
   std::mt19937 rng(1);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::printf("| depth | n_q | heads | kv heads | head_dim | kv | threads | us/call | KV GB/s | %% of %.1f GB/s |\n",
@@ -98,12 +106,10 @@ int run(int argc, char** argv) {
     std::vector<HugeBuffer> cache(copies);
     for (auto& c : cache) {
       c.allocate(kv_bytes, huge);
-      if (f16) {
-        auto* h = reinterpret_cast<uint16_t*>(c.data());
-        for (size_t i = 0; i < kv_bytes / 2; ++i) h[i] = float_to_fp16(dist(rng));
-      } else {
-        auto* f = reinterpret_cast<float*>(c.data());
-        for (size_t i = 0; i < kv_bytes / 4; ++i) f[i] = dist(rng);
+      std::vector<float> row(static_cast<size_t>(n_head_kv) * head_dim);
+      for (size_t r = 0; r < kv_bytes / row_bytes; ++r) {
+        for (float& x : row) x = dist(rng);
+        kv_encode_row(kv, row.data(), n_head_kv, head_dim, c.data() + r * row_bytes);
       }
     }
     std::vector<float> q(static_cast<size_t>(n_q) * n_head * head_dim), out(q.size());
@@ -131,7 +137,7 @@ int run(int argc, char** argv) {
     const double t = times[times.size() / 2];
     const double gbs = kv_bytes / t / 1e9;
     std::printf("| %d | %d | %d | %d | %d | %s | %d | %.1f | %.2f | %.0f%% |\n", depth, n_q, n_head, n_head_kv, head_dim,
-                f16 ? "f16" : "f32", threads, t * 1e6, gbs, lim.read_bw_gbs > 0 ? 100 * gbs / lim.read_bw_gbs : 0.0);
+                kv_type_name(kv), threads, t * 1e6, gbs, lim.read_bw_gbs > 0 ? 100 * gbs / lim.read_bw_gbs : 0.0);
   }
   return 0;
 }

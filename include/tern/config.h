@@ -10,8 +10,9 @@ namespace tern {
 // Which implementation computes the forward pass.
 enum class BackendKind { Cpu, Ref };  // SIMD kernels on a thread pool | the scalar reference
 
-// Element type of stored keys and values.
-enum class KvType : uint8_t { F32, F16 };
+// How stored keys and values are encoded (core/kv_format.h): f32, IEEE half,
+// or int8 with a half scale per 32 elements.
+enum class KvType : uint8_t { F32, F16, Q8_0 };
 
 // Order between requests (docs/scheduler.md).
 enum class SchedulePolicy { Fcfs, Priority, ShortestJobFirst, FairShare };

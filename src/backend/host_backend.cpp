@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "core/fp16.h"
+#include "core/kv_format.h"
 
 namespace tern::backend {
 
@@ -32,18 +32,10 @@ void HostBackend::embed(const kernels::WeightView& table, std::span<const TokenI
 void HostBackend::store_kv(const KvPoolView& pool, int layer, std::span<const int64_t> slots, const float* k,
                            const float* v) {
   const int n = pool.n_kv_head * pool.head_dim;
-  for (size_t t = 0; t < slots.size(); ++t) {
-    for (int kv = 0; kv < 2; ++kv) {
-      const float* src = (kv == 0 ? k : v) + t * n;
-      std::byte* dst = pool.slot_row(slots[t], layer, kv);
-      if (pool.type == KvType::F32) {
-        std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-      } else {
-        auto* h = reinterpret_cast<uint16_t*>(dst);
-        for (int i = 0; i < n; ++i) h[i] = float_to_fp16(src[i]);
-      }
-    }
-  }
+  for (size_t t = 0; t < slots.size(); ++t)
+    for (int kv = 0; kv < 2; ++kv)
+      kv_encode_row(pool.type, (kv == 0 ? k : v) + t * n, pool.n_kv_head, pool.head_dim,
+                    pool.slot_row(slots[t], layer, kv));
 }
 
 void HostBackend::gather_rows(const float* x, std::span<const int32_t> rows, float* out, int64_t n) {

@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "core/assert.h"
-#include "core/fp16.h"
 #include "kernels/cpu_features.h"
 
 namespace tern::kernels {
@@ -139,16 +138,17 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
 }
 
 namespace {
-// Element i of a key/value row stored as f32 or IEEE half.
-double kv_elem(const void* base, size_t index, bool f16) {
-  return f16 ? fp16_to_float(static_cast<const uint16_t*>(base)[index]) : static_cast<const float*>(base)[index];
+// Head slice h of row j of a run into x, decoded by the scalar codec.
+void kv_head(const AttentionShape& s, const void* base, int32_t j, int h, float* x) {
+  const size_t head = kv_head_bytes(s.kv_type, s.head_dim);
+  kv_decode_head(s.kv_type, static_cast<const char*>(base) + (static_cast<size_t>(j) * s.n_head_kv + h) * head,
+                 s.head_dim, x);
 }
 }  // namespace
 
 void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) {
   const int group = s.n_head / s.n_head_kv;
   const int hd = s.head_dim;
-  const size_t row_elems = static_cast<size_t>(s.n_head_kv) * hd;
   for (QueryBlock& b : blocks) {
     for (int t = 0; t < b.n_q; ++t) {
       const int32_t qpos = b.pos0 + t;
@@ -156,17 +156,18 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
       for (int h = 0; h < s.n_head; ++h) {
         const float* q = b.q + (static_cast<size_t>(t) * s.n_head + h) * hd;
         std::vector<double> w;
-        std::vector<std::pair<const void*, size_t>> vs;  // value row base, element offset
+        std::vector<float> k(static_cast<size_t>(hd)), vs;  // vs: the value rows attended to, decoded
         for (const KvRun& run : b.runs)
           for (int32_t j = 0; j < run.n; ++j) {
             const int32_t pos = run.pos0 + j;
             if (pos > qpos || pos < lo) continue;
-            const size_t off = static_cast<size_t>(j) * row_elems + static_cast<size_t>(h / group) * hd;
+            kv_head(s, run.k, j, h / group, k.data());
             double dot = 0;
-            for (int i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * kv_elem(run.k, off + i, s.kv_f16);
+            for (int i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * k[static_cast<size_t>(i)];
             const double score = dot * s.scale;
             w.push_back(s.softcap > 0.0f ? s.softcap * std::tanh(score / s.softcap) : score);
-            vs.push_back({run.v, off});
+            vs.resize(vs.size() + static_cast<size_t>(hd));
+            kv_head(s, run.v, j, h / group, vs.data() + vs.size() - static_cast<size_t>(hd));
           }
         const double mx = w.empty() ? 0.0 : *std::max_element(w.begin(), w.end());
         double sum = 0;
@@ -174,7 +175,7 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
         float* out = b.out + (static_cast<size_t>(t) * s.n_head + h) * hd;
         for (int i = 0; i < hd; ++i) {
           double acc = 0;
-          for (size_t j = 0; j < w.size(); ++j) acc += w[j] * kv_elem(vs[j].first, vs[j].second + i, s.kv_f16);
+          for (size_t j = 0; j < w.size(); ++j) acc += w[j] * vs[j * static_cast<size_t>(hd) + static_cast<size_t>(i)];
           out[i] = sum > 0 ? static_cast<float>(acc / sum) : 0.0f;
         }
       }

@@ -21,13 +21,14 @@
 #include <span>
 #include <vector>
 
+#include "core/kv_format.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu_features.h"
 
 namespace tern::kernels {
 
-// Positions [pos0, pos0 + n) of one sequence: rows of [n_head_kv][head_dim],
-// f32 or IEEE half (AttentionShape::kv_f16).
+// Positions [pos0, pos0 + n) of one sequence: rows of n_head_kv head slices
+// encoded as AttentionShape::kv_type (core/kv_format.h).
 struct KvRun {
   const void* k;
   const void* v;
@@ -41,7 +42,7 @@ struct AttentionShape {
   int head_dim = 0;
   float scale = 1.0f;       // usually 1/sqrt(head_dim)
   int sliding_window = 0;   // 0 = full causal; else attend to positions > pos - sliding_window
-  bool kv_f16 = false;      // keys/values stored as IEEE half
+  KvType kv_type = KvType::F32;  // how keys/values are stored
   // 0 = off; else each scaled score becomes softcap * tanh(score / softcap)
   // before the softmax (Gemma 2's attn_logit_softcapping). Off costs nothing:
   // the kernels are compiled with and without it and pick once per call.

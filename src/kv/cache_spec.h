@@ -27,7 +27,7 @@ struct KvCacheSpec {
   int head_dim = 0;
   KvType type = KvType::F16;
 
-  size_t row_bytes() const { return static_cast<size_t>(n_kv_head) * static_cast<size_t>(head_dim) * kv_type_size(type); }
+  size_t row_bytes() const { return kv_row_bytes(type, n_kv_head, head_dim); }
   // Blocks a sequence of n positions needs resident (the window's, for a sliding window).
   bool frees_old_blocks() const { return kind == CacheKind::SlidingWindow && window > 0; }
 };

@@ -2,14 +2,7 @@
 
 #include "kv/cache_spec.h"
 
-#include <cstring>
-
-#include "core/fp16.h"
-
 namespace tern {
-
-const char* kv_type_name(KvType t) { return t == KvType::F16 ? "f16" : "f32"; }
-size_t kv_type_size(KvType t) { return t == KvType::F16 ? 2 : 4; }
 
 const char* cache_kind_name(CacheKind k) {
   switch (k) {
@@ -20,20 +13,9 @@ const char* cache_kind_name(CacheKind k) {
   return "?";
 }
 
-namespace {
-void store_row(void* dst, const float* src, int n, KvType type) {
-  if (type == KvType::F32) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-    return;
-  }
-  auto* h = static_cast<uint16_t*>(dst);
-  for (int i = 0; i < n; ++i) h[i] = float_to_fp16(src[i]);
-}
-}  // namespace
-
 void KvCache::store(int layer, SeqId seq, int32_t pos, const float* k, const float* v) {
-  store_row(key_row(layer, seq, pos), k, shape_.row_elems(), shape_.type);
-  store_row(value_row(layer, seq, pos), v, shape_.row_elems(), shape_.type);
+  kv_encode_row(shape_.type, k, shape_.n_kv_head, shape_.head_dim, key_row(layer, seq, pos));
+  kv_encode_row(shape_.type, v, shape_.n_kv_head, shape_.head_dim, value_row(layer, seq, pos));
 }
 
 }  // namespace tern

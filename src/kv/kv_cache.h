@@ -1,7 +1,7 @@
 // kv/kv_cache.h — the key/value cache seen by the model's attention.
 //
 // Contract: a cache stores, per layer and per sequence, one key row and one
-// value row ([n_kv_head * head_dim] elements of shape().type, F32 or F16) per
+// value row (n_kv_head head slices encoded as shape().type: core/kv_format.h) per
 // position 0..n-1 of that sequence. The model calls reserve() for the positions a batch will write
 // before it runs, writes rows through key_row()/value_row(), and attention
 // reads the rows of positions [begin, end) of one sequence. Positions of a
@@ -24,7 +24,7 @@ namespace tern {
 
 
 // Positions [pos0, pos0 + n) of one sequence and layer stored contiguously:
-// k, v: [n][n_kv_head][head_dim] elements of the cache's KvType.
+// k, v: [n] rows of n_kv_head head slices in the cache's KvType.
 struct KvRows {
   const void* k;
   const void* v;
@@ -38,7 +38,7 @@ struct KvShape {
   int head_dim = 0;
   KvType type = KvType::F32;
   int row_elems() const { return n_kv_head * head_dim; }
-  size_t row_bytes() const { return static_cast<size_t>(row_elems()) * kv_type_size(type); }
+  size_t row_bytes() const { return kv_row_bytes(type, n_kv_head, head_dim); }
 };
 
 class KvCache {

@@ -3,7 +3,7 @@
 // A block holds block_size positions of every layer of its pool, keys and
 // values, so copy-on-write and swap move one contiguous span:
 //
-//   pool: [block][layer][K|V][block_size][n_kv_head][head_dim]   (KvType elements)
+//   pool: [block][layer][K|V][block_size][n_kv_head][head slice]   (core/kv_format.h)
 //
 // A slot is block * block_size + offset: the position's place in the pool.
 // KvPoolView is the plain description the forward pass and the backends use;
@@ -13,13 +13,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "tern/config.h"
+#include "core/kv_format.h"
 
 namespace tern {
 
-// KvType (F32, F16): tern/config.h.
-const char* kv_type_name(KvType t);
-size_t kv_type_size(KvType t);
+// KvType: tern/config.h; how a row is encoded and its size: core/kv_format.h.
 
 struct KvPoolView {
   std::byte* base = nullptr;  // [n_blocks][n_layer][2][block_size][n_kv_head][head_dim]
@@ -29,7 +27,7 @@ struct KvPoolView {
   int block_size = 0;
   int n_kv_head = 0;
   int head_dim = 0;
-  size_t row_bytes = 0;    // n_kv_head * head_dim elements
+  size_t row_bytes = 0;    // kv_row_bytes(type, n_kv_head, head_dim)
   size_t block_bytes = 0;  // n_layer * 2 * block_size * row_bytes
 
   // kv = 0 keys, 1 values.

@@ -33,7 +33,7 @@ void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, con
   be.store_kv(pool, l.kv_index, p.in.kv[g].slots, a.k, a.v);
   const float scale = hp.attn_scale > 0.0f ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
   kernels::AttentionShape shape{hp.n_head, lh.n_head_kv, hp.head_dim, scale, lh.sliding_window,
-                                pool.type == KvType::F16};
+                                pool.type};
   shape.softcap = hp.attn_softcap;
   be.attention(shape, {pool, l.kv_index, p.spans, p.tables[g]}, a.q, a.att);
   be.matmul(w.wo, a.att, out, p.n);

@@ -245,6 +245,10 @@ std::vector<ArchCase> arch_cases() {
   f16_kv.name = "llama_f16_kv_cache";
   f16_kv.kv = KvType::F16;
   cases.push_back(f16_kv);
+  ArchCase q8_kv = cases.front();
+  q8_kv.name = "llama_q8_0_kv_cache";
+  q8_kv.kv = KvType::Q8_0;
+  cases.push_back(q8_kv);
   return cases;
 }
 

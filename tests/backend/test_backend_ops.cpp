@@ -463,29 +463,39 @@ struct TestPool {
         view(cache.view()) {}
   std::span<const std::byte> bytes() const { return {view.base, view.block_bytes * static_cast<size_t>(view.n_blocks)}; }
   // Element i of the K (kv 0) or V (kv 1) row of `slot` in `layer`, read by
-  // the test's own arithmetic from the diagram [block][layer][K|V][block_size][row].
+  // the test's own arithmetic from the diagram [block][layer][K|V][block_size][row]
+  // and the row formats of core/kv_format.h.
   float at(int64_t slot, int layer, int kv, int i) const {
     const int64_t block = slot / view.block_size, offset = slot % view.block_size;
     const size_t row_index = ((static_cast<size_t>(block) * view.n_layer + layer) * 2 + kv) * view.block_size + offset;
-    const std::byte* p = view.base + row_index * view.row_bytes + static_cast<size_t>(i) * kv_type_size(view.type);
+    const std::byte* row = view.base + row_index * view.row_bytes;
     if (view.type == KvType::F32) {
       float f;
-      std::memcpy(&f, p, sizeof f);
+      std::memcpy(&f, row + 4 * static_cast<size_t>(i), sizeof f);
       return f;
     }
     uint16_t h;
-    std::memcpy(&h, p, sizeof h);
-    return fp16_to_float(h);
+    if (view.type == KvType::F16) {
+      std::memcpy(&h, row + 2 * static_cast<size_t>(i), sizeof h);
+      return fp16_to_float(h);
+    }
+    // q8_0: per head, groups of g (32, or the head size) as [half scale][g int8].
+    const int hd = view.head_dim, head = i / hd, e = i % hd, g = hd % 32 == 0 ? 32 : hd;
+    const size_t head_bytes = static_cast<size_t>(hd / g) * (2 + g);
+    const std::byte* grp = row + head * head_bytes + static_cast<size_t>(e / g) * (2 + g);
+    std::memcpy(&h, grp, sizeof h);
+    return fp16_to_float(h) * static_cast<float>(static_cast<int8_t>(grp[2 + e % g]));
   }
 };
 
 // Rows stored to scattered slots of layer 1 read back as written (F32 exactly,
-// F16 as the nearest half), and identical bytes from both backends.
-TEST_F(BackendOps, StoreKvF32AndF16) {
+// F16 as the nearest half, q8_0 within half a step of its group's scale), and
+// identical bytes from both backends.
+TEST_F(BackendOps, StoreKvEveryType) {
   constexpr int kKvHead = 2, kHeadDim = 8, kRow = kKvHead * kHeadDim;
   const std::vector<int64_t> slots = {37, 0, 5, 16, 63};
   const auto k = random_floats(slots.size() * kRow, 1), v = random_floats(slots.size() * kRow, 2);
-  for (KvType type : {KvType::F32, KvType::F16}) {
+  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
     SCOPED_TRACE(kv_type_name(type));
     TestPool a(type, 4, 2, 16, kKvHead, kHeadDim), b(type, 4, 2, 16, kKvHead, kHeadDim);
     cpu_->store_kv(a.view, 1, slots, k.data(), v.data());
@@ -498,8 +508,15 @@ TEST_F(BackendOps, StoreKvF32AndF16) {
           const float got = a.at(slots[t], 1, kv, i);
           if (type == KvType::F32) {
             ASSERT_EQ(got, want);
-          } else {
+          } else if (type == KvType::F16) {
             ASSERT_LE(std::fabs(got - want), std::ldexp(std::fabs(want), -11)) << "half an ulp of a half";
+          } else {
+            // One group per head here (head size 8): the step is max|x| / 127, its half scale within 2^-11.
+            const float* head = (kv == 0 ? k : v).data() + t * kRow + static_cast<size_t>(i / kHeadDim) * kHeadDim;
+            float amax = 0;
+            for (int j = 0; j < kHeadDim; ++j) amax = std::max(amax, std::fabs(head[j]));
+            ASSERT_LE(std::fabs(got - want), 0.5f * amax / 127.0f * (1.0f + 0x1p-10f) + 1e-7f) << "half a step";
+            ASSERT_GT(amax, 0.0f);
           }
           ASSERT_EQ(a.at(slots[t], 0, kv, i), 0.0f) << "layer 0 untouched";
         }
@@ -552,7 +569,7 @@ TEST_F(BackendOps, AttentionOverBlockTables) {
   constexpr int kHead = 8, kKvHead = 2, kHeadDim = 32, kBlock = 16, kLayers = 2, kLayer = 1;
   constexpr int kRow = kKvHead * kHeadDim, kQRow = kHead * kHeadDim;
   const std::vector<AttnSeq> seqs = {{120, 0, 37}, {150, 149, 1}, {100, 70, 30}, {120, 90, 5}};
-  for (KvType type : {KvType::F32, KvType::F16}) {
+  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
     for (int window : {0, 24}) {
       SCOPED_TRACE(::testing::Message() << kv_type_name(type) << " window " << window);
       TestPool pool(type, 40, kLayers, kBlock, kKvHead, kHeadDim);
@@ -568,9 +585,14 @@ TEST_F(BackendOps, AttentionOverBlockTables) {
         const AttnSeq& sq = seqs[s];
         ks.push_back(random_floats(static_cast<size_t>(sq.n_positions) * kRow, static_cast<uint32_t>(10 + s)));
         vs.push_back(random_floats(static_cast<size_t>(sq.n_positions) * kRow, static_cast<uint32_t>(20 + s)));
-        if (type == KvType::F16)
-          for (auto* kv : {&ks.back(), &vs.back()})
-            for (float& x : *kv) x = fp16_to_float(float_to_fp16(x));
+        // The values as stored (the codec's round trip), so the naive attention sees what the pool holds.
+        std::vector<std::byte> enc(kv_row_bytes(type, kKvHead, kHeadDim));
+        for (auto* kv : {&ks.back(), &vs.back()})
+          for (size_t r = 0; r < kv->size(); r += kRow) {
+            kv_encode_row(type, kv->data() + r, kKvHead, kHeadDim, enc.data());
+            for (int h = 0; h < kKvHead; ++h)
+              kv_decode_head(type, enc.data() + h * kv_head_bytes(type, kHeadDim), kHeadDim, kv->data() + r + h * kHeadDim);
+          }
         // Blocks before the window of the span's first query are never read: freed.
         const int32_t first_seen = window > 0 ? std::max(0, sq.q_pos0 - window + 1) : 0;
         std::vector<int32_t> table;
@@ -593,8 +615,7 @@ TEST_F(BackendOps, AttentionOverBlockTables) {
       }
       std::vector<std::span<const int32_t>> table_spans(tables.begin(), tables.end());
       auto q = random_floats(static_cast<size_t>(n_tokens) * kQRow, 99, 2.0f);  // scores spread over several units
-      const kernels::AttentionShape shape{kHead, kKvHead, kHeadDim, 1.0f / std::sqrt(float(kHeadDim)), window,
-                                          type == KvType::F16};
+      const kernels::AttentionShape shape{kHead, kKvHead, kHeadDim, 1.0f / std::sqrt(float(kHeadDim)), window, type};
       const AttentionInput in{pool.view, kLayer, spans, table_spans};
       std::vector<float> out_cpu(q.size(), -7.0f), out_ref(q.size(), -7.0f);
       cpu_->attention(shape, in, q.data(), out_cpu.data());

@@ -80,6 +80,11 @@ TEST(Cli, BenchAtDepthsCountsKvBytes) {
   auto f32 = run_tern("bench -m " + m + " -p 0 -n 4 -d 40 -r 1 --kv-type f32 --json");
   ASSERT_EQ(f32.exit_code, 0) << f32.err;
   EXPECT_DOUBLE_EQ(nlohmann::json::parse(f32.out)["depths"][0]["kv_bytes_per_token"].get<double>(), 1280 * 43.5);
+  // q8_0: 5 layers x K and V x 4 heads x (8 int8 + a half scale) = 400 bytes a position.
+  auto q8 = run_tern("bench -m " + m + " -p 0 -n 4 -d 40 -r 1 --kv-type q8_0 --json");
+  ASSERT_EQ(q8.exit_code, 0) << q8.err;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(q8.out)["depths"][0]["kv_bytes_per_token"].get<double>(), 400 * 43.5);
+  EXPECT_EQ(nlohmann::json::parse(q8.out)["kv_type"], "q8_0");
 
   auto text = run_tern("bench -m " + m + " -p 8 -n 4 -d 0,40 -r 1");
   ASSERT_EQ(text.exit_code, 0) << text.err;

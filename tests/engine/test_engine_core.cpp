@@ -47,6 +47,7 @@ struct InvarianceCase {
   int n_blocks;  // 0 = plenty
   const char* preemption;
   const char* compression;
+  KvType kv = KvType::F16;  // both runs' cache encoding
 };
 
 class EngineInvariance : public ::testing::TestWithParam<InvarianceCase> {};
@@ -57,6 +58,7 @@ TEST_P(EngineInvariance, TokensMatchRunningAlone) {
   EngineConfig alone_cfg = base_config();
   alone_cfg.max_num_seqs = 1;
   alone_cfg.prefix_caching = false;
+  alone_cfg.kv_type = ic.kv;
   auto alone = make_core(alone_cfg);
   ASSERT_TRUE(alone);
   const auto reqs = mixed_requests(alone->tokenizer());
@@ -66,6 +68,7 @@ TEST_P(EngineInvariance, TokensMatchRunningAlone) {
   c.max_num_seqs = ic.max_num_seqs;
   c.max_batched_tokens = ic.max_batched_tokens;
   c.prefix_caching = ic.prefix_caching;
+  c.kv_type = ic.kv;
   c.preemption = *parse_preemption_mode(ic.preemption);
   c.swap_compression = *parse_swap_compression(ic.compression);
   if (ic.n_blocks > 0) c.kv_memory_bytes = alone->stats().kv_block_bytes * ic.n_blocks;
@@ -96,8 +99,27 @@ INSTANTIATE_TEST_SUITE_P(
                       InvarianceCase{"prefix", 32, 96, true, 0, "recompute", "none"},
                       InvarianceCase{"recompute", 32, 128, true, 40, "recompute", "none"},
                       InvarianceCase{"swap", 32, 128, false, 40, "swap", "none"},
-                      InvarianceCase{"swap_zstd", 32, 128, true, 40, "swap", "zstd"}),
+                      InvarianceCase{"swap_zstd", 32, 128, true, 40, "swap", "zstd"},
+                      // The q8_0 cache: prefix sharing, and its blocks swapped out and back.
+                      InvarianceCase{"q8_0_prefix_recompute", 32, 96, true, 40, "recompute", "none", KvType::Q8_0},
+                      InvarianceCase{"q8_0_swap_lz4", 32, 128, true, 40, "swap", "lz4", KvType::Q8_0}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
+
+// The same --kv-memory holds 1.6x the blocks with a q8_0 cache: stories260K's
+// head size 8 stores 10 bytes a head (8 int8 and a half scale) where f16
+// stores 16. (Head size 128: 136 bytes against 256, 1.88x.)
+TEST(EngineCore, Q8_0CacheHoldsMoreBlocksInTheSameMemory) {
+  TERN_REQUIRE_STORIES();
+  EngineConfig c = base_config();
+  c.kv_type = KvType::F16;
+  auto f16 = make_core(c);
+  c.kv_type = KvType::Q8_0;
+  auto q8 = make_core(c);
+  ASSERT_TRUE(f16 && q8);
+  EXPECT_EQ(q8->stats().kv_block_bytes * 16, f16->stats().kv_block_bytes * 10);
+  const double ratio = static_cast<double>(q8->stats().kv_blocks_total) / f16->stats().kv_blocks_total;
+  EXPECT_NEAR(ratio, 1.6, 0.01);
+}
 
 TEST(EngineCore, CancelFreesBlocksAtNextStep) {
   TERN_REQUIRE_STORIES();

@@ -5,7 +5,7 @@
 #include <random>
 #include <vector>
 
-#include "core/fp16.h"
+#include "core/kv_format.h"
 #include "kernels/attention.h"
 
 namespace tern::kernels {
@@ -19,16 +19,26 @@ struct Case {
   float softcap = 0.0f;          // AttentionShape::softcap (0 = off)
 };
 
-// Runs attention over keys/values stored as f32 or half; returns the outputs per block.
-std::vector<std::vector<float>> run_case(const Case& c, int threads, const AttentionKernels* kernels, bool f16,
+constexpr KvType kAllKv[] = {KvType::F32, KvType::F16, KvType::Q8_0};
+
+// Rows of n_kv_head * head_dim floats encoded as `type`, end to end.
+std::vector<char> encode_rows(const std::vector<float>& x, KvType type, int n_kv_head, int head_dim) {
+  const size_t row = static_cast<size_t>(n_kv_head) * head_dim, bytes = kv_row_bytes(type, n_kv_head, head_dim);
+  std::vector<char> out(x.size() / row * bytes);
+  for (size_t r = 0; r < x.size() / row; ++r) kv_encode_row(type, x.data() + r * row, n_kv_head, head_dim, out.data() + r * bytes);
+  return out;
+}
+
+// Runs attention over keys/values stored as `kv`; returns the outputs per block.
+std::vector<std::vector<float>> run_case(const Case& c, int threads, const AttentionKernels* kernels, KvType kv,
                                          int run_len, std::vector<std::vector<float>>* refs_out) {
   std::mt19937 rng(c.head_dim * 131 + c.window);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   const int row = c.n_head_kv * c.head_dim;
-  AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, f16};
+  AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, kv};
   s.softcap = c.softcap;
   std::vector<std::vector<float>> ks, vs, qs, outs, refs;
-  std::vector<std::vector<uint16_t>> kh, vh;
+  std::vector<std::vector<char>> ke, ve;  // as stored
   std::vector<QueryBlock> blocks, ref_blocks;
   for (size_t b = 0; b < c.block_sizes.size(); ++b) {
     const int n_q = c.block_sizes[b], total = c.ctx_before[b] + n_q;
@@ -37,21 +47,19 @@ std::vector<std::vector<float>> run_case(const Case& c, int threads, const Atten
     qs.emplace_back(static_cast<size_t>(n_q) * c.n_head * c.head_dim);
     for (auto* v : {&ks.back(), &vs.back(), &qs.back()})
       for (auto& x : *v) x = dist(rng) * 2.0f;
-    kh.emplace_back();
-    vh.emplace_back();
-    for (float x : ks.back()) kh.back().push_back(float_to_fp16(x));
-    for (float x : vs.back()) vh.back().push_back(float_to_fp16(x));
+    ke.push_back(encode_rows(ks.back(), kv, c.n_head_kv, c.head_dim));
+    ve.push_back(encode_rows(vs.back(), kv, c.n_head_kv, c.head_dim));
     outs.emplace_back(qs.back().size(), -1.0f);
     refs.emplace_back(qs.back().size(), -2.0f);
   }
-  const size_t elem = f16 ? 2 : 4;
+  const size_t row_bytes = kv_row_bytes(kv, c.n_head_kv, c.head_dim);
   for (size_t b = 0; b < c.block_sizes.size(); ++b) {
     const int n_q = c.block_sizes[b], total = c.ctx_before[b] + n_q;
-    const char* kb = f16 ? reinterpret_cast<const char*>(kh[b].data()) : reinterpret_cast<const char*>(ks[b].data());
-    const char* vb = f16 ? reinterpret_cast<const char*>(vh[b].data()) : reinterpret_cast<const char*>(vs[b].data());
+    const char* kb = ke[b].data();
+    const char* vb = ve[b].data();
     std::vector<KvRun> runs;
     for (int p = 0; p < total; p += run_len)
-      runs.push_back({kb + static_cast<size_t>(p) * row * elem, vb + static_cast<size_t>(p) * row * elem, p,
+      runs.push_back({kb + static_cast<size_t>(p) * row_bytes, vb + static_cast<size_t>(p) * row_bytes, p,
                       std::min(run_len, total - p)});
     blocks.push_back({qs[b].data(), outs[b].data(), n_q, c.ctx_before[b], runs});
     ref_blocks.push_back({qs[b].data(), refs[b].data(), n_q, c.ctx_before[b], runs});
@@ -65,12 +73,13 @@ std::vector<std::vector<float>> run_case(const Case& c, int threads, const Atten
   return outs;
 }
 
-void check(const Case& c, int threads, const AttentionKernels* kernels, bool f16 = false) {
+void check(const Case& c, int threads, const AttentionKernels* kernels, KvType kv = KvType::F32) {
   std::vector<std::vector<float>> refs;
-  const auto outs = run_case(c, threads, kernels, f16, c.run_len, &refs);
+  const auto outs = run_case(c, threads, kernels, kv, c.run_len, &refs);
   for (size_t b = 0; b < outs.size(); ++b)
     for (size_t i = 0; i < outs[b].size(); ++i)
-      ASSERT_NEAR(outs[b][i], refs[b][i], 2e-5f * 8) << "block " << b << " elem " << i << " threads " << threads;
+      ASSERT_NEAR(outs[b][i], refs[b][i], 2e-5f * 8)
+          << "block " << b << " elem " << i << " threads " << threads << " kv " << kv_type_name(kv);
 }
 
 // Outputs are convex combinations of value rows (|v| ~ 2): f32 accumulation
@@ -91,10 +100,8 @@ TEST(Attention, MatchesReferenceAcrossShapesSplitsAndLayouts) {
     if (!k) continue;  // this CPU lacks the level
     SCOPED_TRACE(cpu_level_name(level));
     for (const auto& c : cases)
-      for (int threads : {1, 2, 3}) {
-        check(c, threads, k);
-        check(c, threads, k, /*f16=*/true);  // reference reads the same halves
-      }
+      for (int threads : {1, 2, 3})
+        for (KvType kv : kAllKv) check(c, threads, k, kv);  // the reference decodes the same stored rows
   }
 }
 
@@ -118,17 +125,15 @@ TEST(Attention, SoftcapMatchesReference) {
     if (!k) continue;
     SCOPED_TRACE(cpu_level_name(level));
     for (const auto& c : cases)
-      for (int threads : {1, 3}) {
-        check(c, threads, k);
-        check(c, threads, k, /*f16=*/true);
-      }
+      for (int threads : {1, 3})
+        for (KvType kv : kAllKv) check(c, threads, k, kv);
   }
   for (const Case& c : {cases[0], cases[2], cases[3]}) {
     Case off = c;
     off.softcap = 0.0f;
     std::vector<std::vector<float>> refs_off;
-    run_case(off, 1, attention_kernels_at(CpuLevel::Scalar), false, c.run_len, &refs_off);
-    const auto capped = run_case(c, 1, attention_kernels_at(CpuLevel::Scalar), false, c.run_len, nullptr);
+    run_case(off, 1, attention_kernels_at(CpuLevel::Scalar), KvType::F32, c.run_len, &refs_off);
+    const auto capped = run_case(c, 1, attention_kernels_at(CpuLevel::Scalar), KvType::F32, c.run_len, nullptr);
     double worst = 0;
     for (size_t b = 0; b < capped.size(); ++b)
       for (size_t i = 0; i < capped[b].size(); ++i) worst = std::max(worst, double(std::fabs(capped[b][i] - refs_off[b][i])));
@@ -149,9 +154,9 @@ TEST(Attention, OutputDoesNotDependOnRunLayout) {
     if (!k) continue;
     SCOPED_TRACE(cpu_level_name(level));
     for (const auto& c : cases)
-      for (bool f16 : {false, true}) {
-        const auto one = run_case(c, 2, k, f16, 1 << 20, nullptr);
-        for (int run_len : {16, 7, 1}) EXPECT_EQ(run_case(c, 2, k, f16, run_len, nullptr), one) << run_len;
+      for (KvType kv : kAllKv) {
+        const auto one = run_case(c, 2, k, kv, 1 << 20, nullptr);
+        for (int run_len : {16, 7, 1}) EXPECT_EQ(run_case(c, 2, k, kv, run_len, nullptr), one) << run_len;
       }
   }
 }
@@ -159,7 +164,7 @@ TEST(Attention, OutputDoesNotDependOnRunLayout) {
 // Decode at depth: one query token over 1 .. 5000 cached positions, i.e.
 // across many 64-position tiles and 512-position segments, through paged runs
 // of several block sizes, for GQA ratios 1, 2, 3, 4, 8 and head sizes 64 and 128,
-// f32 and f16, on 1 and 3 threads, at every level, against the reference.
+// every KV type, on 1 and 3 threads, at every level, against the reference.
 TEST(Attention, DecodeAtDepthMatchesReference) {
   for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
     const AttentionKernels* k = attention_kernels_at(level);
@@ -174,7 +179,7 @@ TEST(Attention, DecodeAtDepthMatchesReference) {
             const Case c{2 * group, 2, hd, 0, {1}, {depth}, run_len};
             SCOPED_TRACE(testing::Message() << "hd " << hd << " group " << group << " depth " << depth << " run "
                                             << run_len);
-            for (bool f16 : {false, true}) check(c, level == CpuLevel::Scalar ? 1 : 3, k, f16);
+            for (KvType kv : kAllKv) check(c, level == CpuLevel::Scalar ? 1 : 3, k, kv);
           }
         }
   }
@@ -190,23 +195,21 @@ TEST(Attention, DecodeRowEqualsTheSameRowInALargerBlock) {
     const AttentionKernels* k = attention_kernels_at(level);
     if (!k) continue;
     SCOPED_TRACE(cpu_level_name(level));
-    for (bool f16 : {false, true})
+    for (KvType kv : kAllKv)
       for (int depth : {5, 700, 2100}) {
         const int n_head = 6, n_head_kv = 2, hd = 64, row = n_head_kv * hd, total = depth + 1;
         std::mt19937 rng(depth);
         std::normal_distribution<float> dist(0.0f, 1.0f);
         std::vector<float> kf(static_cast<size_t>(total) * row), vf(kf.size());
-        std::vector<uint16_t> kh, vh;
         for (float& x : kf) x = dist(rng) * 2.0f;
         for (float& x : vf) x = dist(rng) * 2.0f;
-        for (float x : kf) kh.push_back(float_to_fp16(x));
-        for (float x : vf) vh.push_back(float_to_fp16(x));
-        const void* kb = f16 ? static_cast<const void*>(kh.data()) : kf.data();
-        const void* vb = f16 ? static_cast<const void*>(vh.data()) : vf.data();
+        const std::vector<char> ke = encode_rows(kf, kv, n_head_kv, hd), ve = encode_rows(vf, kv, n_head_kv, hd);
+        const void* kb = ke.data();
+        const void* vb = ve.data();
         std::vector<float> q(4 * n_head * hd);
         for (float& x : q) x = dist(rng);
         std::vector<float> out4(q.size()), out1(n_head * hd);
-        AttentionShape s{n_head, n_head_kv, hd, 0.125f, 0, f16};
+        AttentionShape s{n_head, n_head_kv, hd, 0.125f, 0, kv};
         std::vector<KvRun> runs = {{kb, vb, 0, total}};
         std::vector<QueryBlock> four = {{q.data(), out4.data(), 4, depth - 3, runs}};
         std::vector<QueryBlock> one = {{q.data() + 3 * n_head * hd, out1.data(), 1, depth, runs}};
@@ -214,7 +217,7 @@ TEST(Attention, DecodeRowEqualsTheSameRowInALargerBlock) {
         attention(s, four, pool, k);
         attention(s, one, pool, k);
         for (int i = 0; i < n_head * hd; ++i)
-          ASSERT_EQ(out1[i], out4[3 * n_head * hd + i]) << "depth " << depth << " f16 " << f16 << " elem " << i;
+          ASSERT_EQ(out1[i], out4[3 * n_head * hd + i]) << "depth " << depth << " kv " << kv_type_name(kv) << " elem " << i;
       }
   }
 }

@@ -20,8 +20,9 @@ std::unique_ptr<Model> load_stories() {
 }
 
 // Logits of every position of `tokens` as one sequence, fed `chunk` tokens per forward.
-std::vector<std::vector<float>> run_all(const Model& m, const std::vector<int>& tokens, size_t chunk) {
-  auto runner = BatchRunner::create(m, 1, m.hparams().n_ctx_train);
+std::vector<std::vector<float>> run_all(const Model& m, const std::vector<int>& tokens, size_t chunk,
+                                        KvType kv_type = KvType::F32) {
+  auto runner = BatchRunner::create(m, 1, m.hparams().n_ctx_train, kv_type);
   EXPECT_TRUE(runner.is_ok());
   BatchRunner& kv = *runner.value();
   std::vector<std::vector<float>> rows;
@@ -101,17 +102,21 @@ TEST(Model, GreedyDecodeMatchesGoldenIds) {
 
 // The same tokens give bit-identical logits whether fed at once, in chunks or
 // one at a time, and whether a sequence shares its batch with another: every
-// kernel's arithmetic for a token is independent of the batch around it.
-TEST(Model, BatchingInvariance) {
+// kernel's arithmetic for a token is independent of the batch around it, for
+// every KV cache encoding.
+class BatchingInvariance : public testing::TestWithParam<KvType> {};
+
+TEST_P(BatchingInvariance, LogitsAreBitIdentical) {
   TERN_REQUIRE_STORIES();
+  const KvType kv_type = GetParam();
   auto m = load_stories();
   ASSERT_TRUE(m);
   auto golden = test::golden_ids();
   std::vector<int> a(golden.begin(), golden.begin() + 60), b(golden.begin() + 100, golden.begin() + 140);
   b[0] = 1;
-  auto one = run_all(*m, a, 1);
-  auto all = run_all(*m, a, a.size());
-  auto seven = run_all(*m, a, 7);
+  auto one = run_all(*m, a, 1, kv_type);
+  auto all = run_all(*m, a, a.size(), kv_type);
+  auto seven = run_all(*m, a, 7, kv_type);
   ASSERT_EQ(one.size(), all.size());
   for (size_t t = 0; t < one.size(); ++t)
     for (size_t v = 0; v < one[t].size(); ++v) {
@@ -120,8 +125,8 @@ TEST(Model, BatchingInvariance) {
     }
 
   // Two sequences interleaved in ragged batches.
-  auto kv = std::move(BatchRunner::create(*m, 2, 512)).value();
-  auto alone_b = run_all(*m, b, 1);
+  auto kv = std::move(BatchRunner::create(*m, 2, 512, kv_type)).value();
+  auto alone_b = run_all(*m, b, 1, kv_type);
   std::vector<float> logits;
   size_t ia = 0, ib = 0;
   while (ia < a.size() || ib < b.size()) {
@@ -136,6 +141,9 @@ TEST(Model, BatchingInvariance) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Model, BatchingInvariance, testing::Values(KvType::F32, KvType::F16, KvType::Q8_0),
+                         [](const testing::TestParamInfo<KvType>& p) { return std::string(kv_type_name(p.param)); });
 
 TEST(Model, RejectsBadBatches) {
   TERN_REQUIRE_STORIES();

@@ -14,6 +14,7 @@
 #include "backend_flag.h"
 #include "commands.h"
 #include "core/build_info.h"
+#include "core/kv_format.h"
 #include "engine/bench.h"
 #include "kernels/cpu_features.h"
 #include "kernels/roofline.h"
@@ -127,7 +128,7 @@ int cmd_bench(int argc, char** argv) {
   args.add("-n,--n-gen", &o.n_gen, "generated tokens for tg (default 128, 0 skips)");
   args.add("-d,--depths", &depths_text,
            "pp and tg again after this many cached positions, e.g. 0,512,4096 (as llama-bench -d; default 0)");
-  args.add("--kv-type", &kv_type, "KV cache element type: f16 (default, as the engine) or f32");
+  args.add("--kv-type", &kv_type, "KV cache encoding: f16 (default, as the engine), f32 or q8_0");
   args.add("-b,--batches", &batches_text, "batched decode sizes, e.g. 2,4,8 (default none)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   args.add("--backend", &backend_name, kBackendHelp);
@@ -152,9 +153,10 @@ int cmd_bench(int argc, char** argv) {
     if (!list) return report(list.status());
     o.depths = *list;
   }
-  if (kv_type != "f16" && kv_type != "f32")
-    return report(error(ErrorKind::InvalidArgument, "bench: --kv-type '" + kv_type + "': expected f16 or f32"));
-  o.kv_type = kv_type == "f16" ? KvType::F16 : KvType::F32;
+  const std::optional<KvType> kv = parse_kv_type(kv_type);
+  if (!kv)
+    return report(error(ErrorKind::InvalidArgument, "bench: --kv-type '" + kv_type + "': expected " + kv_type_choices()));
+  o.kv_type = *kv;
   auto be = make_backend_from_flag(backend_name, n_threads);
   if (!be) return report(be.status());
   auto model = Model::load(model_path, *be);

@@ -9,6 +9,7 @@
 
 #include "backend_flag.h"
 #include "core/input_file.h"
+#include "core/kv_format.h"
 
 namespace tern::cli {
 
@@ -17,7 +18,7 @@ void EngineFlags::add_to(ArgParser& args) {
   args.add("--backend", &backend, kBackendHelp);
   args.add("-c,--ctx-size", &n_ctx, "context limit per sequence (default: the model's)");
   args.add("--kv-memory", &kv_memory, "KV pool: bytes (4G, 512M) or a fraction of free RAM (0.25, the default)");
-  args.add("--kv-type", &kv_type, "KV element type: f16 (default) or f32");
+  args.add("--kv-type", &kv_type, "KV cache encoding: f16 (default), f32, or q8_0 (int8 with a scale per 32 values: ~half the memory)");
   args.add("--block-size", &block_size, "KV block size in tokens (default 16)");
   args.add_flag("--no-prefix-cache", &no_prefix_cache, "disable automatic prefix caching");
   args.add("--max-num-seqs", &max_num_seqs, "sequences running at once (default 64)");
@@ -80,10 +81,10 @@ Status parse_kv_memory(const std::string& text, EngineConfig& config) {
 
 Status EngineFlags::apply(EngineConfig& c) const {
   TERN_RETURN_IF_ERROR(parse_kv_memory(kv_memory, c));
-  if (kv_type != "f16" && kv_type != "f32")
-    return error(ErrorKind::InvalidArgument, "--kv-type '" + kv_type + "': expected f16 or f32");
+  const std::optional<KvType> kv = parse_kv_type(kv_type);
+  if (!kv) return error(ErrorKind::InvalidArgument, "--kv-type '" + kv_type + "': expected " + kv_type_choices());
   if (n_threads < 0) return error(ErrorKind::InvalidArgument, "-t must be >= 1");
-  c.kv_type = kv_type == "f16" ? KvType::F16 : KvType::F32;
+  c.kv_type = *kv;
   c.prefix_caching = !no_prefix_cache;
   c.block_size = block_size;
   c.max_num_seqs = max_num_seqs;

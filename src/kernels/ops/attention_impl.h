@@ -100,24 +100,92 @@ inline void half_to_float_row(const void* src_v, float* dst, int n) {
 #endif
 }
 
+// 16 halves at p as f32 (exact), converted in registers where the level can.
+__attribute__((always_inline)) inline f32x16 load16_half(const uint16_t* p) {
 #if defined(__AVX512F__)
-// Rows j < n (n <= 16) of 16 floats each, from `rows[j]` (f32, or IEEE half
-// when f16), written transposed: dst[i * kAttentionTile + j] for i < 16, j < 16
-// (rows past n as zeros). In registers: 16 loads (converting halves as they
-// load), 64 shuffles, 16 stores, where a scalar transpose makes 256 of each.
-__attribute__((always_inline)) inline void transpose16_to_tile(const void* const* rows, size_t offset, int n, bool f16,
-                                                              float* dst) {
-  __m512 r[16];
-  for (int j = 0; j < 16; ++j) {
-    if (j >= n) {
-      r[j] = _mm512_setzero_ps();
-    } else if (f16) {
-      r[j] = _mm512_cvtph_ps(
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(rows[j]) + offset)));
-    } else {
-      r[j] = _mm512_loadu_ps(static_cast<const float*>(rows[j]) + offset);
+  return (f32x16)_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#else
+  float t[16];
+  half_to_float_row(p, t, 16);
+  return load16(t);
+#endif
+}
+
+// Stored key/value formats (core/kv_format.h), as template arguments.
+enum KvFmt : int { kFmtF32, kFmtF16, kFmtQ8 };
+inline int kv_fmt(KvType t) { return t == KvType::F16 ? kFmtF16 : t == KvType::Q8_0 ? kFmtQ8 : kFmtF32; }
+
+inline float half_to_float1(const void* p) {
+  float x;
+  half_to_float_row(p, &x, 1);
+  return x;
+}
+
+// 16 int8 at p as f32 (exact).
+__attribute__((always_inline)) inline f32x16 int8x16_to_float(const void* p) {
+#if defined(__AVX512F__)
+  return (f32x16)_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p))));
+#elif defined(__AVX2__)
+  f32x16 v;
+  const __m256 lo = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p))));
+  const __m256 hi = _mm256_cvtepi32_ps(
+      _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(p) + 8))));
+  __builtin_memcpy(&v, &lo, 32);
+  __builtin_memcpy(reinterpret_cast<char*>(&v) + 32, &hi, 32);
+  return v;
+#else
+  f32x16 v;
+  for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(static_cast<const int8_t*>(p)[i]);
+  return v;
+#endif
+}
+
+// The q8_0 group holding element i of a head slice (G elements per group).
+inline const uint8_t* q8_group(const void* head, int i, int g) {
+  return static_cast<const uint8_t*>(head) + static_cast<size_t>(i / g) * static_cast<size_t>(g + 2);
+}
+
+// A head slice of hd elements as f32: the values kv_decode_head gives
+// (q8_0: each element the f32 product d * q).
+template <int F>
+inline void decode_head(const void* head, float* dst, int hd, int g) {
+  if constexpr (F == kFmtF32) {
+    __builtin_memcpy(dst, head, static_cast<size_t>(hd) * 4);
+  } else if constexpr (F == kFmtF16) {
+    half_to_float_row(head, dst, hd);
+  } else {
+    for (int i = 0; i < hd; i += g) {
+      const uint8_t* grp = q8_group(head, i, g);
+      const float d = half_to_float1(grp);
+      for (int j = 0; j < g; ++j) dst[i + j] = d * static_cast<float>(static_cast<int8_t>(grp[2 + j]));
     }
   }
+}
+
+// 16 elements of a head slice from element i (a multiple of 16: never across
+// two q8_0 groups) as f32, the same values decode_head gives.
+template <int F>
+__attribute__((always_inline)) inline f32x16 load16_kv(const void* head, int i, int g) {
+  if constexpr (F == kFmtF32) {
+    return load16(static_cast<const float*>(head) + i);
+  } else if constexpr (F == kFmtF16) {
+    return load16_half(static_cast<const uint16_t*>(head) + i);
+  } else {
+    const uint8_t* grp = q8_group(head, i, g);
+    return int8x16_to_float(grp + 2 + i % g) * half_to_float1(grp);
+  }
+}
+
+#if defined(__AVX512F__)
+// Rows j < n (n <= 16) of 16 elements each from element `offset` of the head
+// slices `rows[j]` (stored as F, converted as they load), written transposed: dst[i * kAttentionTile + j] for i < 16, j < 16
+// (rows past n as zeros). In registers: 16 loads (converting halves as they
+// load), 64 shuffles, 16 stores, where a scalar transpose makes 256 of each.
+template <int F>
+__attribute__((always_inline)) inline void transpose16_to_tile(const void* const* rows, int offset, int n, int g,
+                                                              float* dst) {
+  __m512 r[16];
+  for (int j = 0; j < 16; ++j) r[j] = j < n ? (__m512)load16_kv<F>(rows[j], offset, g) : _mm512_setzero_ps();
   __m512 t[16];
   for (int j = 0; j < 16; j += 2) {  // 2x2 blocks of single floats
     t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
@@ -145,20 +213,26 @@ __attribute__((always_inline)) inline void transpose16_to_tile(const void* const
   }
 }
 #elif defined(__AVX2__) && defined(__F16C__)
+// 8 elements of a head slice from element i (a multiple of 8) as f32.
+template <int F>
+__attribute__((always_inline)) inline __m256 load8_kv(const void* head, int i, int g) {
+  if constexpr (F == kFmtF32) {
+    return _mm256_loadu_ps(static_cast<const float*>(head) + i);
+  } else if constexpr (F == kFmtF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(head) + i)));
+  } else {
+    const uint8_t* grp = q8_group(head, i, g);
+    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp + 2 + i % g))));
+    return _mm256_mul_ps(q, _mm256_set1_ps(half_to_float1(grp)));
+  }
+}
+
 // The AVX2 form: 8 rows of 8 floats, 24 shuffles.
-__attribute__((always_inline)) inline void transpose8_to_tile(const void* const* rows, size_t offset, int n, bool f16,
+template <int F>
+__attribute__((always_inline)) inline void transpose8_to_tile(const void* const* rows, int offset, int n, int g,
                                                              float* dst) {
   __m256 r[8];
-  for (int j = 0; j < 8; ++j) {
-    if (j >= n) {
-      r[j] = _mm256_setzero_ps();
-    } else if (f16) {
-      r[j] = _mm256_cvtph_ps(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(rows[j]) + offset)));
-    } else {
-      r[j] = _mm256_loadu_ps(static_cast<const float*>(rows[j]) + offset);
-    }
-  }
+  for (int j = 0; j < 8; ++j) r[j] = j < n ? load8_kv<F>(rows[j], offset, g) : _mm256_setzero_ps();
   __m256 t[8], u[8];
   for (int j = 0; j < 8; j += 2) {
     t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
@@ -176,17 +250,6 @@ __attribute__((always_inline)) inline void transpose8_to_tile(const void* const*
   }
 }
 #endif
-
-// 16 halves at p as f32 (exact), converted in registers where the level can.
-__attribute__((always_inline)) inline f32x16 load16_half(const uint16_t* p) {
-#if defined(__AVX512F__)
-  return (f32x16)_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-#else
-  float t[16];
-  half_to_float_row(p, t, 16);
-  return load16(t);
-#endif
-}
 
 // The next tile's key and value rows (this head's slice), requested a few at a
 // time while the current tile is computed: issued all at once they fill the
@@ -209,18 +272,16 @@ __attribute__((always_inline)) inline void prefetch_row(const TilePrefetch* pf, 
 // o[r][i0 .. i0 + 16 NV) = o * corr[r] + sum over j of sc[r][j] * v_j, for the
 // live rows of a block: each value vector loaded feeds the four rows, each
 // weight broadcast feeds NV vectors. Every lane sums over j in order, so the
-// result does not depend on NV. kHalf: value rows are IEEE half, converted as
-// they load (the same values a converted copy would hold).
-template <int NV, bool kHalf, int R>
+// result does not depend on NV. F: how value rows are stored, converted as
+// they load (the same values a converted copy would hold); g: q8_0's group.
+template <int NV, int F, int R>
 __attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, const void* const* vp,
                                                     const float (*sc)[kKvTile], const bool* live, const float* corr,
-                                                    float* o, int hd) {
+                                                    float* o, int hd, int g) {
   f32x16 ov[R][NV] = {};
   for (int j = 0; j < n_pos; ++j) {
     f32x16 v[NV];
-    for (int c = 0; c < NV; ++c)
-      v[c] = kHalf ? load16_half(static_cast<const uint16_t*>(vp[j]) + i0 + 16 * c)
-                   : load16(static_cast<const float*>(vp[j]) + i0 + 16 * c);
+    for (int c = 0; c < NV; ++c) v[c] = load16_kv<F>(vp[j], i0 + 16 * c, g);
     for (int r = 0; r < R; ++r) {
       const float w = sc[r][j];
       for (int c = 0; c < NV; ++c) ov[r][c] += w * v[c];
@@ -235,26 +296,55 @@ __attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, const voi
 
 // o = o * corr + P V for rows r < R, 64 lanes of head_dim at a time, then 16;
 // returns where the lanes stopped (head sizes not a multiple of 16 leave a tail).
-template <bool kHalf, int R>
+template <int F, int R>
 __attribute__((always_inline)) inline int pv_rows(int hd, int n_pos, const void* const* vp,
                                                   const float (*sc)[kKvTile], const bool* live, const float* corr,
-                                                  float* o) {
+                                                  float* o, int g) {
   int i0 = 0;
-  for (; i0 + 64 <= hd; i0 += 64) pv_lanes<4, kHalf, R>(i0, n_pos, vp, sc, live, corr, o, hd);
-  for (; i0 + 16 <= hd; i0 += 16) pv_lanes<1, kHalf, R>(i0, n_pos, vp, sc, live, corr, o, hd);
+  for (; i0 + 64 <= hd; i0 += 64) pv_lanes<4, F, R>(i0, n_pos, vp, sc, live, corr, o, hd, g);
+  for (; i0 + 16 <= hd; i0 += 16) pv_lanes<1, F, R>(i0, n_pos, vp, sc, live, corr, o, hd, g);
   return i0;
 }
 
-template <bool kHalf>
+template <int F>
 __attribute__((always_inline)) inline int pv_rows_n(int nr, int hd, int n_pos, const void* const* vp,
                                                     const float (*sc)[kKvTile], const bool* live, const float* corr,
-                                                    float* o) {
+                                                    float* o, int g) {
   switch (nr) {
-    case 1: return pv_rows<kHalf, 1>(hd, n_pos, vp, sc, live, corr, o);
-    case 2: return pv_rows<kHalf, 2>(hd, n_pos, vp, sc, live, corr, o);
-    case 3: return pv_rows<kHalf, 3>(hd, n_pos, vp, sc, live, corr, o);
-    default: return pv_rows<kHalf, 4>(hd, n_pos, vp, sc, live, corr, o);
+    case 1: return pv_rows<F, 1>(hd, n_pos, vp, sc, live, corr, o, g);
+    case 2: return pv_rows<F, 2>(hd, n_pos, vp, sc, live, corr, o, g);
+    case 3: return pv_rows<F, 3>(hd, n_pos, vp, sc, live, corr, o, g);
+    default: return pv_rows<F, 4>(hd, n_pos, vp, sc, live, corr, o, g);
   }
+}
+
+// Keys of one tile (rows kp[j], j < n_pos, as F) transposed into k_t
+// [hd][kKvTile], columns past n_pos zero.
+template <int F>
+inline void transpose_keys(const void* const* kp, int n_pos, int hd, int g, float* k_t, float* k_row) {
+#if defined(__AVX512F__)
+  if (hd % 16 == 0) {
+    for (int j0 = 0; j0 < kKvTile; j0 += 16)
+      for (int i0 = 0; i0 < hd; i0 += 16) transpose16_to_tile<F>(kp + j0, i0, n_pos - j0, g, k_t + i0 * kKvTile + j0);
+    return;
+  }
+#elif defined(__AVX2__) && defined(__F16C__)
+  if (hd % 8 == 0) {
+    for (int j0 = 0; j0 < kKvTile; j0 += 8)
+      for (int i0 = 0; i0 < hd; i0 += 8) transpose8_to_tile<F>(kp + j0, i0, n_pos - j0, g, k_t + i0 * kKvTile + j0);
+    return;
+  }
+#endif
+  for (int j = 0; j < n_pos; ++j) {
+    const float* kf = static_cast<const float*>(kp[j]);
+    if constexpr (F != kFmtF32) {
+      decode_head<F>(kp[j], k_row, hd, g);
+      kf = k_row;
+    }
+    for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = kf[i];
+  }
+  for (int j = n_pos; j < kKvTile; ++j)
+    for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = 0.0f;
 }
 
 // Scores of rows r < R against the 64 transposed keys of a tile:
@@ -296,23 +386,25 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   const int group = s.n_head / s.n_head_kv;
   const int n_rows = b.n_q * group;
   const float inv_cap = kSoftcap ? 1.0f / s.softcap : 0.0f;
-  const size_t elem = s.kv_f16 ? 2 : 4;
-  const size_t row_bytes = static_cast<size_t>(s.n_head_kv) * hd * elem;
-  const size_t head_offset = static_cast<size_t>(kv_head) * hd * elem;
+  const int fmt = kv_fmt(s.kv_type);
+  const int g = kv_group_elems(s.kv_type, hd);
+  const size_t head_bytes = kv_head_bytes(s.kv_type, hd);
+  const size_t row_bytes = static_cast<size_t>(s.n_head_kv) * head_bytes;
+  const size_t head_offset = static_cast<size_t>(kv_head) * head_bytes;
   float* k_t = scratch;                                          // [hd][kKvTile], transposed keys
-  float* v_tile = scratch + static_cast<size_t>(kKvTile) * hd;   // [kKvTile][hd], half values as f32
+  float* v_tile = scratch + static_cast<size_t>(kKvTile) * hd;   // [kKvTile][hd], stored values as f32
   const void* kp[kKvTile];  // this tile's key rows (this head's slice)
-  const void* vp[kKvTile];  // this tile's value rows: f32, or half when v_half
+  const void* vp[kKvTile];  // this tile's value rows: f32, or as stored when v_direct
   float sc[kRowBlock][kKvTile];
   float k_row[kMaxHeadDim];
-  // Half values are converted as P V loads them when one block of rows reads
-  // them (decode: one token's heads of this KV head); several blocks share
-  // one converted copy in v_tile instead.
-  const bool v_half = s.kv_f16 && hd % 16 == 0 && n_rows <= kRowBlock;
+  // Half or q8_0 values are converted as P V loads them when one block of
+  // rows reads them (decode: one token's heads of this KV head); several
+  // blocks share one converted copy in v_tile instead.
+  const bool v_direct = fmt != kFmtF32 && hd % 16 == 0 && n_rows <= kRowBlock;
   int ir = 0;   // run cursor: runs are ascending
   int ipf = 0;  // the prefetch's run cursor, one tile ahead
   TilePrefetch next;
-  next.bytes = hd * static_cast<int>(elem);
+  next.bytes = static_cast<int>(head_bytes);
   for (int32_t p0 = kv_begin; p0 < kv_end;) {
     const int n_pos = min_i((p0 / kKvTile + 1) * kKvTile, kv_end) - p0;
     // The rows of the next tile, requested while this one is scored:
@@ -336,42 +428,22 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       const void* k = static_cast<const char*>(run.k) + off;
       const void* v = static_cast<const char*>(run.v) + off;
       kp[j] = k;
-      if (s.kv_f16) {
-        if (v_half) {
-          vp[j] = v;
-        } else {
-          half_to_float_row(v, v_tile + static_cast<size_t>(j) * hd, hd);
-          vp[j] = v_tile + static_cast<size_t>(j) * hd;
-        }
-      } else {
+      if (fmt == kFmtF32 || v_direct) {
         vp[j] = v;
+      } else {
+        float* dst = v_tile + static_cast<size_t>(j) * hd;
+        if (fmt == kFmtF16)
+          decode_head<kFmtF16>(v, dst, hd, g);
+        else
+          decode_head<kFmtQ8>(v, dst, hd, g);
+        vp[j] = dst;
       }
     }
     // Keys transposed into k_t (columns past n_pos zero).
-#if defined(__AVX512F__)
-    if (hd % 16 == 0) {
-      for (int j0 = 0; j0 < kKvTile; j0 += 16)
-        for (int i0 = 0; i0 < hd; i0 += 16)
-          transpose16_to_tile(kp + j0, static_cast<size_t>(i0), n_pos - j0, s.kv_f16, k_t + i0 * kKvTile + j0);
-    } else
-#elif defined(__AVX2__) && defined(__F16C__)
-    if (hd % 8 == 0) {
-      for (int j0 = 0; j0 < kKvTile; j0 += 8)
-        for (int i0 = 0; i0 < hd; i0 += 8)
-          transpose8_to_tile(kp + j0, static_cast<size_t>(i0), n_pos - j0, s.kv_f16, k_t + i0 * kKvTile + j0);
-    } else
-#endif
-    {
-      for (int j = 0; j < n_pos; ++j) {
-        const float* kf = static_cast<const float*>(kp[j]);
-        if (s.kv_f16) {
-          half_to_float_row(kp[j], k_row, hd);
-          kf = k_row;
-        }
-        for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = kf[i];
-      }
-      for (int j = n_pos; j < kKvTile; ++j)
-        for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = 0.0f;
+    switch (fmt) {
+      case kFmtF16: transpose_keys<kFmtF16>(kp, n_pos, hd, g, k_t, k_row); break;
+      case kFmtQ8: transpose_keys<kFmtQ8>(kp, n_pos, hd, g, k_t, k_row); break;
+      default: transpose_keys<kFmtF32>(kp, n_pos, hd, g, k_t, k_row); break;
     }
 
     // Query rows four at a time: each key or value load feeds four rows.
@@ -381,10 +453,10 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       int32_t qpos[kRowBlock], lo[kRowBlock];
       for (int r = 0; r < kRowBlock; ++r) {
         const int row = row0 + min_i(r, nr - 1);  // missing rows repeat the last one; results unused
-        const int t = row / group, g = row % group;
+        const int t = row / group, hg = row % group;
         qpos[r] = b.pos0 + t;
         lo[r] = s.sliding_window > 0 ? qpos[r] - s.sliding_window + 1 : 0;
-        q[r] = b.q + (static_cast<size_t>(t) * s.n_head + kv_head * group + g) * hd;
+        q[r] = b.q + (static_cast<size_t>(t) * s.n_head + kv_head * group + hg) * hd;
       }
       // Only the nr live rows are scored and accumulated (decode with 3
       // heads per KV head computes 3 rows, not 4); each row's sums are the
@@ -440,8 +512,10 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       }
       // o = o * corr + P V.
       float* orows = o + static_cast<size_t>(row0) * hd;
-      const int i0 = v_half ? pv_rows_n<true>(nr, hd, n_pos, vp, sc, live, corr, orows)
-                            : pv_rows_n<false>(nr, hd, n_pos, vp, sc, live, corr, orows);
+      const int vf = v_direct ? fmt : kFmtF32;
+      const int i0 = vf == kFmtF16  ? pv_rows_n<kFmtF16>(nr, hd, n_pos, vp, sc, live, corr, orows, g)
+                     : vf == kFmtQ8 ? pv_rows_n<kFmtQ8>(nr, hd, n_pos, vp, sc, live, corr, orows, g)
+                                    : pv_rows_n<kFmtF32>(nr, hd, n_pos, vp, sc, live, corr, orows, g);
       for (int r = 0; r < nr; ++r) {  // head sizes that are not a multiple of 16
         if (!live[r]) continue;
         float* orow = o + static_cast<size_t>(row0 + r) * hd;

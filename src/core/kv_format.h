@@ -1,0 +1,43 @@
+// core/kv_format.h — how one key or value row is stored in the KV cache, per
+// KvType. A row is n_kv_head head slices laid end to end; a head slice is:
+//
+//   F32, F16   head_dim elements
+//   Q8_0       head_dim / G groups, each an IEEE-half scale d followed by G
+//              int8 q (x ≈ d * q, d = max|x| / 127 rounded to half, q the
+//              nearest integer to x / d). G = 32, or head_dim itself when
+//              head_dim is not a multiple of 32 (stories260K's 8), so a group
+//              never spans two heads and 16 elements at a multiple of 16
+//              never span two groups.
+//
+// These scalar codecs are the reference: the attention kernels read the same
+// bytes and compute each element as the same f32 product d * q.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+#include "tern/config.h"
+
+namespace tern {
+
+const char* kv_type_name(KvType t);
+// "f32", "f16", "q8_0" (what --kv-type accepts), or nullopt.
+std::optional<KvType> parse_kv_type(std::string_view name);
+// The accepted names for an error message: "f16, f32 or q8_0".
+const char* kv_type_choices();
+
+// Elements per scale group (0 for the float types).
+int kv_group_elems(KvType t, int head_dim);
+size_t kv_head_bytes(KvType t, int head_dim);
+inline size_t kv_row_bytes(KvType t, int n_kv_head, int head_dim) {
+  return static_cast<size_t>(n_kv_head) * kv_head_bytes(t, head_dim);
+}
+
+// One head slice of head_dim floats to its stored form, and back.
+void kv_encode_head(KvType t, const float* x, int head_dim, void* dst);
+void kv_decode_head(KvType t, const void* src, int head_dim, float* x);
+// A whole row: n_kv_head slices.
+void kv_encode_row(KvType t, const float* x, int n_kv_head, int head_dim, void* dst);
+
+}  // namespace tern
