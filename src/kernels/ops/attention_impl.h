@@ -163,7 +163,9 @@ inline void decode_head(const void* head, float* dst, int hd, int g) {
 }
 
 // 16 elements of a head slice from element i (a multiple of 16: never across
-// two q8_0 groups) as f32, the same values decode_head gives.
+// two q8_0 groups) as f32: the values decode_head gives, except that q8_0
+// gives its codes q, the caller applying the scales (a table per tile: see
+// Q8Scales), which costs far less than converting a half scale per load.
 template <int F>
 __attribute__((always_inline)) inline f32x16 load16_kv(const void* head, int i, int g) {
   if constexpr (F == kFmtF32) {
@@ -171,10 +173,17 @@ __attribute__((always_inline)) inline f32x16 load16_kv(const void* head, int i, 
   } else if constexpr (F == kFmtF16) {
     return load16_half(static_cast<const uint16_t*>(head) + i);
   } else {
-    const uint8_t* grp = q8_group(head, i, g);
-    return int8x16_to_float(grp + 2 + i % g) * half_to_float1(grp);
+    return int8x16_to_float(q8_group(head, i, g) + 2 + i % g);
   }
 }
+
+// A tile's q8_0 scales as f32, [group][position] (positions past the tile's
+// end 0): keys' scale the scores per group, values' the codes P·V loads.
+constexpr int kMaxQ8Groups = kMaxHeadDim / 32;  // groups of 32, or one of head_dim
+struct Q8Scales {
+  float k[kMaxQ8Groups][kAttentionTile];
+  float v[kMaxQ8Groups][kAttentionTile];
+};
 
 #if defined(__AVX512F__)
 // Rows j < n (n <= 16) of 16 elements each from element `offset` of the head
@@ -220,10 +229,9 @@ __attribute__((always_inline)) inline __m256 load8_kv(const void* head, int i, i
     return _mm256_loadu_ps(static_cast<const float*>(head) + i);
   } else if constexpr (F == kFmtF16) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(head) + i)));
-  } else {
+  } else {  // the codes, as load16_kv
     const uint8_t* grp = q8_group(head, i, g);
-    const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp + 2 + i % g))));
-    return _mm256_mul_ps(q, _mm256_set1_ps(half_to_float1(grp)));
+    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp + 2 + i % g))));
   }
 }
 
@@ -277,11 +285,14 @@ __attribute__((always_inline)) inline void prefetch_row(const TilePrefetch* pf, 
 template <int NV, int F, int R>
 __attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, const void* const* vp,
                                                     const float (*sc)[kKvTile], const bool* live, const float* corr,
-                                                    float* o, int hd, int g) {
+                                                    float* o, int hd, int g, const Q8Scales* q8) {
   f32x16 ov[R][NV] = {};
   for (int j = 0; j < n_pos; ++j) {
     f32x16 v[NV];
-    for (int c = 0; c < NV; ++c) v[c] = load16_kv<F>(vp[j], i0 + 16 * c, g);
+    for (int c = 0; c < NV; ++c) {
+      v[c] = load16_kv<F>(vp[j], i0 + 16 * c, g);
+      if constexpr (F == kFmtQ8) v[c] *= q8->v[(i0 + 16 * c) / g][j];  // d * q, as decode_head
+    }
     for (int r = 0; r < R; ++r) {
       const float w = sc[r][j];
       for (int c = 0; c < NV; ++c) ov[r][c] += w * v[c];
@@ -299,27 +310,27 @@ __attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, const voi
 template <int F, int R>
 __attribute__((always_inline)) inline int pv_rows(int hd, int n_pos, const void* const* vp,
                                                   const float (*sc)[kKvTile], const bool* live, const float* corr,
-                                                  float* o, int g) {
+                                                  float* o, int g, const Q8Scales* q8) {
   int i0 = 0;
-  for (; i0 + 64 <= hd; i0 += 64) pv_lanes<4, F, R>(i0, n_pos, vp, sc, live, corr, o, hd, g);
-  for (; i0 + 16 <= hd; i0 += 16) pv_lanes<1, F, R>(i0, n_pos, vp, sc, live, corr, o, hd, g);
+  for (; i0 + 64 <= hd; i0 += 64) pv_lanes<4, F, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
+  for (; i0 + 16 <= hd; i0 += 16) pv_lanes<1, F, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
   return i0;
 }
 
 template <int F>
 __attribute__((always_inline)) inline int pv_rows_n(int nr, int hd, int n_pos, const void* const* vp,
                                                     const float (*sc)[kKvTile], const bool* live, const float* corr,
-                                                    float* o, int g) {
+                                                    float* o, int g, const Q8Scales* q8) {
   switch (nr) {
-    case 1: return pv_rows<F, 1>(hd, n_pos, vp, sc, live, corr, o, g);
-    case 2: return pv_rows<F, 2>(hd, n_pos, vp, sc, live, corr, o, g);
-    case 3: return pv_rows<F, 3>(hd, n_pos, vp, sc, live, corr, o, g);
-    default: return pv_rows<F, 4>(hd, n_pos, vp, sc, live, corr, o, g);
+    case 1: return pv_rows<F, 1>(hd, n_pos, vp, sc, live, corr, o, g, q8);
+    case 2: return pv_rows<F, 2>(hd, n_pos, vp, sc, live, corr, o, g, q8);
+    case 3: return pv_rows<F, 3>(hd, n_pos, vp, sc, live, corr, o, g, q8);
+    default: return pv_rows<F, 4>(hd, n_pos, vp, sc, live, corr, o, g, q8);
   }
 }
 
 // Keys of one tile (rows kp[j], j < n_pos, as F) transposed into k_t
-// [hd][kKvTile], columns past n_pos zero.
+// [hd][kKvTile], columns past n_pos zero; q8_0 keys as their codes.
 template <int F>
 inline void transpose_keys(const void* const* kp, int n_pos, int hd, int g, float* k_t, float* k_row) {
 #if defined(__AVX512F__)
@@ -337,7 +348,10 @@ inline void transpose_keys(const void* const* kp, int n_pos, int hd, int g, floa
 #endif
   for (int j = 0; j < n_pos; ++j) {
     const float* kf = static_cast<const float*>(kp[j]);
-    if constexpr (F != kFmtF32) {
+    if constexpr (F == kFmtQ8) {
+      for (int i = 0; i < hd; ++i) k_row[i] = static_cast<float>(static_cast<int8_t>(q8_group(kp[j], i, g)[2 + i % g]));
+      kf = k_row;
+    } else if constexpr (F == kFmtF16) {
       decode_head<F>(kp[j], k_row, hd, g);
       kf = k_row;
     }
@@ -351,10 +365,9 @@ inline void transpose_keys(const void* const* kp, int n_pos, int hd, int g, floa
 // sc[r][j] = sum over i, in order, of q[r][i] * k_t[i][j].
 // pf: the next tile's rows, requested one per step (the rest after the loop).
 template <int R>
-__attribute__((always_inline)) inline void qk_rows(const float* k_t, const float* const* q, int hd,
-                                                   float (*sc)[kKvTile], const TilePrefetch* pf) {
-  f32x16 acc[R][4] = {};
-  for (int i = 0; i < hd; ++i) {
+__attribute__((always_inline)) inline void qk_dims(const float* k_t, const float* const* q, int i0, int i1,
+                                                   f32x16 (*acc)[4], const TilePrefetch* pf) {
+  for (int i = i0; i < i1; ++i) {
     prefetch_row(pf, i);
     const float* kr = k_t + i * kKvTile;
     const f32x16 k0 = load16(kr), k1 = load16(kr + 16), k2 = load16(kr + 32), k3 = load16(kr + 48);
@@ -364,6 +377,28 @@ __attribute__((always_inline)) inline void qk_rows(const float* k_t, const float
       acc[r][1] += qi * k1;
       acc[r][2] += qi * k2;
       acc[r][3] += qi * k3;
+    }
+  }
+}
+
+// q8_0 (k_t holding codes): each group's dot products, in order, times the
+// group's key scales, summed over the groups in order.
+template <int R>
+__attribute__((always_inline)) inline void qk_rows(const float* k_t, const float* const* q, int hd,
+                                                   float (*sc)[kKvTile], const TilePrefetch* pf, int g,
+                                                   const Q8Scales* q8) {
+  f32x16 acc[R][4] = {};
+  if (!q8) {
+    qk_dims<R>(k_t, q, 0, hd, acc, pf);
+  } else {
+    for (int i0 = 0; i0 < hd; i0 += g) {
+      f32x16 part[R][4] = {};
+      qk_dims<R>(k_t, q, i0, i0 + g, part, pf);
+      const float* d = q8->k[i0 / g];
+      for (int c = 0; c < 4; ++c) {
+        const f32x16 dc = load16(d + 16 * c);
+        for (int r = 0; r < R; ++r) acc[r][c] += part[r][c] * dc;
+      }
     }
   }
   for (int r = 0; r < R; ++r)
@@ -397,6 +432,8 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   const void* vp[kKvTile];  // this tile's value rows: f32, or as stored when v_direct
   float sc[kRowBlock][kKvTile];
   float k_row[kMaxHeadDim];
+  Q8Scales q8_tile;
+  Q8Scales* q8 = fmt == kFmtQ8 ? &q8_tile : nullptr;
   // Half or q8_0 values are converted as P V loads them when one block of
   // rows reads them (decode: one token's heads of this KV head); several
   // blocks share one converted copy in v_tile instead.
@@ -439,6 +476,15 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
         vp[j] = dst;
       }
     }
+    if (q8) {  // this tile's scales (values' only when P·V reads the codes)
+      for (int i0 = 0, gi = 0; i0 < hd; i0 += g, ++gi) {
+        for (int j = 0; j < n_pos; ++j) {
+          q8->k[gi][j] = half_to_float1(q8_group(kp[j], i0, g));
+          if (v_direct) q8->v[gi][j] = half_to_float1(q8_group(vp[j], i0, g));
+        }
+        for (int j = n_pos; j < kKvTile; ++j) q8->k[gi][j] = q8->v[gi][j] = 0.0f;
+      }
+    }
     // Keys transposed into k_t (columns past n_pos zero).
     switch (fmt) {
       case kFmtF16: transpose_keys<kFmtF16>(kp, n_pos, hd, g, k_t, k_row); break;
@@ -463,10 +509,10 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       // same whichever count its block has.
       const TilePrefetch* pf = row0 == 0 ? &next : nullptr;  // the first row block requests the next tile
       switch (nr) {
-        case 1: qk_rows<1>(k_t, q, hd, sc, pf); break;
-        case 2: qk_rows<2>(k_t, q, hd, sc, pf); break;
-        case 3: qk_rows<3>(k_t, q, hd, sc, pf); break;
-        default: qk_rows<4>(k_t, q, hd, sc, pf); break;
+        case 1: qk_rows<1>(k_t, q, hd, sc, pf, g, q8); break;
+        case 2: qk_rows<2>(k_t, q, hd, sc, pf, g, q8); break;
+        case 3: qk_rows<3>(k_t, q, hd, sc, pf, g, q8); break;
+        default: qk_rows<4>(k_t, q, hd, sc, pf, g, q8); break;
       }
       float corr[kRowBlock];
       bool live[kRowBlock];
@@ -513,9 +559,9 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       // o = o * corr + P V.
       float* orows = o + static_cast<size_t>(row0) * hd;
       const int vf = v_direct ? fmt : kFmtF32;
-      const int i0 = vf == kFmtF16  ? pv_rows_n<kFmtF16>(nr, hd, n_pos, vp, sc, live, corr, orows, g)
-                     : vf == kFmtQ8 ? pv_rows_n<kFmtQ8>(nr, hd, n_pos, vp, sc, live, corr, orows, g)
-                                    : pv_rows_n<kFmtF32>(nr, hd, n_pos, vp, sc, live, corr, orows, g);
+      const int i0 = vf == kFmtF16  ? pv_rows_n<kFmtF16>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
+                     : vf == kFmtQ8 ? pv_rows_n<kFmtQ8>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
+                                    : pv_rows_n<kFmtF32>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8);
       for (int r = 0; r < nr; ++r) {  // head sizes that are not a multiple of 16
         if (!live[r]) continue;
         float* orow = o + static_cast<size_t>(row0 + r) * hd;
