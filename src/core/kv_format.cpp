@@ -1,6 +1,5 @@
 #include "core/kv_format.h"
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -45,18 +44,24 @@ size_t kv_head_bytes(KvType t, int head_dim) {
 
 namespace {
 
-void encode_q8_group(const float* x, int g, uint8_t* dst) {
+// max|x| over n (a NaN is never the max). Plain comparisons, not fmax: this
+// runs for every query row of every attention call on a q8_0 cache.
+float abs_max(const float* x, int n) {
   float amax = 0.0f;
-  for (int i = 0; i < g; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-  // The scale as stored (half), so the codes are chosen for the d that decodes them.
-  const uint16_t dh = float_to_fp16(amax / 127.0f);
-  const float d = fp16_to_float(dh);
-  const float inv = d > 0.0f ? 1.0f / d : 0.0f;
-  std::memcpy(dst, &dh, 2);
-  for (int i = 0; i < g; ++i) {
-    float q = std::nearbyint(x[i] * inv);
-    q = std::fmin(127.0f, std::fmax(-127.0f, q));  // fmax/fmin drop a NaN: the cast is always defined
-    dst[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+  for (int i = 0; i < n; ++i) {
+    const float a = x[i] < 0.0f ? -x[i] : x[i];
+    amax = a > amax ? a : amax;
+  }
+  return amax;
+}
+
+// Codes of x * inv: the nearest integer (halves away from zero), clamped to
+// ±127 (a NaN to -127, so the cast is always defined).
+void round_codes(const float* x, int n, float inv, int8_t* q) {
+  for (int i = 0; i < n; ++i) {
+    float r = x[i] * inv;
+    r = !(r >= -127.0f) ? -127.0f : r > 127.0f ? 127.0f : r;
+    q[i] = static_cast<int8_t>(static_cast<int>(r + (r >= 0.0f ? 0.5f : -0.5f)));
   }
 }
 
@@ -71,9 +76,16 @@ void kv_encode_head(KvType t, const float* x, int head_dim, void* dst) {
       return;
     }
     case KvType::Q8_0: {
-      const int g = kv_group_elems(t, head_dim);
-      auto* out = static_cast<uint8_t*>(dst);
-      for (int i = 0; i < head_dim; i += g, out += 2 + g) encode_q8_group(x + i, g, out);
+      const int g = kv_group_elems(t, head_dim), n_groups = head_dim / g;
+      auto* scales = static_cast<uint8_t*>(dst);
+      auto* codes = reinterpret_cast<int8_t*>(scales + 2 * n_groups);
+      for (int k = 0; k < n_groups; ++k) {
+        // The scale as stored (half), so the codes are chosen for the d that decodes them.
+        const uint16_t dh = float_to_fp16(abs_max(x + k * g, g) / 127.0f);
+        const float d = fp16_to_float(dh);
+        std::memcpy(scales + 2 * k, &dh, 2);
+        round_codes(x + k * g, g, d > 0.0f ? 1.0f / d : 0.0f, codes + k * g);
+      }
       return;
     }
   }
@@ -88,13 +100,13 @@ void kv_decode_head(KvType t, const void* src, int head_dim, float* x) {
       return;
     }
     case KvType::Q8_0: {
-      const int g = kv_group_elems(t, head_dim);
-      const auto* in = static_cast<const uint8_t*>(src);
-      for (int i = 0; i < head_dim; i += g, in += 2 + g) {
+      const int g = kv_group_elems(t, head_dim), n_groups = head_dim / g;
+      const auto* scales = static_cast<const uint8_t*>(src);
+      const auto* codes = reinterpret_cast<const int8_t*>(scales + 2 * n_groups);
+      for (int i = 0; i < head_dim; ++i) {
         uint16_t dh;
-        std::memcpy(&dh, in, 2);
-        const float d = fp16_to_float(dh);
-        for (int j = 0; j < g; ++j) x[i + j] = d * static_cast<float>(static_cast<int8_t>(in[2 + j]));
+        std::memcpy(&dh, scales + 2 * (i / g), 2);
+        x[i] = fp16_to_float(dh) * static_cast<float>(codes[i]);
       }
       return;
     }
@@ -105,6 +117,26 @@ void kv_encode_row(KvType t, const float* x, int n_kv_head, int head_dim, void* 
   const size_t hb = kv_head_bytes(t, head_dim);
   for (int h = 0; h < n_kv_head; ++h)
     kv_encode_head(t, x + static_cast<size_t>(h) * head_dim, head_dim, static_cast<uint8_t*>(dst) + h * hb);
+}
+
+void kv_quantize_query(const float* q, int head_dim, int8_t* codes, float* scales) {
+  const int g = kv_group_elems(KvType::Q8_0, head_dim);
+  for (int k = 0; k < head_dim / g; ++k) {
+    const float d = abs_max(q + k * g, g) / 127.0f;
+    scales[k] = d;
+    round_codes(q + k * g, g, d > 0.0f ? 1.0f / d : 0.0f, codes + k * g);
+  }
+}
+
+void kv_q8_codes(const void* head, int head_dim, int8_t* codes, float* scales) {
+  const int g = kv_group_elems(KvType::Q8_0, head_dim), n_groups = head_dim / g;
+  const auto* in = static_cast<const uint8_t*>(head);
+  for (int k = 0; k < n_groups; ++k) {
+    uint16_t dh;
+    std::memcpy(&dh, in + 2 * k, 2);
+    scales[k] = fp16_to_float(dh);
+  }
+  std::memcpy(codes, in + 2 * n_groups, static_cast<size_t>(head_dim));
 }
 
 }  // namespace tern

@@ -2,18 +2,27 @@
 // KvType. A row is n_kv_head head slices laid end to end; a head slice is:
 //
 //   F32, F16   head_dim elements
-//   Q8_0       head_dim / G groups, each an IEEE-half scale d followed by G
-//              int8 q (x ≈ d * q, d = max|x| / 127 rounded to half, q the
-//              nearest integer to x / d). G = 32, or head_dim itself when
-//              head_dim is not a multiple of 32 (stories260K's 8), so a group
-//              never spans two heads and 16 elements at a multiple of 16
-//              never span two groups.
+//   Q8_0       groups of G elements, G = 32, or head_dim itself when head_dim
+//              is not a multiple of 32 (stories260K's 8), so a group never
+//              spans two heads: [head_dim / G IEEE-half scales d][head_dim
+//              int8 codes q], x ≈ d * q with d = max|x| / 127 (rounded to
+//              half) and q the nearest integer to x / d of its group (halves
+//              away from zero). The
+//              codes are contiguous so a kernel loads a head's in one go.
 //
 // These scalar codecs are the reference: the attention kernels read the same
-// bytes and compute each element as the same f32 product d * q.
+// bytes and compute each value element as the same f32 product d * q.
+//
+// A q8_0 cache also fixes how scores are computed (as llama.cpp does with
+// its q8_0 cache): the query is rounded to the same groups
+// (kv_quantize_query), and a score is the sum over groups of
+// d_key * d_query * (the exact integer dot product of their codes). Integer
+// dot products are exact in every implementation (|sum| < 2^24 even in f32),
+// so SIMD int8 kernels and float ones agree.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -39,5 +48,11 @@ void kv_encode_head(KvType t, const float* x, int head_dim, void* dst);
 void kv_decode_head(KvType t, const void* src, int head_dim, float* x);
 // A whole row: n_kv_head slices.
 void kv_encode_row(KvType t, const float* x, int n_kv_head, int head_dim, void* dst);
+
+// Q8_0: a query head of head_dim floats as codes and one f32 scale per group
+// (d = max|x| / 127 unrounded, code = nearest integer of x * (1 / d)).
+void kv_quantize_query(const float* q, int head_dim, int8_t* codes, float* scales);
+// Q8_0: a stored head slice's codes and scales (as f32).
+void kv_q8_codes(const void* head, int head_dim, int8_t* codes, float* scales);
 
 }  // namespace tern

@@ -157,13 +157,30 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
         const float* q = b.q + (static_cast<size_t>(t) * s.n_head + h) * hd;
         std::vector<double> w;
         std::vector<float> k(static_cast<size_t>(hd)), vs;  // vs: the value rows attended to, decoded
+        // q8_0: the query's codes and scales, the keys' (core/kv_format.h's score rule).
+        const bool q8 = s.kv_type == KvType::Q8_0;
+        const int g = q8 ? kv_group_elems(s.kv_type, hd) : hd;
+        std::vector<int8_t> qc(static_cast<size_t>(hd)), kc(qc.size());
+        std::vector<float> qd(static_cast<size_t>(hd)), kd(qd.size());
+        if (q8) kv_quantize_query(q, hd, qc.data(), qd.data());
         for (const KvRun& run : b.runs)
           for (int32_t j = 0; j < run.n; ++j) {
             const int32_t pos = run.pos0 + j;
             if (pos > qpos || pos < lo) continue;
-            kv_head(s, run.k, j, h / group, k.data());
             double dot = 0;
-            for (int i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * k[static_cast<size_t>(i)];
+            if (q8) {  // core/kv_format.h: per group, d_key * d_query * the integer dot product
+              const size_t head = kv_head_bytes(s.kv_type, hd);
+              kv_q8_codes(static_cast<const char*>(run.k) + (static_cast<size_t>(j) * s.n_head_kv + h / group) * head, hd,
+                          kc.data(), kd.data());
+              for (int i0 = 0; i0 < hd; i0 += g) {
+                int64_t ints = 0;
+                for (int i = i0; i < i0 + g; ++i) ints += int64_t{qc[static_cast<size_t>(i)]} * kc[static_cast<size_t>(i)];
+                dot += static_cast<double>(kd[static_cast<size_t>(i0 / g)]) * qd[static_cast<size_t>(i0 / g)] * static_cast<double>(ints);
+              }
+            } else {
+              kv_head(s, run.k, j, h / group, k.data());
+              for (int i = 0; i < hd; ++i) dot += static_cast<double>(q[i]) * k[static_cast<size_t>(i)];
+            }
             const double score = dot * s.scale;
             w.push_back(s.softcap > 0.0f ? s.softcap * std::tanh(score / s.softcap) : score);
             vs.resize(vs.size() + static_cast<size_t>(hd));

@@ -479,12 +479,11 @@ struct TestPool {
       std::memcpy(&h, row + 2 * static_cast<size_t>(i), sizeof h);
       return fp16_to_float(h);
     }
-    // q8_0: per head, groups of g (32, or the head size) as [half scale][g int8].
-    const int hd = view.head_dim, head = i / hd, e = i % hd, g = hd % 32 == 0 ? 32 : hd;
-    const size_t head_bytes = static_cast<size_t>(hd / g) * (2 + g);
-    const std::byte* grp = row + head * head_bytes + static_cast<size_t>(e / g) * (2 + g);
-    std::memcpy(&h, grp, sizeof h);
-    return fp16_to_float(h) * static_cast<float>(static_cast<int8_t>(grp[2 + e % g]));
+    // q8_0: per head, [one half scale per group of g (32, or the head size)][head size int8 codes].
+    const int hd = view.head_dim, head = i / hd, e = i % hd, g = hd % 32 == 0 ? 32 : hd, n_groups = hd / g;
+    const std::byte* slice = row + static_cast<size_t>(head) * (2 * n_groups + hd);
+    std::memcpy(&h, slice + 2 * (e / g), sizeof h);
+    return fp16_to_float(h) * static_cast<float>(static_cast<int8_t>(slice[2 * n_groups + e]));
   }
 };
 
@@ -545,13 +544,24 @@ struct AttnSeq {
 };
 
 // Softmax attention of one query head over positions [lo, qpos] of one
-// sequence's logical K/V ([pos][n_kv_head][head_dim]), in double.
-void naive_attention(const float* q, const std::vector<float>& k, const std::vector<float>& v, int32_t lo, int32_t qpos,
-                     int kv_head, int n_kv_head, int head_dim, double scale, double* out) {
+// sequence's logical K/V ([pos][n_kv_head][head_dim]), in double. With a
+// q8_0 cache the query is first rounded as core/kv_format.h defines (its
+// groups' codes times their scales).
+void naive_attention(const float* q_in, const std::vector<float>& k, const std::vector<float>& v, int32_t lo,
+                     int32_t qpos, int kv_head, int n_kv_head, int head_dim, double scale, double* out,
+                     KvType type = KvType::F32) {
+  std::vector<double> q(q_in, q_in + head_dim);
+  if (type == KvType::Q8_0) {
+    std::vector<int8_t> codes(static_cast<size_t>(head_dim));
+    std::vector<float> d(static_cast<size_t>(head_dim));
+    kv_quantize_query(q_in, head_dim, codes.data(), d.data());
+    const int g = kv_group_elems(type, head_dim);
+    for (int i = 0; i < head_dim; ++i) q[static_cast<size_t>(i)] = double(d[static_cast<size_t>(i / g)]) * codes[static_cast<size_t>(i)];
+  }
   std::vector<double> w;
   for (int32_t p = lo; p <= qpos; ++p) {
     double s = 0;
-    for (int i = 0; i < head_dim; ++i) s += double(q[i]) * k[(static_cast<size_t>(p) * n_kv_head + kv_head) * head_dim + i];
+    for (int i = 0; i < head_dim; ++i) s += q[static_cast<size_t>(i)] * k[(static_cast<size_t>(p) * n_kv_head + kv_head) * head_dim + i];
     w.push_back(s * scale);
   }
   const double mx = *std::max_element(w.begin(), w.end());
@@ -632,9 +642,9 @@ TEST_F(BackendOps, AttentionOverBlockTables) {
             const size_t o = static_cast<size_t>(spans[s].first_token + t) * kQRow + static_cast<size_t>(h) * kHeadDim;
             const int32_t lo = window > 0 ? std::max(0, qpos - window + 1) : 0;
             naive_attention(q.data() + o, ks[s], vs[s], lo, qpos, h / (kHead / kKvHead), kKvHead, kHeadDim,
-                            shape.scale, want.data());
+                            shape.scale, want.data(), type);
             naive_attention(q.data() + o, ks[s], vs[s], 0, qpos, h / (kHead / kKvHead), kKvHead, kHeadDim,
-                            shape.scale, full.data());
+                            shape.scale, full.data(), type);
             for (int i = 0; i < kHeadDim; ++i) {
               worst_cpu = std::max(worst_cpu, std::fabs(out_cpu[o + i] - double(out_ref[o + i])) / v_max);
               worst_ref = std::max(worst_ref, std::fabs(out_ref[o + i] - want[static_cast<size_t>(i)]) / v_max);

@@ -140,10 +140,10 @@ __attribute__((always_inline)) inline f32x16 int8x16_to_float(const void* p) {
 #endif
 }
 
-// The q8_0 group holding element i of a head slice (G elements per group).
-inline const uint8_t* q8_group(const void* head, int i, int g) {
-  return static_cast<const uint8_t*>(head) + static_cast<size_t>(i / g) * static_cast<size_t>(g + 2);
-}
+// A q8_0 head slice is [hd / g half scales][hd int8 codes]: scale k, and
+// where the codes start.
+inline float q8_scale(const void* head, int k) { return half_to_float1(static_cast<const uint8_t*>(head) + 2 * k); }
+inline int q8_codes_offset(int hd, int g) { return 2 * (hd / g); }
 
 // A head slice of hd elements as f32: the values kv_decode_head gives
 // (q8_0: each element the f32 product d * q).
@@ -154,35 +154,41 @@ inline void decode_head(const void* head, float* dst, int hd, int g) {
   } else if constexpr (F == kFmtF16) {
     half_to_float_row(head, dst, hd);
   } else {
-    for (int i = 0; i < hd; i += g) {
-      const uint8_t* grp = q8_group(head, i, g);
-      const float d = half_to_float1(grp);
-      for (int j = 0; j < g; ++j) dst[i + j] = d * static_cast<float>(static_cast<int8_t>(grp[2 + j]));
-    }
+    const int8_t* codes = static_cast<const int8_t*>(head) + q8_codes_offset(hd, g);
+    for (int i = 0; i < hd; ++i) dst[i] = q8_scale(head, i / g) * static_cast<float>(codes[i]);
   }
 }
 
-// 16 elements of a head slice from element i (a multiple of 16: never across
-// two q8_0 groups) as f32: the values decode_head gives, except that q8_0
-// gives its codes q, the caller applying the scales (a table per tile: see
-// Q8Scales), which costs far less than converting a half scale per load.
+// 16 elements from element i of a head slice (f32, f16; for q8_0 `p` points
+// at its codes, and the codes are what is returned: the caller applies the
+// scales from a table per tile, see Q8Scales, which costs far less than
+// converting a half scale per load).
 template <int F>
-__attribute__((always_inline)) inline f32x16 load16_kv(const void* head, int i, int g) {
+__attribute__((always_inline)) inline f32x16 load16_kv(const void* p, int i) {
   if constexpr (F == kFmtF32) {
-    return load16(static_cast<const float*>(head) + i);
+    return load16(static_cast<const float*>(p) + i);
   } else if constexpr (F == kFmtF16) {
-    return load16_half(static_cast<const uint16_t*>(head) + i);
+    return load16_half(static_cast<const uint16_t*>(p) + i);
   } else {
-    return int8x16_to_float(q8_group(head, i, g) + 2 + i % g);
+    return int8x16_to_float(static_cast<const int8_t*>(p) + i);
   }
 }
 
 // A tile's q8_0 scales as f32, [group][position] (positions past the tile's
 // end 0): keys' scale the scores per group, values' the codes P·V loads.
+// Then the query rows of a row block as q8_0 (core/kv_format.h's rule):
+// codes (and as floats), scales, and 128 * the sum of each group's codes.
 constexpr int kMaxQ8Groups = kMaxHeadDim / 32;  // groups of 32, or one of head_dim
 struct Q8Scales {
   float k[kMaxQ8Groups][kAttentionTile];
   float v[kMaxQ8Groups][kAttentionTile];
+  int8_t qc[kRowBlock][kMaxHeadDim];
+  float qf[kRowBlock][kMaxHeadDim];
+  float dq[kRowBlock][kMaxQ8Groups];
+  int32_t qsum128[kRowBlock][kMaxQ8Groups];
+  // P·V's weights with the value scales folded in: w[r][group][j] = p[r][j] * d_v[group][j],
+  // so P·V multiplies codes (one multiply per weight, not one per loaded vector).
+  float w[kRowBlock][kMaxQ8Groups][kAttentionTile];
 };
 
 #if defined(__AVX512F__)
@@ -190,11 +196,29 @@ struct Q8Scales {
 // slices `rows[j]` (stored as F, converted as they load), written transposed: dst[i * kAttentionTile + j] for i < 16, j < 16
 // (rows past n as zeros). In registers: 16 loads (converting halves as they
 // load), 64 shuffles, 16 stores, where a scalar transpose makes 256 of each.
+__attribute__((always_inline)) inline void transpose16_store(__m512* r, float* dst);
+
 template <int F>
-__attribute__((always_inline)) inline void transpose16_to_tile(const void* const* rows, int offset, int n, int g,
-                                                              float* dst) {
+__attribute__((always_inline)) inline void transpose16_to_tile(const void* const* rows, int offset, int n, float* dst) {
   __m512 r[16];
-  for (int j = 0; j < 16; ++j) r[j] = j < n ? (__m512)load16_kv<F>(rows[j], offset, g) : _mm512_setzero_ps();
+  for (int j = 0; j < 16; ++j) r[j] = j < n ? (__m512)load16_kv<F>(rows[j], offset) : _mm512_setzero_ps();
+  transpose16_store(r, dst);
+}
+
+// q8_0 keys for the int8 dot products: 16 rows' 64 codes from `offset`, as
+// 16 dwords (4 codes) each, biased by 128 (unsigned, as vpdpbusd takes its
+// first operand), transposed: dst[d * kAttentionTile + j] = dword d of row j.
+__attribute__((always_inline)) inline void transpose_codes16(const void* const* rows, int offset, int n, uint32_t* dst) {
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 r[16];
+  for (int j = 0; j < 16; ++j)
+    r[j] = _mm512_castsi512_ps(j < n ? _mm512_xor_si512(_mm512_loadu_si512(static_cast<const int8_t*>(rows[j]) + offset), bias)
+                                     : bias);
+  transpose16_store(r, reinterpret_cast<float*>(dst));
+}
+
+// The 16 x 16 transpose of 32-bit lanes (only moved, never computed on).
+__attribute__((always_inline)) inline void transpose16_store(__m512* r, float* dst) {
   __m512 t[16];
   for (int j = 0; j < 16; j += 2) {  // 2x2 blocks of single floats
     t[j] = _mm512_unpacklo_ps(r[j], r[j + 1]);
@@ -224,23 +248,22 @@ __attribute__((always_inline)) inline void transpose16_to_tile(const void* const
 #elif defined(__AVX2__) && defined(__F16C__)
 // 8 elements of a head slice from element i (a multiple of 8) as f32.
 template <int F>
-__attribute__((always_inline)) inline __m256 load8_kv(const void* head, int i, int g) {
+__attribute__((always_inline)) inline __m256 load8_kv(const void* p, int i) {
   if constexpr (F == kFmtF32) {
-    return _mm256_loadu_ps(static_cast<const float*>(head) + i);
+    return _mm256_loadu_ps(static_cast<const float*>(p) + i);
   } else if constexpr (F == kFmtF16) {
-    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(head) + i)));
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
   } else {  // the codes, as load16_kv
-    const uint8_t* grp = q8_group(head, i, g);
-    return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(grp + 2 + i % g))));
+    return _mm256_cvtepi32_ps(
+        _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(p) + i))));
   }
 }
 
 // The AVX2 form: 8 rows of 8 floats, 24 shuffles.
 template <int F>
-__attribute__((always_inline)) inline void transpose8_to_tile(const void* const* rows, int offset, int n, int g,
-                                                             float* dst) {
+__attribute__((always_inline)) inline void transpose8_to_tile(const void* const* rows, int offset, int n, float* dst) {
   __m256 r[8];
-  for (int j = 0; j < 8; ++j) r[j] = j < n ? load8_kv<F>(rows[j], offset, g) : _mm256_setzero_ps();
+  for (int j = 0; j < 8; ++j) r[j] = j < n ? load8_kv<F>(rows[j], offset) : _mm256_setzero_ps();
   __m256 t[8], u[8];
   for (int j = 0; j < 8; j += 2) {
     t[j] = _mm256_unpacklo_ps(r[j], r[j + 1]);
@@ -282,20 +305,23 @@ __attribute__((always_inline)) inline void prefetch_row(const TilePrefetch* pf, 
 // weight broadcast feeds NV vectors. Every lane sums over j in order, so the
 // result does not depend on NV. F: how value rows are stored, converted as
 // they load (the same values a converted copy would hold); g: q8_0's group.
-template <int NV, int F, int R>
+// kFold (q8_0): the values are codes and each lane's weight is its group's
+// folded weight (Q8Scales::w) instead of sc.
+template <int NV, int F, bool kFold, int R>
 __attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, const void* const* vp,
                                                     const float (*sc)[kKvTile], const bool* live, const float* corr,
                                                     float* o, int hd, int g, const Q8Scales* q8) {
   f32x16 ov[R][NV] = {};
   for (int j = 0; j < n_pos; ++j) {
     f32x16 v[NV];
-    for (int c = 0; c < NV; ++c) {
-      v[c] = load16_kv<F>(vp[j], i0 + 16 * c, g);
-      if constexpr (F == kFmtQ8) v[c] *= q8->v[(i0 + 16 * c) / g][j];  // d * q, as decode_head
-    }
+    for (int c = 0; c < NV; ++c) v[c] = load16_kv<F>(vp[j], i0 + 16 * c);
     for (int r = 0; r < R; ++r) {
-      const float w = sc[r][j];
-      for (int c = 0; c < NV; ++c) ov[r][c] += w * v[c];
+      if constexpr (kFold) {
+        for (int c = 0; c < NV; ++c) ov[r][c] += q8->w[r][(i0 + 16 * c) / g][j] * v[c];
+      } else {
+        const float w = sc[r][j];
+        for (int c = 0; c < NV; ++c) ov[r][c] += w * v[c];
+      }
     }
   }
   for (int r = 0; r < R; ++r) {
@@ -307,25 +333,25 @@ __attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, const voi
 
 // o = o * corr + P V for rows r < R, 64 lanes of head_dim at a time, then 16;
 // returns where the lanes stopped (head sizes not a multiple of 16 leave a tail).
-template <int F, int R>
+template <int F, bool kFold, int R>
 __attribute__((always_inline)) inline int pv_rows(int hd, int n_pos, const void* const* vp,
                                                   const float (*sc)[kKvTile], const bool* live, const float* corr,
                                                   float* o, int g, const Q8Scales* q8) {
   int i0 = 0;
-  for (; i0 + 64 <= hd; i0 += 64) pv_lanes<4, F, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
-  for (; i0 + 16 <= hd; i0 += 16) pv_lanes<1, F, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
+  for (; i0 + 64 <= hd; i0 += 64) pv_lanes<4, F, kFold, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
+  for (; i0 + 16 <= hd; i0 += 16) pv_lanes<1, F, kFold, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
   return i0;
 }
 
-template <int F>
+template <int F, bool kFold>
 __attribute__((always_inline)) inline int pv_rows_n(int nr, int hd, int n_pos, const void* const* vp,
                                                     const float (*sc)[kKvTile], const bool* live, const float* corr,
                                                     float* o, int g, const Q8Scales* q8) {
   switch (nr) {
-    case 1: return pv_rows<F, 1>(hd, n_pos, vp, sc, live, corr, o, g, q8);
-    case 2: return pv_rows<F, 2>(hd, n_pos, vp, sc, live, corr, o, g, q8);
-    case 3: return pv_rows<F, 3>(hd, n_pos, vp, sc, live, corr, o, g, q8);
-    default: return pv_rows<F, 4>(hd, n_pos, vp, sc, live, corr, o, g, q8);
+    case 1: return pv_rows<F, kFold, 1>(hd, n_pos, vp, sc, live, corr, o, g, q8);
+    case 2: return pv_rows<F, kFold, 2>(hd, n_pos, vp, sc, live, corr, o, g, q8);
+    case 3: return pv_rows<F, kFold, 3>(hd, n_pos, vp, sc, live, corr, o, g, q8);
+    default: return pv_rows<F, kFold, 4>(hd, n_pos, vp, sc, live, corr, o, g, q8);
   }
 }
 
@@ -336,20 +362,20 @@ inline void transpose_keys(const void* const* kp, int n_pos, int hd, int g, floa
 #if defined(__AVX512F__)
   if (hd % 16 == 0) {
     for (int j0 = 0; j0 < kKvTile; j0 += 16)
-      for (int i0 = 0; i0 < hd; i0 += 16) transpose16_to_tile<F>(kp + j0, i0, n_pos - j0, g, k_t + i0 * kKvTile + j0);
+      for (int i0 = 0; i0 < hd; i0 += 16) transpose16_to_tile<F>(kp + j0, i0, n_pos - j0, k_t + i0 * kKvTile + j0);
     return;
   }
 #elif defined(__AVX2__) && defined(__F16C__)
   if (hd % 8 == 0) {
     for (int j0 = 0; j0 < kKvTile; j0 += 8)
-      for (int i0 = 0; i0 < hd; i0 += 8) transpose8_to_tile<F>(kp + j0, i0, n_pos - j0, g, k_t + i0 * kKvTile + j0);
+      for (int i0 = 0; i0 < hd; i0 += 8) transpose8_to_tile<F>(kp + j0, i0, n_pos - j0, k_t + i0 * kKvTile + j0);
     return;
   }
 #endif
   for (int j = 0; j < n_pos; ++j) {
     const float* kf = static_cast<const float*>(kp[j]);
-    if constexpr (F == kFmtQ8) {
-      for (int i = 0; i < hd; ++i) k_row[i] = static_cast<float>(static_cast<int8_t>(q8_group(kp[j], i, g)[2 + i % g]));
+    if constexpr (F == kFmtQ8) {  // kp: the codes
+      for (int i = 0; i < hd; ++i) k_row[i] = static_cast<float>(static_cast<const int8_t*>(kp[j])[i]);
       kf = k_row;
     } else if constexpr (F == kFmtF16) {
       decode_head<F>(kp[j], k_row, hd, g);
@@ -381,8 +407,15 @@ __attribute__((always_inline)) inline void qk_dims(const float* k_t, const float
   }
 }
 
-// q8_0 (k_t holding codes): each group's dot products, in order, times the
-// group's key scales, summed over the groups in order.
+// A q8_0 group's exact integer dot products (as f32) into the scores: times
+// the key scales times the query row's scale. The float and the int8 paths
+// both end here, so they give the same bits.
+__attribute__((always_inline)) inline void q8_group_scores(f32x16& acc, const f32x16& dots, const f32x16& dk, float dq) {
+  acc += dots * (dk * dq);
+}
+
+// q8_0 (k_t and q holding codes): each group's dot products, exact, then
+// scaled into the scores, groups in order.
 template <int R>
 __attribute__((always_inline)) inline void qk_rows(const float* k_t, const float* const* q, int hd,
                                                    float (*sc)[kKvTile], const TilePrefetch* pf, int g,
@@ -397,7 +430,7 @@ __attribute__((always_inline)) inline void qk_rows(const float* k_t, const float
       const float* d = q8->k[i0 / g];
       for (int c = 0; c < 4; ++c) {
         const f32x16 dc = load16(d + 16 * c);
-        for (int r = 0; r < R; ++r) acc[r][c] += part[r][c] * dc;
+        for (int r = 0; r < R; ++r) q8_group_scores(acc[r][c], part[r][c], dc, q8->dq[r][i0 / g]);
       }
     }
   }
@@ -405,6 +438,49 @@ __attribute__((always_inline)) inline void qk_rows(const float* k_t, const float
     for (int c = 0; c < 4; ++c) store16(sc[r] + 16 * c, acc[r][c]);
   for (int j = hd; pf && j < pf->n; ++j) prefetch_row(pf, j);
 }
+
+#if defined(__AVX512VNNI__)
+// q8_0 scores with int8 dot products (head sizes a multiple of 64, groups of
+// 32): kt8 holds the tile's key codes + 128 as dwords [hd / 4][kKvTile]
+// (transpose_codes16); a group's 8 dwords per position go through vpdpbusd
+// against the query codes, the bias removed exactly (128 * the sum of the
+// query's codes), then q8_group_scores as the float path. Positions in two
+// halves of 32 keep the int and float accumulators in registers.
+template <int R>
+__attribute__((always_inline)) inline void qk_rows_vnni(const uint32_t* kt8, int hd, float (*sc)[kKvTile],
+                                                        const TilePrefetch* pf, const Q8Scales* q8) {
+  int ipf = 0;
+  for (int h = 0; h < 2; ++h) {
+    f32x16 acc[R][2] = {};
+    for (int gi = 0; gi < hd / 32; ++gi) {
+      __m512i dot[R][2];
+      for (int r = 0; r < R; ++r) dot[r][0] = dot[r][1] = _mm512_setzero_si512();
+      for (int d4 = gi * 8; d4 < gi * 8 + 8; ++d4) {
+        prefetch_row(pf, ipf++);
+        const uint32_t* kr = kt8 + static_cast<size_t>(d4) * kKvTile + 32 * h;
+        const __m512i k0 = _mm512_loadu_si512(kr), k1 = _mm512_loadu_si512(kr + 16);
+        for (int r = 0; r < R; ++r) {
+          int32_t qd;
+          __builtin_memcpy(&qd, q8->qc[r] + 4 * d4, 4);
+          const __m512i qb = _mm512_set1_epi32(qd);
+          dot[r][0] = _mm512_dpbusd_epi32(dot[r][0], k0, qb);
+          dot[r][1] = _mm512_dpbusd_epi32(dot[r][1], k1, qb);
+        }
+      }
+      for (int c = 0; c < 2; ++c) {
+        const f32x16 dk = load16(q8->k[gi] + 32 * h + 16 * c);
+        for (int r = 0; r < R; ++r) {
+          const __m512i exact = _mm512_sub_epi32(dot[r][c], _mm512_set1_epi32(q8->qsum128[r][gi]));
+          q8_group_scores(acc[r][c], (f32x16)_mm512_cvtepi32_ps(exact), dk, q8->dq[r][gi]);
+        }
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int c = 0; c < 2; ++c) store16(sc[r] + 32 * h + 16 * c, acc[r][c]);
+  }
+  for (; pf && ipf < pf->n; ++ipf) prefetch_row(pf, ipf);
+}
+#endif
 
 // Tiles are 64 positions at absolute multiples of 64, gathered across the runs
 // (a paged cache's blocks), so a row's arithmetic is the same for any layout.
@@ -430,10 +506,17 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   float* v_tile = scratch + static_cast<size_t>(kKvTile) * hd;   // [kKvTile][hd], stored values as f32
   const void* kp[kKvTile];  // this tile's key rows (this head's slice)
   const void* vp[kKvTile];  // this tile's value rows: f32, or as stored when v_direct
+  const void* vhead[kKvTile];  // this tile's value head slices as stored
   float sc[kRowBlock][kKvTile];
   float k_row[kMaxHeadDim];
   Q8Scales q8_tile;
   Q8Scales* q8 = fmt == kFmtQ8 ? &q8_tile : nullptr;
+  const int q8_off = q8 ? q8_codes_offset(hd, g) : 0;  // where a q8_0 head slice's codes start
+#if defined(__AVX512VNNI__)
+  const bool vnni = q8 && hd % 64 == 0;  // groups of 32, whole 64-byte rows of codes
+  uint32_t* kt8 = reinterpret_cast<uint32_t*>(k_t);  // [hd / 4][kKvTile] when vnni
+#endif
+  bool q_ready = false;  // the q8_0 query rows of a lone row block, kept across tiles
   // Half or q8_0 values are converted as P V loads them when one block of
   // rows reads them (decode: one token's heads of this KV head); several
   // blocks share one converted copy in v_tile instead.
@@ -464,28 +547,37 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       const size_t off = static_cast<size_t>(pos - run.pos0) * row_bytes + head_offset;
       const void* k = static_cast<const char*>(run.k) + off;
       const void* v = static_cast<const char*>(run.v) + off;
-      kp[j] = k;
+      kp[j] = static_cast<const char*>(k) + q8_off;  // q8_0: the codes
+      vhead[j] = v;
       if (fmt == kFmtF32 || v_direct) {
-        vp[j] = v;
+        vp[j] = static_cast<const char*>(v) + q8_off;
       } else {
         float* dst = v_tile + static_cast<size_t>(j) * hd;
-        if (fmt == kFmtF16)
+        if (fmt == kFmtF16) {
           decode_head<kFmtF16>(v, dst, hd, g);
-        else
-          decode_head<kFmtQ8>(v, dst, hd, g);
+        } else {  // q8_0: the codes (P·V's weights carry the scales)
+          const int8_t* codes = static_cast<const int8_t*>(v) + q8_off;
+          for (int i = 0; i < hd; ++i) dst[i] = static_cast<float>(codes[i]);
+        }
         vp[j] = dst;
       }
     }
     if (q8) {  // this tile's scales (values' only when P·V reads the codes)
-      for (int i0 = 0, gi = 0; i0 < hd; i0 += g, ++gi) {
+      for (int gi = 0; gi < hd / g; ++gi) {
         for (int j = 0; j < n_pos; ++j) {
-          q8->k[gi][j] = half_to_float1(q8_group(kp[j], i0, g));
-          if (v_direct) q8->v[gi][j] = half_to_float1(q8_group(vp[j], i0, g));
+          q8->k[gi][j] = q8_scale(static_cast<const char*>(kp[j]) - q8_off, gi);
+          q8->v[gi][j] = q8_scale(static_cast<const char*>(vhead[j]), gi);
         }
         for (int j = n_pos; j < kKvTile; ++j) q8->k[gi][j] = q8->v[gi][j] = 0.0f;
       }
     }
     // Keys transposed into k_t (columns past n_pos zero).
+#if defined(__AVX512VNNI__)
+    if (vnni) {
+      for (int j0 = 0; j0 < kKvTile; j0 += 16)
+        for (int c = 0; c < hd / 64; ++c) transpose_codes16(kp + j0, 64 * c, n_pos - j0, kt8 + 16 * c * kKvTile + j0);
+    } else
+#endif
     switch (fmt) {
       case kFmtF16: transpose_keys<kFmtF16>(kp, n_pos, hd, g, k_t, k_row); break;
       case kFmtQ8: transpose_keys<kFmtQ8>(kp, n_pos, hd, g, k_t, k_row); break;
@@ -504,10 +596,34 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
         lo[r] = s.sliding_window > 0 ? qpos[r] - s.sliding_window + 1 : 0;
         q[r] = b.q + (static_cast<size_t>(t) * s.n_head + kv_head * group + hg) * hd;
       }
+      if (q8) {  // the rows as q8_0 (once for a lone row block, else per tile)
+        if (!q_ready)
+          for (int r = 0; r < nr; ++r) {
+            kv_quantize_query(q[r], hd, q8->qc[r], q8->dq[r]);
+            for (int gi = 0; gi < hd / g; ++gi) {
+              int32_t sum = 0;
+              for (int i = gi * g; i < (gi + 1) * g; ++i) sum += q8->qc[r][i];
+              q8->qsum128[r][gi] = 128 * sum;
+            }
+            for (int i = 0; i < hd; ++i) q8->qf[r][i] = static_cast<float>(q8->qc[r][i]);
+          }
+        q_ready = n_rows <= kRowBlock;
+        for (int r = 0; r < kRowBlock; ++r) q[r] = q8->qf[min_i(r, nr - 1)];
+      }
       // Only the nr live rows are scored and accumulated (decode with 3
       // heads per KV head computes 3 rows, not 4); each row's sums are the
       // same whichever count its block has.
       const TilePrefetch* pf = row0 == 0 ? &next : nullptr;  // the first row block requests the next tile
+#if defined(__AVX512VNNI__)
+      if (vnni) {
+        switch (nr) {
+          case 1: qk_rows_vnni<1>(kt8, hd, sc, pf, q8); break;
+          case 2: qk_rows_vnni<2>(kt8, hd, sc, pf, q8); break;
+          case 3: qk_rows_vnni<3>(kt8, hd, sc, pf, q8); break;
+          default: qk_rows_vnni<4>(kt8, hd, sc, pf, q8); break;
+        }
+      } else
+#endif
       switch (nr) {
         case 1: qk_rows<1>(k_t, q, hd, sc, pf, g, q8); break;
         case 2: qk_rows<2>(k_t, q, hd, sc, pf, g, q8); break;
@@ -556,18 +672,25 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
         l[row] = l[row] * corr[r] + reduce_lanes(lane_sums);
         m[row] = m_new;
       }
+      if (q8)  // the value scales folded into the weights, per group
+        for (int r = 0; r < nr; ++r)
+          for (int gi = 0; gi < hd / g; ++gi)
+            for (int c = 0; c < kKvTile / 16; ++c)
+              store16(q8->w[r][gi] + 16 * c, load16(sc[r] + 16 * c) * load16(q8->v[gi] + 16 * c));
       // o = o * corr + P V.
       float* orows = o + static_cast<size_t>(row0) * hd;
       const int vf = v_direct ? fmt : kFmtF32;
-      const int i0 = vf == kFmtF16  ? pv_rows_n<kFmtF16>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
-                     : vf == kFmtQ8 ? pv_rows_n<kFmtQ8>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
-                                    : pv_rows_n<kFmtF32>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8);
+      const int i0 = vf == kFmtF16  ? pv_rows_n<kFmtF16, false>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
+                     : vf == kFmtQ8 ? pv_rows_n<kFmtQ8, true>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
+                     : q8           ? pv_rows_n<kFmtF32, true>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
+                                    : pv_rows_n<kFmtF32, false>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8);
       for (int r = 0; r < nr; ++r) {  // head sizes that are not a multiple of 16
         if (!live[r]) continue;
         float* orow = o + static_cast<size_t>(row0 + r) * hd;
         for (int i = i0; i < hd; ++i) {
           float a = 0.0f;
-          for (int j = 0; j < n_pos; ++j) a += sc[r][j] * static_cast<const float*>(vp[j])[i];
+          for (int j = 0; j < n_pos; ++j)
+            a += (q8 ? q8->w[r][i / g][j] : sc[r][j]) * static_cast<const float*>(vp[j])[i];
           orow[i] = orow[i] * corr[r] + a;
         }
       }
