@@ -34,6 +34,52 @@ QueryBlockView view_of(const QueryBlock& b) {
   return {b.q, b.n_q, b.pos0, b.runs.data(), static_cast<int>(b.runs.size())};
 }
 
+// A q8_0 cache's query rows (QueryBlockView::q8_*), every block's, made once
+// per call: every work item and tile of a head then reads the same codes.
+struct QueryCodes {
+  std::vector<int8_t> codes;
+  std::vector<float> floats, scales;
+  std::vector<int32_t> sums128;
+  std::vector<size_t> head0;  // per block: its first head's index
+
+  void build(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool& pool) {
+    const int hd = s.head_dim, g = kv_group_elems(KvType::Q8_0, hd), n_groups = hd / g;
+    size_t n_heads = 0;
+    head0.clear();
+    for (const QueryBlock& b : blocks) {
+      head0.push_back(n_heads);
+      n_heads += static_cast<size_t>(b.n_q) * s.n_head;
+    }
+    codes.resize(n_heads * hd);
+    floats.resize(n_heads * hd);
+    scales.resize(n_heads * n_groups);
+    sums128.resize(n_heads * n_groups);
+    // Heads in parallel (a prompt's are many); block ib holds heads [head0[ib], head0[ib + 1]).
+    pool.parallel_for(n_heads, [&](size_t begin, size_t end, int) {
+      size_t ib = static_cast<size_t>(std::upper_bound(head0.begin(), head0.end(), begin) - head0.begin()) - 1;
+      for (size_t k = begin; k < end; ++k) {
+        while (ib + 1 < head0.size() && head0[ib + 1] <= k) ++ib;
+        const QueryBlock& b = blocks[ib];
+        int8_t* c = codes.data() + k * hd;
+        kv_quantize_query(b.q + (k - head0[ib]) * hd, hd, c, scales.data() + k * n_groups);
+        for (int i = 0; i < hd; ++i) floats[k * hd + i] = static_cast<float>(c[i]);
+        for (int gi = 0; gi < n_groups; ++gi) {
+          int32_t sum = 0;
+          for (int i = gi * g; i < (gi + 1) * g; ++i) sum += c[i];
+          sums128[k * n_groups + gi] = 128 * sum;
+        }
+      }
+    });
+  }
+  void point(const AttentionShape& s, size_t ib, QueryBlockView& v) const {
+    const int hd = s.head_dim, n_groups = hd / kv_group_elems(KvType::Q8_0, hd);
+    v.q8_codes = codes.data() + head0[ib] * hd;
+    v.q8_floats = floats.data() + head0[ib] * hd;
+    v.q8_scales = scales.data() + head0[ib] * n_groups;
+    v.q8_sums128 = sums128.data() + head0[ib] * n_groups;
+  }
+};
+
 // First position any query of the block may attend to.
 int32_t first_position(const AttentionShape& s, const QueryBlock& b) {
   return s.sliding_window > 0 ? std::max(0, b.pos0 - s.sliding_window + 1) : 0;
@@ -83,6 +129,10 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
   float* const base = scratch.data();
   float* const tile_base = tiles.data();
   const AttentionKernels& k = kernels ? *kernels : attention_kernels();
+  thread_local QueryCodes q8_rows;
+  // The caller's instance: a thread_local named inside the workers' lambda would be theirs.
+  QueryCodes* const q8 = s.kv_type == KvType::Q8_0 ? &q8_rows : nullptr;
+  if (q8) q8->build(s, blocks, pool);
 
   pool.parallel_for(items.size(), [&](size_t begin, size_t end, int tid) {
     for (size_t i = begin; i < end; ++i) {
@@ -95,7 +145,8 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
       std::fill(o, o + rows * hd, 0.0f);
       std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
       std::fill(l, l + rows, 0.0f);
-      const QueryBlockView v = view_of(b);
+      QueryBlockView v = view_of(b);
+      if (q8) q8->point(s, static_cast<size_t>(it.block), v);
       k.partial(s, v, it.kv_head, it.kv_begin, it.kv_end, o, m, l, tile_base + tile_floats * tid);
     }
   });

@@ -73,6 +73,13 @@ struct QueryBlockView {
   int32_t pos0;
   const KvRun* runs;
   int n_runs;
+  // With a q8_0 cache: each query head rounded once per call (core/kv_format.h),
+  // per head (t * n_head + h): hd codes, the same as floats, one scale and
+  // 128 * the codes' sum per group.
+  const int8_t* q8_codes = nullptr;
+  const float* q8_floats = nullptr;
+  const float* q8_scales = nullptr;
+  const int32_t* q8_sums128 = nullptr;
 };
 
 // Positions per score tile; tiles sit on absolute multiples of this, whatever

@@ -176,16 +176,15 @@ __attribute__((always_inline)) inline f32x16 load16_kv(const void* p, int i) {
 
 // A tile's q8_0 scales as f32, [group][position] (positions past the tile's
 // end 0): keys' scale the scores per group, values' the codes P·V loads.
-// Then the query rows of a row block as q8_0 (core/kv_format.h's rule):
-// codes (and as floats), scales, and 128 * the sum of each group's codes.
+// Then the query rows of a row block as q8_0 (QueryBlockView::q8_*): codes,
+// scales, and 128 * the sum of each group's codes.
 constexpr int kMaxQ8Groups = kMaxHeadDim / 32;  // groups of 32, or one of head_dim
 struct Q8Scales {
   float k[kMaxQ8Groups][kAttentionTile];
   float v[kMaxQ8Groups][kAttentionTile];
-  int8_t qc[kRowBlock][kMaxHeadDim];
-  float qf[kRowBlock][kMaxHeadDim];
-  float dq[kRowBlock][kMaxQ8Groups];
-  int32_t qsum128[kRowBlock][kMaxQ8Groups];
+  const int8_t* qc[kRowBlock];
+  const float* dq[kRowBlock];
+  const int32_t* qsum128[kRowBlock];
   // P·V's weights with the value scales folded in: w[r][group][j] = p[r][j] * d_v[group][j],
   // so P·V multiplies codes (one multiply per weight, not one per loaded vector).
   float w[kRowBlock][kMaxQ8Groups][kAttentionTile];
@@ -516,7 +515,6 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   const bool vnni = q8 && hd % 64 == 0;  // groups of 32, whole 64-byte rows of codes
   uint32_t* kt8 = reinterpret_cast<uint32_t*>(k_t);  // [hd / 4][kKvTile] when vnni
 #endif
-  bool q_ready = false;  // the q8_0 query rows of a lone row block, kept across tiles
   // Half or q8_0 values are converted as P V loads them when one block of
   // rows reads them (decode: one token's heads of this KV head); several
   // blocks share one converted copy in v_tile instead.
@@ -596,20 +594,14 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
         lo[r] = s.sliding_window > 0 ? qpos[r] - s.sliding_window + 1 : 0;
         q[r] = b.q + (static_cast<size_t>(t) * s.n_head + kv_head * group + hg) * hd;
       }
-      if (q8) {  // the rows as q8_0 (once for a lone row block, else per tile)
-        if (!q_ready)
-          for (int r = 0; r < nr; ++r) {
-            kv_quantize_query(q[r], hd, q8->qc[r], q8->dq[r]);
-            for (int gi = 0; gi < hd / g; ++gi) {
-              int32_t sum = 0;
-              for (int i = gi * g; i < (gi + 1) * g; ++i) sum += q8->qc[r][i];
-              q8->qsum128[r][gi] = 128 * sum;
-            }
-            for (int i = 0; i < hd; ++i) q8->qf[r][i] = static_cast<float>(q8->qc[r][i]);
-          }
-        q_ready = n_rows <= kRowBlock;
-        for (int r = 0; r < kRowBlock; ++r) q[r] = q8->qf[min_i(r, nr - 1)];
-      }
+      if (q8)  // the rows as q8_0, rounded once per call (attention.cpp)
+        for (int r = 0; r < kRowBlock; ++r) {
+          const size_t head = static_cast<size_t>(q[r] - b.q) / static_cast<size_t>(hd), n_groups = hd / g;
+          q[r] = b.q8_floats + head * hd;
+          q8->qc[r] = b.q8_codes + head * hd;
+          q8->dq[r] = b.q8_scales + head * n_groups;
+          q8->qsum128[r] = b.q8_sums128 + head * n_groups;
+        }
       // Only the nr live rows are scored and accumulated (decode with 3
       // heads per KV head computes 3 rows, not 4); each row's sums are the
       // same whichever count its block has.
