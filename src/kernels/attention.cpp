@@ -54,8 +54,9 @@ struct QueryCodes {
     floats.resize(n_heads * hd);
     scales.resize(n_heads * n_groups);
     sums128.resize(n_heads * n_groups);
-    // Heads in parallel (a prompt's are many); block ib holds heads [head0[ib], head0[ib + 1]).
-    pool.parallel_for(n_heads, [&](size_t begin, size_t end, int) {
+    // Heads in parallel when a prompt brings many (a decode step's few are
+    // cheaper than waking the pool); block ib holds heads [head0[ib], head0[ib + 1]).
+    auto run = [&](size_t begin, size_t end, int) {
       size_t ib = static_cast<size_t>(std::upper_bound(head0.begin(), head0.end(), begin) - head0.begin()) - 1;
       for (size_t k = begin; k < end; ++k) {
         while (ib + 1 < head0.size() && head0[ib + 1] <= k) ++ib;
@@ -69,7 +70,11 @@ struct QueryCodes {
           sums128[k * n_groups + gi] = 128 * sum;
         }
       }
-    });
+    };
+    if (n_heads * static_cast<size_t>(hd) < 16384)
+      run(0, n_heads, 0);
+    else
+      pool.parallel_for(n_heads, run);
   }
   void point(const AttentionShape& s, size_t ib, QueryBlockView& v) const {
     const int hd = s.head_dim, n_groups = hd / kv_group_elems(KvType::Q8_0, hd);
