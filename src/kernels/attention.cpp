@@ -7,6 +7,7 @@
 
 #include "core/assert.h"
 #include "kernels/cpu_features.h"
+#include "kernels/kv_quant.h"
 
 namespace tern::kernels {
 
@@ -62,7 +63,7 @@ struct QueryCodes {
         while (ib + 1 < head0.size() && head0[ib + 1] <= k) ++ib;
         const QueryBlock& b = blocks[ib];
         int8_t* c = codes.data() + k * hd;
-        kv_quantize_query(b.q + (k - head0[ib]) * hd, hd, c, scales.data() + k * n_groups);
+        quantize_query(b.q + (k - head0[ib]) * hd, hd, c, scales.data() + k * n_groups);
         for (int i = 0; i < hd; ++i) floats[k * hd + i] = static_cast<float>(c[i]);
         for (int gi = 0; gi < n_groups; ++gi) {
           int32_t sum = 0;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/kv_quant.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/pack.h"
 #include "backend/attention_blocks.h"
@@ -142,15 +143,15 @@ class CpuBackend final : public HostBackend {
     for (const ExpertJob& j : jobs) expert_jobs_.push_back({j.w, j.x, j.y, j.n_rows});
     kernels::matmul_experts(expert_jobs_, pool_);
   }
-  // Rows to their slots across the pool (a prompt's q8_0 rows are worth quantizing in parallel);
-  // each row's bytes are what HostBackend writes.
+  // Rows to their slots across the pool (a prompt's q8_0 rows are worth quantizing in parallel),
+  // by the SIMD codec: each row's bytes are what HostBackend's scalar one writes.
   void store_kv(const KvPoolView& pool, int layer, std::span<const int64_t> slots, const float* k,
                 const float* v) override {
     const int n = pool.n_kv_head * pool.head_dim;
     rows(static_cast<int64_t>(slots.size()), n, [&](int64_t t) {
       for (int kv = 0; kv < 2; ++kv)
-        kv_encode_row(pool.type, (kv == 0 ? k : v) + t * n, pool.n_kv_head, pool.head_dim,
-                      pool.slot_row(slots[static_cast<size_t>(t)], layer, kv));
+        kernels::encode_kv_row(pool.type, (kv == 0 ? k : v) + t * n, pool.n_kv_head, pool.head_dim,
+                               pool.slot_row(slots[static_cast<size_t>(t)], layer, kv));
     });
   }
   void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q, float* out) override {
