@@ -44,9 +44,9 @@ size_t kv_head_bytes(KvType t, int head_dim) {
 
 namespace {
 
-// max|x| over n (a NaN is never the max). Eight running maxima the compiler
-// vectorises (max is exact, so their order does not matter): this runs for
-// every query head of every attention call on a q8_0 cache.
+// max|x| over n (a NaN is never the max), as eight running maxima (max is
+// exact, so their order does not matter). The reference for kernels/kv_quant.cpp,
+// which the CPU backend runs instead.
 float abs_max(const float* x, int n) {
   float m[8] = {};
   int i = 0;
@@ -65,8 +65,7 @@ float abs_max(const float* x, int n) {
 }
 
 // Codes of x * inv: the nearest integer (halves away from zero), clamped to
-// ±127 (a NaN to -127, so the conversion is always defined). Branch-free, so
-// it vectorises.
+// ±127 (a NaN to -127, so the conversion is always defined).
 void round_codes(const float* x, int n, float inv, int8_t* q) {
   for (int i = 0; i < n; ++i) {
     float r = x[i] * inv;

@@ -91,12 +91,12 @@ double model_flops_per_token(const Model& model, double mean_context) {
 
 double kv_read_bytes_per_token(const Model& model, double context, KvType type) {
   const HParams& hp = model.hparams();
-  const double head = static_cast<double>(kv_head_bytes(type, hp.head_dim));
   double bytes = 0;
   for (int il = 0; il < hp.n_layer; ++il) {
     const int window = hp.layers[static_cast<size_t>(il)].sliding_window;
     const double positions = window > 0 ? std::min(context, static_cast<double>(window)) : context;
-    bytes += 2.0 * (hp.kv_dim(il) / hp.head_dim) * head * positions;
+    bytes += 2.0 * static_cast<double>(kv_row_bytes(type, hp.layers[static_cast<size_t>(il)].n_head_kv, hp.head_dim)) *
+             positions;
   }
   return bytes;
 }

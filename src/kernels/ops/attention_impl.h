@@ -145,20 +145,6 @@ __attribute__((always_inline)) inline f32x16 int8x16_to_float(const void* p) {
 inline float q8_scale(const void* head, int k) { return half_to_float1(static_cast<const uint8_t*>(head) + 2 * k); }
 inline int q8_codes_offset(int hd, int g) { return 2 * (hd / g); }
 
-// A head slice of hd elements as f32: the values kv_decode_head gives
-// (q8_0: each element the f32 product d * q).
-template <int F>
-inline void decode_head(const void* head, float* dst, int hd, int g) {
-  if constexpr (F == kFmtF32) {
-    __builtin_memcpy(dst, head, static_cast<size_t>(hd) * 4);
-  } else if constexpr (F == kFmtF16) {
-    half_to_float_row(head, dst, hd);
-  } else {
-    const int8_t* codes = static_cast<const int8_t*>(head) + q8_codes_offset(hd, g);
-    for (int i = 0; i < hd; ++i) dst[i] = q8_scale(head, i / g) * static_cast<float>(codes[i]);
-  }
-}
-
 // 16 elements from element i of a head slice (f32, f16; for q8_0 `p` points
 // at its codes, and the codes are what is returned: the caller applies the
 // scales from a table per tile, see Q8Scales, which costs far less than
@@ -357,7 +343,7 @@ __attribute__((always_inline)) inline int pv_rows_n(int nr, int hd, int n_pos, c
 // Keys of one tile (rows kp[j], j < n_pos, as F) transposed into k_t
 // [hd][kKvTile], columns past n_pos zero; q8_0 keys as their codes.
 template <int F>
-inline void transpose_keys(const void* const* kp, int n_pos, int hd, int g, float* k_t, float* k_row) {
+inline void transpose_keys(const void* const* kp, int n_pos, int hd, float* k_t, float* k_row) {
 #if defined(__AVX512F__)
   if (hd % 16 == 0) {
     for (int j0 = 0; j0 < kKvTile; j0 += 16)
@@ -377,7 +363,7 @@ inline void transpose_keys(const void* const* kp, int n_pos, int hd, int g, floa
       for (int i = 0; i < hd; ++i) k_row[i] = static_cast<float>(static_cast<const int8_t*>(kp[j])[i]);
       kf = k_row;
     } else if constexpr (F == kFmtF16) {
-      decode_head<F>(kp[j], k_row, hd, g);
+      half_to_float_row(kp[j], k_row, hd);
       kf = k_row;
     }
     for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = kf[i];
@@ -552,7 +538,7 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       } else {
         float* dst = v_tile + static_cast<size_t>(j) * hd;
         if (fmt == kFmtF16) {
-          decode_head<kFmtF16>(v, dst, hd, g);
+          half_to_float_row(v, dst, hd);
         } else {  // q8_0: the codes (P·V's weights carry the scales)
           const int8_t* codes = static_cast<const int8_t*>(v) + q8_off;
           for (int i = 0; i < hd; ++i) dst[i] = static_cast<float>(codes[i]);
@@ -577,9 +563,9 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
     } else
 #endif
     switch (fmt) {
-      case kFmtF16: transpose_keys<kFmtF16>(kp, n_pos, hd, g, k_t, k_row); break;
-      case kFmtQ8: transpose_keys<kFmtQ8>(kp, n_pos, hd, g, k_t, k_row); break;
-      default: transpose_keys<kFmtF32>(kp, n_pos, hd, g, k_t, k_row); break;
+      case kFmtF16: transpose_keys<kFmtF16>(kp, n_pos, hd, k_t, k_row); break;
+      case kFmtQ8: transpose_keys<kFmtQ8>(kp, n_pos, hd, k_t, k_row); break;
+      default: transpose_keys<kFmtF32>(kp, n_pos, hd, k_t, k_row); break;
     }
 
     // Query rows four at a time: each key or value load feeds four rows.
