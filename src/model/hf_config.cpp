@@ -17,9 +17,9 @@ using gguf_names::Key;
 
 constexpr int64_t kMaxInt = int64_t{1} << 24;  // as hparams.cpp bounds GGUF integers
 
-constexpr std::string_view kSupported[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "gemma3_text", "phi3"};
-// Mixture-of-experts types: another branch adds MoE layers; until then, refused by name.
-constexpr std::string_view kMoeNotYet[] = {"mixtral", "qwen2_moe", "qwen3_moe"};
+constexpr std::string_view kSupported[] = {"llama",  "mistral", "qwen2",   "qwen3",     "gemma2",
+                                           "gemma3", "gemma3_text", "phi3", "mixtral", "qwen2_moe",
+                                           "qwen3_moe"};
 
 // One JSON object's fields, read with the key named in every error.
 class Fields {
@@ -239,6 +239,57 @@ Status read_phi3(const json& cfg, const Rope& rope, HfConfig& c, KeyList& keys) 
   return Status::ok();
 }
 
+// Experts, as llama.cpp's converter writes them (expert_count, expert_used_count;
+// qwen*_moe: expert_feed_forward_length from moe_intermediate_size; qwen2_moe:
+// expert_shared_feed_forward_length). What GGUF's qwen*moe cannot express —
+// dense layers among sparse ones, routing weights normalised otherwise than the
+// architecture does — is refused with the key named.
+Status read_moe(const json& cfg, HfConfig& c, KeyList& keys) {
+  const Fields f(cfg);
+  const bool mixtral = c.model_type == "mixtral";
+  auto n_expert = f.integer(mixtral ? "num_local_experts" : "num_experts", std::nullopt);
+  auto n_used = f.integer("num_experts_per_tok", std::nullopt);
+  if (!n_expert) return n_expert.status();
+  if (!n_used) return n_used.status();
+  c.n_expert = *n_expert, c.n_expert_used = *n_used;
+  constexpr int kMaxExperts = 512;  // as the loader (hparams.cpp)
+  if (c.n_expert < 1 || c.n_expert > kMaxExperts || c.n_expert_used < 1 || c.n_expert_used > c.n_expert)
+    return error(ErrorKind::InvalidFile, "config.json needs 1 <= num_experts_per_tok (" + std::to_string(c.n_expert_used) +
+                                             ") <= the expert count (" + std::to_string(c.n_expert) + ") <= 512");
+  keys.u32(Key::ExpertCount, c.n_expert);
+  keys.u32(Key::ExpertUsedCount, c.n_expert_used);
+  if (mixtral) {
+    c.n_ff_exp = c.n_ff;
+    return Status::ok();
+  }
+  auto step = f.integer("decoder_sparse_step", 1);
+  if (!step) return step.status();
+  const json* dense = f.find("mlp_only_layers");
+  if (*step != 1 || (dense && !(dense->is_array() && dense->empty())))
+    return error(ErrorKind::Unsupported, "config.json decoder_sparse_step / mlp_only_layers make some layers dense; "
+                                         "GGUF's " + c.arch + " has experts in every layer");
+  // HF's default is false for both; llama.cpp's qwen2moe never normalises and qwen3moe always does.
+  const bool want_norm = c.arch == "qwen3moe";
+  if (f.boolean("norm_topk_prob", false) != want_norm)
+    return error(ErrorKind::Unsupported, std::string("config.json norm_topk_prob = ") + (want_norm ? "false" : "true") +
+                                             ": GGUF's " + c.arch + (want_norm ? " always renormalises" : " never renormalises") +
+                                             " the top-k routing weights");
+  auto ff_exp = f.integer("moe_intermediate_size", std::nullopt);
+  if (!ff_exp) return ff_exp.status();
+  c.n_ff_exp = *ff_exp;
+  keys.u32(Key::ExpertFeedForwardLength, c.n_ff_exp);
+  if (c.arch == "qwen2moe") {
+    auto ff_sh = f.integer("shared_expert_intermediate_size", std::nullopt);
+    if (!ff_sh) return ff_sh.status();
+    c.n_ff_shexp = *ff_sh;
+    keys.u32(Key::ExpertSharedFeedForwardLength, c.n_ff_shexp);
+  }
+  if (c.n_ff_exp <= 0 || (c.arch == "qwen2moe" && c.n_ff_shexp <= 0))
+    return error(ErrorKind::InvalidFile, "config.json expert widths (moe_intermediate_size, "
+                                         "shared_expert_intermediate_size) must be positive");
+  return Status::ok();
+}
+
 // Keys the base converter writes for every architecture, in its order, then RoPE scaling.
 Status read_common(const json& cfg, const Rope& rope, HfConfig& c, KeyList& keys) {
   const Fields f(cfg);
@@ -256,7 +307,7 @@ Status read_common(const json& cfg, const Rope& rope, HfConfig& c, KeyList& keys
   auto eps = f.real("rms_norm_eps", gemma ? 1e-6 : 1e-5);
   if (!eps) return eps.status();
   keys.f32(Key::RmsEpsilon, *eps);
-  if ((c.arch == "qwen3" || c.arch == "llama") && f.find("head_dim")) {
+  if ((c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "llama") && f.find("head_dim")) {
     keys.u32(Key::KeyLength, c.head_dim);
     keys.u32(Key::ValueLength, c.head_dim);
   }
@@ -312,7 +363,9 @@ Status read_sizes(const json& cfg, HfConfig& c) {
 }
 
 std::string arch_of(std::string_view model_type) {
-  if (model_type == "mistral") return "llama";  // llama.cpp converts MistralForCausalLM as llama
+  if (model_type == "mistral" || model_type == "mixtral") return "llama";  // as llama.cpp converts them
+  if (model_type == "qwen2_moe") return "qwen2moe";
+  if (model_type == "qwen3_moe") return "qwen3moe";
   if (model_type == "gemma3_text") return "gemma3";
   return std::string(model_type);
 }
@@ -336,10 +389,6 @@ Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string
     cfg = &root["text_config"];
     c.model_type = "gemma3_text";
   }
-  for (std::string_view t : kMoeNotYet)
-    if (c.model_type == t)
-      return error(ErrorKind::Unsupported, "model_type '" + c.model_type + "' (mixture of experts) is not supported yet; "
-                                               "supported: " + supported_model_types());
   if (std::find(std::begin(kSupported), std::end(kSupported), c.model_type) == std::end(kSupported))
     return error(ErrorKind::Unsupported, "config.json model_type '" + c.model_type + "' is not supported (supported: " +
                                              supported_model_types() + ")");
@@ -348,10 +397,10 @@ Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string
   const Fields f(*cfg);
   c.permute_qk = c.arch == "llama";
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", Fields(root).boolean("tie_word_embeddings", false));
-  if (c.arch == "qwen2" && f.boolean("use_sliding_window", false))
+  if ((c.arch == "qwen2" || c.arch == "qwen2moe") && f.boolean("use_sliding_window", false))
     return error(ErrorKind::Unsupported, "config.json use_sliding_window = true (Qwen2's window over the upper layers) "
                                          "is not supported");
-  auto rope = read_rope(*cfg, c.arch == "qwen3" ? 1000000.0 : c.arch == "gemma3" ? 1000000.0 : 10000.0);
+  auto rope = read_rope(*cfg, c.arch == "qwen3" || c.arch == "gemma3" ? 1000000.0 : 10000.0);
   if (!rope) return rope.status();
 
   c.metadata.emplace_back(std::string(gguf_names::kArchitecture), Value::of_string(c.arch));
@@ -360,7 +409,9 @@ Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string
   TERN_RETURN_IF_ERROR(read_common(*cfg, *rope, c, keys));
   if (c.arch == "gemma2" || c.arch == "gemma3") TERN_RETURN_IF_ERROR(read_gemma(*cfg, *rope, c, keys));
   if (c.arch == "phi3") TERN_RETURN_IF_ERROR(read_phi3(*cfg, *rope, c, keys));
-  if (c.model_type == "mistral") {
+  if (c.model_type == "mixtral" || c.model_type == "qwen2_moe" || c.model_type == "qwen3_moe")
+    TERN_RETURN_IF_ERROR(read_moe(*cfg, c, keys));
+  if (c.model_type == "mistral" || c.model_type == "mixtral") {
     // llama.cpp drops Mistral's window; tern's llama honours a stated one, as HF computes it.
     auto window = f.integer("sliding_window", 0);
     if (!window) return window.status();

@@ -9,7 +9,12 @@
 //   gemma2              gemma2              soft-caps, window (every 2nd layer global)
 //   gemma3, gemma3_text gemma3              text_config nesting; rope_local_base_freq → freq_base_swa
 //   phi3                phi3                fused qkv / gate_up; LongRoPE long/short factors
-// MoE types (mixtral, qwen2_moe, qwen3_moe) are recognised and refused as not yet supported.
+//   mixtral             llama               + expert_count / expert_used_count; experts stacked
+//   qwen2_moe           qwen2moe            + expert and shared-expert widths; shared expert gate
+//   qwen3_moe           qwen3moe            + expert width; q/k norms
+// MoE checkpoints hold one 2-D matrix per expert (stacked into GGUF's 3-D
+// ffn_*_exps, hf_names.cpp) or transformers 5's fused 3-D experts.gate_up_proj /
+// experts.down_proj (split / used as they are).
 //
 // Values GGUF cannot express for tern (a query_pre_attn_scalar other than the
 // one the loader derives, a layer_types list off the window pattern, Qwen2's
@@ -30,6 +35,9 @@ struct HfConfig {
   std::string model_type;  // after text_config nesting (gemma3_text for a nested Gemma 3)
   std::string arch;        // GGUF general.architecture
   int n_vocab = 0, n_embd = 0, n_layer = 0, n_ff = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
+  // Mixture of experts (0: dense): experts per layer, used per token, one expert's
+  // FFN width and the shared expert's (qwen2_moe; 0 when none).
+  int n_expert = 0, n_expert_used = 0, n_ff_exp = 0, n_ff_shexp = 0;
   bool tie_word_embeddings = false;
   bool permute_qk = false;  // llama / mistral: HF rotate-half rows → GGUF adjacent pairs
   bool norm_plus_one = false;  // Gemma: HF stores w, computes x * (1 + w); GGUF holds 1 + w

@@ -22,7 +22,8 @@ int64_t permuted_source_row(int64_t r, int64_t n_rows, int n_heads) {
 // What the view and the file hold for a tensor: the source type when its
 // bytes can be used as they are (or permuted by rows), else F32.
 gguf::GgmlType stored_type(const PlannedTensor& t) {
-  return t.transform == Transform::None || t.transform == Transform::PermuteQK ? t.source_type : gguf::GgmlType::F32;
+  const bool by_rows = t.transform == Transform::None || t.transform == Transform::PermuteQK || t.transform == Transform::Gather;
+  return by_rows ? t.source_type : gguf::GgmlType::F32;
 }
 
 // Buffers the view owns beside the checkpoint's mappings.
@@ -52,6 +53,12 @@ gguf::TensorInfo view_tensor(const PlannedTensor& t, ViewStorage& store) {
     for (int64_t r = 0; r < n_units; ++r)
       std::memcpy(buf.data() + r * unit_bytes,
                   t.source->bytes.data() + permuted_source_row(r, n_units, t.n_heads) * unit_bytes, unit_bytes);
+  } else if (t.transform == Transform::Gather) {
+    const size_t row_bytes = info.n_bytes / static_cast<size_t>(t.n_rows());
+    for (size_t i = 0; i < t.pieces.size(); ++i)
+      std::memcpy(buf.data() + i * static_cast<size_t>(t.piece_rows) * row_bytes,
+                  t.pieces[i].source->bytes.data() + static_cast<size_t>(t.pieces[i].first_row) * row_bytes,
+                  static_cast<size_t>(t.piece_rows) * row_bytes);
   } else {
     const int64_t n_rows = static_cast<int64_t>(t.n_rows());
     const size_t row_bytes = info.n_bytes / static_cast<size_t>(n_rows);
@@ -78,6 +85,11 @@ void read_planned_row(const PlannedTensor& t, int64_t i_row, float* row) {
     return;
   }
   const size_t row_bytes = quant::row_bytes(*tr, n_cols);
+  if (t.transform == Transform::Gather) {
+    const RowPiece& p = t.pieces[static_cast<size_t>(i_row / t.piece_rows)];
+    tr->to_float(p.source->bytes.data() + static_cast<size_t>(p.first_row + i_row % t.piece_rows) * row_bytes, row, n_cols);
+    return;
+  }
   const int64_t src_row =
       t.transform == Transform::PermuteQK ? permuted_source_row(i_row, static_cast<int64_t>(t.n_rows()), t.n_heads) : i_row;
   tr->to_float(t.source->bytes.data() + static_cast<size_t>(src_row) * row_bytes, row, n_cols);
@@ -122,6 +134,7 @@ Result<QuantizeReport> convert_hf_model(const std::string& dir, const std::strin
   info.n_layer = c.n_layer;
   info.n_head = c.n_head;
   info.n_head_kv = c.n_head_kv;
+  info.n_expert = c.n_expert;
   info.has_output = std::any_of(plan->tensors.begin(), plan->tensors.end(),
                                 [](const PlannedTensor& t) { return t.name == "output.weight"; });
 
@@ -141,7 +154,10 @@ Result<QuantizeReport> convert_hf_model(const std::string& dir, const std::strin
     const TypeChoice choice = choose_tensor_type(scheme, info, t.name, static_cast<uint32_t>(t.dims.size()), t.dims[0], current);
     job.type = choice.type;
     job.fell_back = choice.fell_back;
-    if (t.source) {
+    if (t.transform == Transform::Gather) {
+      // Pieces may share a source (a fused gate_up_proj): count what is read; nothing to drop as a whole.
+      job.n_bytes_in = t.n_elements() * quant::traits(t.source_type)->block_bytes / quant::traits(t.source_type)->block_elems;
+    } else if (t.source) {
       job.n_bytes_in = t.source->bytes.size();
       job.mapped_input = t.source->bytes;
     }

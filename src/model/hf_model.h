@@ -12,6 +12,11 @@
 //   AddOne      Gemma norms: HF stores w and computes x * (1 + w); GGUF holds
 //               1 + w (F32)
 //   Computed    rope_freqs (Llama 3.1), rope_factors_long/short (Phi-3), F32
+//   Widen       MoE routers (ffn_gate_inp, ffn_gate_inp_shexp): F32 whatever the
+//               checkpoint's dtype, as the converter always writes them
+//   Gather      MoE experts: GGUF's 3-D ffn_*_exps rows are runs of `piece_rows`
+//               rows taken from several sources in turn — one 2-D matrix per
+//               expert stacked, or each expert's half of a fused 3-D gate_up_proj
 // Every HF tensor must map to a GGUF name (rotary_emb.inv_freq and Gemma 3's
 // vision tower and projector, a separate model, are skipped) and every mapped
 // tensor must have the shape the config implies; else one error naming it.
@@ -44,16 +49,24 @@ namespace tern::hf {
 
 using Metadata = std::vector<std::pair<std::string, gguf::Value>>;
 
-enum class Transform { None, PermuteQK, AddOne, Computed };
+enum class Transform { None, PermuteQK, AddOne, Computed, Gather, Widen };
+
+// Gather: `piece_rows` rows of `source` from row `first_row` on.
+struct RowPiece {
+  const safetensors::Tensor* source = nullptr;
+  int64_t first_row = 0;
+};
 
 struct PlannedTensor {
   std::string name;                             // GGUF name
   std::vector<uint64_t> dims;                   // GGUF order: dims[0] is the row length
-  const safetensors::Tensor* source = nullptr;  // null for Computed
+  const safetensors::Tensor* source = nullptr;  // null for Computed; Gather: the first piece's
   gguf::GgmlType source_type = gguf::GgmlType::F32;
   Transform transform = Transform::None;
   int n_heads = 0;                              // PermuteQK: heads in the rows
   std::vector<float> values;                    // Computed: [prod(dims)]
+  std::vector<RowPiece> pieces;                 // Gather: in row order, piece_rows rows each
+  int64_t piece_rows = 0;
 
   uint64_t n_elements() const;
   uint64_t n_rows() const { return n_elements() / dims[0]; }

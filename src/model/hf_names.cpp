@@ -1,5 +1,6 @@
 // HF tensor names → GGUF names and shapes: the plan of model/hf_model.h.
 #include <algorithm>
+#include <map>
 #include <filesystem>
 #include <optional>
 
@@ -54,31 +55,94 @@ bool skipped(const HfConfig& c, std::string_view name) {
   return false;
 }
 
-// The table tensor an HF name maps to (layer in *il, -1 for global ones).
-std::optional<Tensor> map_name(const HfConfig& c, std::string_view name, int* il) {
-  *il = -1;
+// Where an HF tensor goes: a table tensor (layer il, -1 for global ones); for
+// per-expert matrices also the expert, and a fused 3-D experts.gate_up_proj
+// becomes both ffn_gate_exps and ffn_up_exps.
+struct Mapped {
+  Tensor t = Tensor::TokenEmbd;
+  int il = -1;
+  int expert = -1;             // a per-expert 2-D matrix: its expert
+  bool fused_gate_up = false;  // [n_expert, 2 * ff, n_embd]: gate rows, then up rows, per expert
+};
+
+// A decimal index of at most 6 digits at the start of `s`, consumed with the dot after it.
+std::optional<int> take_index(std::string_view& s) {
+  const size_t dot = s.find('.');
+  if (dot == 0 || dot == std::string_view::npos || dot > 6) return std::nullopt;
+  int v = 0;
+  for (char ch : s.substr(0, dot)) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    v = v * 10 + (ch - '0');
+  }
+  s.remove_prefix(dot + 1);
+  return v;
+}
+
+// MoE layer suffixes: Mixtral's block_sparse_moe.* and Qwen's mlp.* (one matrix
+// per expert, or transformers 5's fused experts.gate_up_proj / experts.down_proj).
+std::optional<Mapped> map_expert_suffix(const HfConfig& c, std::string_view suffix) {
+  Mapped m;
+  auto as = [&m](Tensor t) {
+    m.t = t;
+    return m;
+  };
+  const bool mixtral = c.model_type == "mixtral";
+  const std::string_view moe = mixtral ? "block_sparse_moe." : "mlp.";
+  if (!suffix.starts_with(moe)) return std::nullopt;
+  suffix.remove_prefix(moe.size());
+  if (suffix == "gate.weight") return as(Tensor::FfnGateInp);
+  if (suffix == "experts.gate_up_proj" || suffix == "experts.gate_up_proj.weight")
+    return m.fused_gate_up = true, as(Tensor::FfnGateExps);
+  if (suffix == "experts.down_proj" || suffix == "experts.down_proj.weight") return as(Tensor::FfnDownExps);
+  if (c.arch == "qwen2moe") {
+    if (suffix == "shared_expert_gate.weight") return as(Tensor::FfnGateInpShexp);
+    if (suffix == "shared_expert.gate_proj.weight") return as(Tensor::FfnGateShexp);
+    if (suffix == "shared_expert.up_proj.weight") return as(Tensor::FfnUpShexp);
+    if (suffix == "shared_expert.down_proj.weight") return as(Tensor::FfnDownShexp);
+  }
+  if (!suffix.starts_with("experts.")) return std::nullopt;
+  suffix.remove_prefix(8);
+  const auto e = take_index(suffix);
+  if (!e || *e >= c.n_expert) return std::nullopt;
+  m.expert = *e;
+  struct Row {
+    std::string_view hf;
+    Tensor t;
+  };
+  // Mixtral: w1 gate, w3 up, w2 down.
+  constexpr Row kRows[] = {{"gate_proj.weight", Tensor::FfnGateExps}, {"up_proj.weight", Tensor::FfnUpExps},
+                           {"down_proj.weight", Tensor::FfnDownExps}, {"w1.weight", Tensor::FfnGateExps},
+                           {"w3.weight", Tensor::FfnUpExps},          {"w2.weight", Tensor::FfnDownExps}};
+  for (const Row& r : kRows)
+    if (suffix == r.hf && r.hf.starts_with('w') == mixtral) return as(r.t);
+  return std::nullopt;
+}
+
+std::optional<Mapped> map_name(const HfConfig& c, std::string_view name) {
+  Mapped m;
+  auto as = [&m](Tensor t) {
+    m.t = t;
+    return m;
+  };
   for (std::string_view h : kHeads)
-    if (name == h) return Tensor::Output;
+    if (name == h) return as(Tensor::Output);
   for (std::string_view p : kPrefixes) {
     if (!name.starts_with(p)) continue;
     std::string_view rest = name.substr(p.size());
-    if (rest == "embed_tokens.weight") return Tensor::TokenEmbd;
-    if (rest == "norm.weight") return Tensor::OutputNorm;
+    if (rest == "embed_tokens.weight") return as(Tensor::TokenEmbd);
+    if (rest == "norm.weight") return as(Tensor::OutputNorm);
     if (!rest.starts_with("layers.")) return std::nullopt;
     rest.remove_prefix(7);
-    const size_t dot = rest.find('.');
-    if (dot == 0 || dot == std::string_view::npos || dot > 6) return std::nullopt;
-    int layer = 0;
-    for (char ch : rest.substr(0, dot)) {
-      if (ch < '0' || ch > '9') return std::nullopt;
-      layer = layer * 10 + (ch - '0');
-    }
-    if (layer >= c.n_layer) return std::nullopt;
-    *il = layer;
-    const std::string_view suffix = rest.substr(dot + 1);
-    if (gemma(c) && suffix == "post_attention_layernorm.weight") return Tensor::AttnPostNorm;
+    const auto layer = take_index(rest);
+    if (!layer || *layer >= c.n_layer) return std::nullopt;
+    const std::string_view suffix = rest;
+    if (c.n_expert > 0)
+      if (auto e = map_expert_suffix(c, suffix)) return e->il = *layer, e;
+    m.il = *layer;
+    if (gemma(c) && suffix == "post_attention_layernorm.weight") return as(Tensor::AttnPostNorm);
+    if (c.n_expert > 0 && suffix.starts_with("mlp.")) return std::nullopt;  // no dense FFN among the experts
     for (const LayerRow& r : kLayerRows)
-      if (r.hf == suffix) return r.gguf;
+      if (r.hf == suffix) return as(r.gguf);
     return std::nullopt;
   }
   return std::nullopt;
@@ -100,7 +164,12 @@ std::vector<uint64_t> expected_dims(const HfConfig& c, Tensor t) {
     case Tensor::FfnGate: return {e, ff};
     case Tensor::FfnUp: return {e, c.arch == "phi3" ? 2 * ff : ff};
     case Tensor::FfnDown: return {ff, e};
-    default: return {e};  // the norms
+    case Tensor::FfnGateInp: return {e, static_cast<uint64_t>(c.n_expert)};
+    case Tensor::FfnGateExps: case Tensor::FfnUpExps: return {e, static_cast<uint64_t>(c.n_ff_exp), static_cast<uint64_t>(c.n_expert)};
+    case Tensor::FfnDownExps: return {static_cast<uint64_t>(c.n_ff_exp), e, static_cast<uint64_t>(c.n_expert)};
+    case Tensor::FfnGateShexp: case Tensor::FfnUpShexp: return {e, static_cast<uint64_t>(c.n_ff_shexp)};
+    case Tensor::FfnDownShexp: return {static_cast<uint64_t>(c.n_ff_shexp), e};
+    default: return {e};  // the norms, the shared expert's gate
   }
 }
 
@@ -126,15 +195,23 @@ std::pair<int, int> order_of(Tensor t, int il) {
   return {1 << 30, static_cast<int>(t)};
 }
 
-Status plan_tensor(const HfConfig& c, const safetensors::Tensor& src, Tensor t, int il, PlannedTensor& p) {
-  p.name = tensor_name(t, il);
-  p.source = &src;
+// The dtype of a source, or the error naming it.
+Result<gguf::GgmlType> source_type(const safetensors::Tensor& src) {
   const auto type = src.ggml_type();
   if (!type)
     return error(ErrorKind::Unsupported, "tensor '" + src.name + "' has dtype " + src.dtype +
                                              "; tern reads F32, F16 and BF16 checkpoints");
+  return *type;
+}
+
+Status plan_tensor(const HfConfig& c, const safetensors::Tensor& src, Tensor t, int il, PlannedTensor& p) {
+  p.name = tensor_name(t, il);
+  p.source = &src;
+  auto type = source_type(src);
+  if (!type) return type.status();
   p.source_type = *type;
   p.dims.assign(src.shape.rbegin(), src.shape.rend());
+  if (t == Tensor::FfnGateInpShexp && p.dims.size() == 2 && p.dims[1] == 1) p.dims.pop_back();  // HF's [1, n_embd]
   const std::vector<uint64_t> want = expected_dims(c, t);
   if (p.dims != want) {
     std::vector<uint64_t> want_hf(want.rbegin(), want.rend());
@@ -146,19 +223,85 @@ Status plan_tensor(const HfConfig& c, const safetensors::Tensor& src, Tensor t, 
     p.n_heads = t == Tensor::AttnQ || t == Tensor::AttnQBias ? c.n_head : c.n_head_kv;
   }
   if (c.norm_plus_one && p.name.ends_with("norm.weight")) p.transform = Transform::AddOne;
+  if ((t == Tensor::FfnGateInp || t == Tensor::FfnGateInpShexp) && p.source_type != gguf::GgmlType::F32)
+    p.transform = Transform::Widen;
+  return Status::ok();
+}
+
+// One expert's matrices (slots[e], 2-D) stacked into the 3-D tensor `t` of layer il.
+Status plan_stacked(const HfConfig& c, const std::vector<const safetensors::Tensor*>& slots, Tensor t, int il,
+                    PlannedTensor& p) {
+  p.name = tensor_name(t, il);
+  p.dims = expected_dims(c, t);
+  const std::vector<uint64_t> one(p.dims.begin(), p.dims.end() - 1);
+  const std::vector<uint64_t> one_hf(one.rbegin(), one.rend());
+  p.transform = Transform::Gather;
+  p.piece_rows = static_cast<int64_t>(one[1]);
+  for (size_t e = 0; e < slots.size(); ++e) {
+    const safetensors::Tensor* src = slots[e];
+    if (!src)
+      return error(ErrorKind::InvalidFile, "the checkpoint lacks expert " + std::to_string(e) + " of layer " +
+                                               std::to_string(il) + " for '" + p.name + "' (it has " +
+                                               std::to_string(slots.size() - std::count(slots.begin(), slots.end(), nullptr)) +
+                                               " of the " + std::to_string(c.n_expert) + " experts)");
+    auto type = source_type(*src);
+    if (!type) return type.status();
+    if (e == 0) {
+      p.source = src;
+      p.source_type = *type;
+    } else if (*type != p.source_type) {
+      return error(ErrorKind::Unsupported, "tensor '" + src->name + "' has dtype " + src->dtype + " but expert 0's has " +
+                                               slots[0]->dtype + "; the experts of one layer must share a dtype");
+    }
+    if (std::vector<uint64_t>(src->shape.rbegin(), src->shape.rend()) != one)
+      return error(ErrorKind::InvalidFile, "tensor '" + src->name + "' has shape " + src->shape_string() +
+                                               " but config.json implies " + dims_text(one_hf));
+    p.pieces.push_back({src, 0});
+  }
+  return Status::ok();
+}
+
+// The gate (first) or up (second) half of each expert's rows of a fused
+// [n_expert, 2 * ff, n_embd] experts.gate_up_proj, as the 3-D tensor `t`.
+Status plan_fused_half(const HfConfig& c, const safetensors::Tensor& src, Tensor t, int il, PlannedTensor& p) {
+  p.name = tensor_name(t, il);
+  p.dims = expected_dims(c, t);
+  const std::vector<uint64_t> fused = {p.dims[0], 2 * p.dims[1], p.dims[2]};
+  if (std::vector<uint64_t>(src.shape.rbegin(), src.shape.rend()) != fused) {
+    const std::vector<uint64_t> fused_hf(fused.rbegin(), fused.rend());
+    return error(ErrorKind::InvalidFile, "tensor '" + src.name + "' has shape " + src.shape_string() +
+                                             " but config.json implies " + dims_text(fused_hf));
+  }
+  auto type = source_type(src);
+  if (!type) return type.status();
+  p.source = &src;
+  p.source_type = *type;
+  p.transform = Transform::Gather;
+  p.piece_rows = static_cast<int64_t>(p.dims[1]);
+  const int64_t half = t == Tensor::FfnGateExps ? 0 : p.piece_rows;
+  for (int64_t e = 0; e < c.n_expert; ++e) p.pieces.push_back({&src, e * 2 * p.piece_rows + half});
   return Status::ok();
 }
 
 // The tensors every layer of the architecture needs (llama.cpp's loader would refuse the file without them).
 Status check_complete(const HfConfig& c, const std::vector<std::pair<std::pair<int, int>, PlannedTensor>>& mapped) {
-  std::vector<Tensor> layer = {Tensor::AttnNorm, Tensor::AttnOutput, Tensor::FfnNorm, Tensor::FfnUp, Tensor::FfnDown};
+  std::vector<Tensor> layer = {Tensor::AttnNorm, Tensor::AttnOutput, Tensor::FfnNorm};
+  if (c.n_expert > 0) {
+    for (Tensor t : {Tensor::FfnGateInp, Tensor::FfnGateExps, Tensor::FfnUpExps, Tensor::FfnDownExps}) layer.push_back(t);
+    if (c.n_ff_shexp > 0)
+      for (Tensor t : {Tensor::FfnGateInpShexp, Tensor::FfnGateShexp, Tensor::FfnUpShexp, Tensor::FfnDownShexp})
+        layer.push_back(t);
+  } else {
+    for (Tensor t : {Tensor::FfnUp, Tensor::FfnDown}) layer.push_back(t);
+  }
   if (c.arch == "phi3") {
     layer.push_back(Tensor::AttnQkv);
   } else {
-    for (Tensor t : {Tensor::AttnQ, Tensor::AttnK, Tensor::AttnV, Tensor::FfnGate}) layer.push_back(t);
+    for (Tensor t : {Tensor::AttnQ, Tensor::AttnK, Tensor::AttnV}) layer.push_back(t);
+    if (c.n_expert == 0) layer.push_back(Tensor::FfnGate);
   }
   if (gemma(c)) for (Tensor t : {Tensor::AttnPostNorm, Tensor::FfnPostNorm}) layer.push_back(t);
-  if (c.arch == "qwen3" || c.arch == "gemma3") for (Tensor t : {Tensor::AttnQNorm, Tensor::AttnKNorm}) layer.push_back(t);
+  if (c.arch == "qwen3" || c.arch == "qwen3moe" || c.arch == "gemma3") for (Tensor t : {Tensor::AttnQNorm, Tensor::AttnKNorm}) layer.push_back(t);
   auto has = [&](const std::string& name) {
     return std::any_of(mapped.begin(), mapped.end(), [&](const auto& m) { return m.second.name == name; });
   };
@@ -209,19 +352,40 @@ Status map_tensors(HfPlan& plan) {
 
   std::vector<std::pair<std::pair<int, int>, PlannedTensor>> mapped;
   std::vector<std::string> unknown;
+  // Per-expert matrices by (layer, tensor), stacked once all are seen.
+  std::map<std::pair<int, Tensor>, std::vector<const safetensors::Tensor*>> experts;
   for (const std::string& name : plan.checkpoint->names()) {
     if (skipped(c, name)) continue;
-    int il = -1;
-    const auto t = map_name(c, name, &il);
-    if (!t) {
+    const auto m = map_name(c, name);
+    if (!m) {
       unknown.push_back(name);
       continue;
     }
     // Tied checkpoints may store lm_head too (a copy); Gemma's is never used (llama.cpp skips it).
-    if (*t == Tensor::Output && (c.tie_word_embeddings || gemma(c))) continue;
+    if (m->t == Tensor::Output && (c.tie_word_embeddings || gemma(c))) continue;
+    const safetensors::Tensor& src = *plan.checkpoint->find(name);
+    if (m->expert >= 0) {
+      auto& slots = experts[{m->il, m->t}];
+      slots.resize(static_cast<size_t>(c.n_expert));
+      slots[static_cast<size_t>(m->expert)] = &src;
+      continue;
+    }
+    if (m->fused_gate_up) {
+      for (Tensor t : {Tensor::FfnGateExps, Tensor::FfnUpExps}) {
+        PlannedTensor p;
+        TERN_RETURN_IF_ERROR(plan_fused_half(c, src, t, m->il, p));
+        mapped.emplace_back(order_of(t, m->il), std::move(p));
+      }
+      continue;
+    }
     PlannedTensor p;
-    TERN_RETURN_IF_ERROR(plan_tensor(c, *plan.checkpoint->find(name), *t, il, p));
-    mapped.emplace_back(order_of(*t, il), std::move(p));
+    TERN_RETURN_IF_ERROR(plan_tensor(c, src, m->t, m->il, p));
+    mapped.emplace_back(order_of(m->t, m->il), std::move(p));
+  }
+  for (const auto& [key, slots] : experts) {
+    PlannedTensor p;
+    TERN_RETURN_IF_ERROR(plan_stacked(c, slots, key.second, key.first, p));
+    mapped.emplace_back(order_of(key.second, key.first), std::move(p));
   }
   if (!unknown.empty()) {
     std::string list;

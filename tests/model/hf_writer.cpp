@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -30,6 +31,11 @@ std::string hf_layer_suffix(const std::string& arch, const std::string& gguf) {
       {"post_attention_norm.weight", "post_attention_layernorm.weight"},
   };
   if (gguf == "ffn_norm.weight") return gemma ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight";
+  if (gguf == "ffn_gate_inp.weight") return arch == "llama" ? "block_sparse_moe.gate.weight" : "mlp.gate.weight";
+  if (gguf == "ffn_gate_inp_shexp.weight") return "mlp.shared_expert_gate.weight";
+  if (gguf == "ffn_gate_shexp.weight") return "mlp.shared_expert.gate_proj.weight";
+  if (gguf == "ffn_up_shexp.weight") return "mlp.shared_expert.up_proj.weight";
+  if (gguf == "ffn_down_shexp.weight") return "mlp.shared_expert.down_proj.weight";
   if (gguf == "ffn_up.weight") return arch == "phi3" ? "mlp.gate_up_proj.weight" : "mlp.up_proj.weight";
   for (const auto& [g, h] : rows)
     if (g == gguf) return h;
@@ -74,6 +80,20 @@ std::vector<uint8_t> encode(std::vector<float>& v, const std::string& dtype) {
   return out;
 }
 
+// One expert's HF name (after "model.layers.N."), for GGUF's `kind` = gate, up or down.
+std::string expert_suffix(bool mixtral, int e, const std::string& kind) {
+  const std::string w = kind == "gate" ? "w1" : kind == "up" ? "w3" : "w2";
+  return (mixtral ? "block_sparse_moe.experts." : "mlp.experts.") + std::to_string(e) + "." +
+         (mixtral ? w : kind + "_proj") + ".weight";
+}
+
+std::string hf_model_type(const SynthSpec& s) {
+  if (s.arch == "llama" && s.is_moe()) return "mixtral";
+  if (s.arch == "qwen2moe") return "qwen2_moe";
+  if (s.arch == "qwen3moe") return "qwen3_moe";
+  return s.arch;
+}
+
 json config_of(const SynthSpec& s, const SyntheticModel& sm, const std::string& model_type) {
   json c;
   c["model_type"] = model_type;
@@ -108,9 +128,61 @@ json config_of(const SynthSpec& s, const SyntheticModel& sm, const std::string& 
     if (!s.rope_long.empty())
       c["rope_scaling"] = {{"type", "longrope"}, {"long_factor", s.rope_long}, {"short_factor", s.rope_short}};
   }
-  if (model_type == "mistral" && s.sliding_window > 0) c["sliding_window"] = s.sliding_window;
+  if ((model_type == "mistral" || model_type == "mixtral") && s.sliding_window > 0) c["sliding_window"] = s.sliding_window;
+  if (s.is_moe()) {
+    c[model_type == "mixtral" ? "num_local_experts" : "num_experts"] = s.n_expert;
+    c["num_experts_per_tok"] = s.n_expert_used;
+    if (model_type != "mixtral") {
+      c["moe_intermediate_size"] = s.expert_rows();
+      c["norm_topk_prob"] = s.arch == "qwen3moe";
+      c["decoder_sparse_step"] = 1;
+      c["mlp_only_layers"] = json::array();
+    }
+    if (s.arch == "qwen2moe") c["shared_expert_intermediate_size"] = s.n_ff_shexp > 0 ? s.n_ff_shexp : s.n_ff;
+  }
   (void)sm;
   return c;
+}
+
+// blk.N.ffn_{gate,up,down}_exps ([cols, rows, n_expert]) as HF holds them: one
+// [rows, cols] matrix per expert, or fused — gate and up as one
+// [n_expert, 2 * rows, cols] experts.gate_up_proj (written with the gate
+// tensor; the up tensor is skipped), down as [n_expert, cols, rows]. `t` (and
+// the up tensor) are rounded to what the directory holds.
+void write_experts(SyntheticModel& sm, SynthTensor& t, const SynthSpec& spec, const HfDirOptions& o,
+                   std::vector<StTensor>& out) {
+  const size_t dot = t.name.find('.', 4);
+  const std::string layer = "model.layers." + t.name.substr(4, dot - 4) + ".";
+  const std::string kind = t.name.substr(dot + 1, t.name.find("_exps") - dot - 1).substr(4);  // gate, up, down
+  const size_t cols = t.dims[0], rows = t.dims[1], n_exp = t.dims[2], per = rows * cols;
+  const bool mixtral = spec.arch == "llama";
+  if (!o.fused_experts) {
+    for (size_t e = 0; e < n_exp; ++e) {
+      std::vector<float> v(t.data.begin() + static_cast<ptrdiff_t>(e * per), t.data.begin() + static_cast<ptrdiff_t>((e + 1) * per));
+      StTensor st{layer + expert_suffix(mixtral, static_cast<int>(e), kind), o.dtype, {rows, cols}, encode(v, o.dtype)};
+      std::copy(v.begin(), v.end(), t.data.begin() + static_cast<ptrdiff_t>(e * per));
+      out.push_back(std::move(st));
+    }
+    return;
+  }
+  if (kind == "up") return;
+  if (kind == "down") {
+    out.push_back({layer + "mlp.experts.down_proj", o.dtype, {n_exp, rows, cols}, encode(t.data, o.dtype)});
+    return;
+  }
+  const std::string up_name = t.name.substr(0, dot + 1) + "ffn_up_exps.weight";
+  auto up = std::find_if(sm.tensors.begin(), sm.tensors.end(), [&](const SynthTensor& x) { return x.name == up_name; });
+  if (up == sm.tensors.end()) throw std::runtime_error("hf_writer: no " + up_name);
+  std::vector<float> v;
+  for (size_t e = 0; e < n_exp; ++e) {
+    v.insert(v.end(), t.data.begin() + static_cast<ptrdiff_t>(e * per), t.data.begin() + static_cast<ptrdiff_t>((e + 1) * per));
+    v.insert(v.end(), up->data.begin() + static_cast<ptrdiff_t>(e * per), up->data.begin() + static_cast<ptrdiff_t>((e + 1) * per));
+  }
+  out.push_back({layer + "mlp.experts.gate_up_proj", o.dtype, {n_exp, 2 * rows, cols}, encode(v, o.dtype)});
+  for (size_t e = 0; e < n_exp; ++e) {
+    std::copy_n(v.begin() + static_cast<ptrdiff_t>(2 * e * per), per, t.data.begin() + static_cast<ptrdiff_t>(e * per));
+    std::copy_n(v.begin() + static_cast<ptrdiff_t>((2 * e + 1) * per), per, up->data.begin() + static_cast<ptrdiff_t>(e * per));
+  }
 }
 
 }  // namespace
@@ -174,17 +246,22 @@ std::string fresh_dir(const std::string& name) {
 }
 
 json write_hf_dir(SyntheticModel& sm, const SynthSpec& spec, const std::string& dir, const HfDirOptions& o) {
-  const std::string model_type = o.model_type.empty() ? spec.arch : o.model_type;
+  const std::string model_type = o.model_type.empty() ? hf_model_type(spec) : o.model_type;
   const bool gemma = spec.arch == "gemma2" || spec.arch == "gemma3";
-  const bool llama = model_type == "llama" || model_type == "mistral";
+  const bool llama = model_type == "llama" || model_type == "mistral" || model_type == "mixtral";
   std::vector<StTensor> out;
   for (SynthTensor& t : sm.tensors) {
+    if (t.name.find("_exps.") != std::string::npos) {
+      write_experts(sm, t, spec, o, out);
+      continue;
+    }
     const std::string name = hf_name(spec.arch, t.name);
     if (name.empty()) continue;
     StTensor st;
     st.name = name;
     st.dtype = o.dtype;
     st.shape.assign(t.dims.rbegin(), t.dims.rend());
+    if (t.name.ends_with("ffn_gate_inp_shexp.weight")) st.shape = {1, t.dims[0]};  // a Linear(n_embd, 1)
     const size_t n_cols = t.dims[0], n_rows = t.data.size() / n_cols;
     const bool q = t.name.ends_with("attn_q.weight") || t.name.ends_with("attn_q.bias");
     const bool k = t.name.ends_with("attn_k.weight") || t.name.ends_with("attn_k.bias");

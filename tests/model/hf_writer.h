@@ -4,7 +4,8 @@
 // SyntheticModel — the inverse of what llama.cpp's converter does, written
 // independently of src/model/hf_*: GGUF names back to HF names, dims reversed,
 // llama's Q/K rows back to rotate-half order, Gemma norms stored as w - 1,
-// RoPE factor tensors moved into config.json's rope_scaling.
+// RoPE factor tensors moved into config.json's rope_scaling, 3-D experts split
+// into one matrix per expert (or fused as transformers 5 holds them).
 //
 // write_hf_dir also rewrites `sm` to exactly the model the directory holds
 // (every value rounded to the dtype written, Gemma norms as (w - 1) + 1 in
@@ -39,6 +40,9 @@ struct HfDirOptions {
   int n_shards = 1;              // > 1: model-0000i-of-0000n.safetensors + index
   bool permute = true;           // false: write llama's Q/K rows as GGUF holds them (a "switched off" case)
   bool gemma_minus_one = true;   // false: write Gemma norms as GGUF holds them
+  // MoE: false writes one 2-D matrix per expert (the checkpoints on the Hub);
+  // true writes transformers 5's fused 3-D experts.gate_up_proj / experts.down_proj.
+  bool fused_experts = false;
   nlohmann::json extra_config = nlohmann::json::object();  // merged into config.json last
 };
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -15,6 +16,7 @@
 #include "hf_writer.h"
 #include "model/hf_model.h"
 #include "model/quant_rules.h"
+#include "model/quantize.h"
 #include "gguf/safetensors.h"
 
 namespace tern {
@@ -305,6 +307,111 @@ TEST(Hf, Phi3FusedLongRope) {
     for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(reinterpret_cast<const float*>(t->data)[i], want[i]) << name << i;
   }
 
+}
+
+// ---- mixture of experts: per-expert matrices stacked (12 experts, so that
+// the names' text order, 0 1 10 11 2 ..., differs from the experts' order),
+// the shared expert, and transformers 5's fused 3-D experts.
+
+SynthSpec moe_spec(const std::string& arch, int n_expert, uint32_t seed) {
+  SynthSpec s;
+  s.arch = arch;
+  s.n_expert = n_expert;
+  s.n_expert_used = 2;
+  s.n_ff = 64;
+  if (arch != "llama") s.n_ff_exp = 32;
+  if (arch == "qwen2moe") s.qkv_bias = true;
+  s.seed = seed;
+  return s;
+}
+
+TEST(Hf, MixtralExpertsStackedInTheirOrder) {
+  SynthSpec s = moe_spec("llama", 12, 31);
+  SyntheticModel sm = make_synthetic(s);
+  ThreeWay r = check_three_ways(sm, s, "mixtral");
+  ASSERT_TRUE(r.model);
+  EXPECT_EQ(r.model->hparams().arch, "llama");
+  EXPECT_EQ(r.model->hparams().n_expert, 12);
+  EXPECT_EQ(r.model->hparams().n_expert_used, 2);
+  // Switched off: experts 0 and 1 exchanged in the checkpoint compute another model.
+  SyntheticModel sm2 = make_synthetic(s);
+  for (SynthTensor& t : sm2.tensors)
+    if (t.name.find("_exps.") != std::string::npos) {
+      const size_t per = t.dims[0] * t.dims[1];
+      std::swap_ranges(t.data.begin(), t.data.begin() + static_cast<ptrdiff_t>(per), t.data.begin() + static_cast<ptrdiff_t>(per));
+    }
+  const std::string dir = fresh_dir("mixtral_swapped");
+  write_hf_dir(sm2, s, dir);
+  auto wrong = load_ok(dir);
+  ASSERT_TRUE(wrong);
+  const auto tokens = random_tokens(20, s.n_vocab, s.seed);
+  expect_sensitive(run(*wrong, tokens, {tokens.size()}, 1), reference_of(sm), tokens, "expert order");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Hf, Qwen2MoeSharedExpertBf16Sharded) {
+  SynthSpec s = moe_spec("qwen2moe", 4, 32);
+  s.n_ff_shexp = 48;
+  SyntheticModel sm = make_synthetic(s);
+  HfDirOptions o;
+  o.dtype = "BF16";
+  o.n_shards = 3;
+  ThreeWay r = check_three_ways(sm, s, "qwen2moe", o);
+  ASSERT_TRUE(r.model);
+  EXPECT_EQ(r.model->hparams().arch, "qwen2moe");
+  EXPECT_EQ(r.model->hparams().n_ff_shexp, 48);
+  EXPECT_EQ(r.model->hparams().n_ff_exp, 32);
+}
+
+TEST(Hf, Qwen3MoeFusedExpertsF16) {
+  SynthSpec s = moe_spec("qwen3moe", 4, 33);
+  SyntheticModel sm = make_synthetic(s);
+  HfDirOptions o;
+  o.dtype = "F16";
+  o.fused_experts = true;
+  ThreeWay r = check_three_ways(sm, s, "qwen3moe_fused", o);
+  ASSERT_TRUE(r.model);
+  EXPECT_EQ(r.model->hparams().arch, "qwen3moe");
+  // The fused gate_up's halves are the gate and the up exactly (same bytes).
+  const gguf::TensorInfo* gate = r.model->file().find_tensor("blk.0.ffn_gate_exps.weight");
+  ASSERT_NE(gate, nullptr);
+  EXPECT_EQ(gate->type, gguf::GgmlType::F16);
+  EXPECT_EQ(gate->dims[2], 4u);
+}
+
+// Converting straight to Q8_0 writes what converting to F32 and then running
+// tern quantize writes (the 3-D expert rules; routers left F32), byte for byte.
+TEST(Hf, MoeConvertsToQ8_0AsQuantizeDoes) {
+  SynthSpec s = moe_spec("qwen2moe", 4, 34);
+  s.n_embd = 64;
+  SyntheticModel sm = make_synthetic(s);
+  const std::string dir = fresh_dir("moe_q8");
+  HfDirOptions o;
+  o.dtype = "BF16";
+  write_hf_dir(sm, s, dir, o);
+  ASSERT_TRUE(convert(dir, dir + ".q8.gguf", "Q8_0").is_ok());
+  ASSERT_TRUE(convert(dir, dir + ".f32.gguf", "F32").is_ok());
+  QuantizeOptions q;
+  q.in_path = dir + ".f32.gguf";
+  q.out_path = dir + ".f32.q8.gguf";
+  q.scheme = *find_quant_scheme("Q8_0");
+  ThreadPool pool(2);
+  ASSERT_TRUE(quantize_gguf(q, pool).is_ok());
+  auto a = gguf::GgufFile::open(dir + ".q8.gguf"), b = gguf::GgufFile::open(q.out_path);
+  ASSERT_TRUE(a.is_ok() && b.is_ok());
+  ASSERT_EQ(a->tensors().size(), b->tensors().size());
+  for (const gguf::TensorInfo& t : a->tensors()) {
+    const gguf::TensorInfo* u = b->find_tensor(t.name);
+    ASSERT_NE(u, nullptr) << t.name;
+    EXPECT_EQ(t.type, u->type) << t.name;
+    ASSERT_EQ(t.n_bytes, u->n_bytes) << t.name;
+    EXPECT_EQ(std::memcmp(t.data, u->data, t.n_bytes), 0) << t.name;
+  }
+  EXPECT_EQ(a->find_tensor("blk.0.ffn_up_exps.weight")->type, gguf::GgmlType::Q8_0);
+  EXPECT_EQ(a->find_tensor("blk.0.ffn_gate_inp.weight")->type, gguf::GgmlType::F32);
+  EXPECT_EQ(a->find_tensor("blk.0.ffn_gate_inp_shexp.weight")->type, gguf::GgmlType::F32);
+  std::filesystem::remove_all(dir);
+  for (const char* ext : {".q8.gguf", ".f32.gguf", ".f32.q8.gguf"}) std::filesystem::remove(dir + ext);
 }
 
 TEST(Hf, ConvertQuantizesWithTheRules) {

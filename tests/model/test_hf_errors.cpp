@@ -144,10 +144,71 @@ TEST_F(HfErrors, UnsupportedModelTypeListsTheSupportedOnes) {
   expect_error(ErrorKind::Unsupported, {"'gpt2'", "llama, mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3"});
 }
 
-TEST_F(HfErrors, MoeIsNotYet) {
-  config_["model_type"] = "mixtral";
+// MoE checkpoints: what GGUF's architectures cannot express, and incomplete experts.
+class HfMoeErrors : public HfErrors {
+ protected:
+  void SetUp() override {
+    spec_.arch = "qwen3moe";
+    spec_.n_expert = 4;
+    spec_.n_expert_used = 2;
+    spec_.n_ff_exp = 32;
+    HfErrors::SetUp();
+  }
+};
+
+TEST_F(HfMoeErrors, ControlLoads) { EXPECT_TRUE(Model::load(dir_).is_ok()); }
+
+TEST_F(HfMoeErrors, RenormalisationQwen3MoeDoesNotDoIsRefused) {
+  config_["norm_topk_prob"] = false;
   write_config(config_);
-  expect_error(ErrorKind::Unsupported, {"'mixtral'", "not supported yet"});
+  expect_error(ErrorKind::Unsupported, {"norm_topk_prob", "qwen3moe"});
+}
+
+TEST_F(HfMoeErrors, DenseLayersAmongExpertsAreRefused) {
+  config_["mlp_only_layers"] = {1};
+  write_config(config_);
+  expect_error(ErrorKind::Unsupported, {"mlp_only_layers"});
+  config_["mlp_only_layers"] = json::array();
+  config_["decoder_sparse_step"] = 2;
+  write_config(config_);
+  expect_error(ErrorKind::Unsupported, {"decoder_sparse_step"});
+}
+
+TEST_F(HfMoeErrors, BadExpertCounts) {
+  config_["num_experts_per_tok"] = 5;
+  write_config(config_);
+  expect_error(ErrorKind::InvalidFile, {"num_experts_per_tok"});
+  config_.erase("num_experts_per_tok");
+  write_config(config_);
+  expect_error(ErrorKind::InvalidFile, {"num_experts_per_tok"});
+}
+
+TEST_F(HfMoeErrors, MissingExpertNamesItsLayerAndCount) {
+  auto st = safetensors::SafetensorsFile::open(dir_ + "/model.safetensors");
+  ASSERT_TRUE(st.is_ok());
+  std::vector<StTensor> ts;
+  for (const auto& t : st->tensors())
+    if (t.name != "model.layers.1.mlp.experts.2.up_proj.weight") ts.push_back({t.name, t.dtype, t.shape, {t.bytes.begin(), t.bytes.end()}});
+  write_bytes(dir_ + "/model.safetensors", safetensors_bytes(ts));
+  expect_error(ErrorKind::InvalidFile, {"expert 2", "layer 1", "blk.1.ffn_up_exps.weight", "3 of the 4"});
+}
+
+TEST_F(HfMoeErrors, ExpertBeyondTheCountIsUnknown) {
+  auto st = safetensors::SafetensorsFile::open(dir_ + "/model.safetensors");
+  ASSERT_TRUE(st.is_ok());
+  std::vector<StTensor> ts;
+  for (const auto& t : st->tensors()) {
+    ts.push_back({t.name, t.dtype, t.shape, {t.bytes.begin(), t.bytes.end()}});
+    if (t.name == "model.layers.0.mlp.experts.3.up_proj.weight") ts.push_back({"model.layers.0.mlp.experts.4.up_proj.weight", t.dtype, t.shape, ts.back().bytes});
+  }
+  write_bytes(dir_ + "/model.safetensors", safetensors_bytes(ts));
+  expect_error(ErrorKind::Unsupported, {"model.layers.0.mlp.experts.4.up_proj.weight"});
+}
+
+TEST_F(HfMoeErrors, ExpertShapeAgainstConfig) {
+  config_["moe_intermediate_size"] = 48;
+  write_config(config_);
+  expect_error(ErrorKind::InvalidFile, {"experts.0.", "[32, 64]", "[48, 64]"});
 }
 
 TEST_F(HfErrors, UnsupportedDtypeNamesTensorAndDtype) {
