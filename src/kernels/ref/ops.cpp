@@ -93,6 +93,12 @@ void matmul_experts(std::span<const ExpertMatmulJob> jobs, ThreadPool& pool) {
   if (acts.empty()) return;
   if (xq_buf.size() < act_bytes) xq_buf.resize(act_bytes);
   uint8_t* xq = xq_buf.data();
+  // A decode step's few rows (a MoE layer's k experts each quantize their own
+  // row) cost less than waking the pool: quantized inline below ~32k elements.
+  int64_t n_act_elems = 0;
+  for (const ActPlan& p : acts) n_act_elems += p.n_tokens * p.n_cols;
+  constexpr int64_t kMinParallelQuant = 1 << 15;
+  const size_t quant_chunk = n_act_elems < kMinParallelQuant ? static_cast<size_t>(n_units) : 1;
   pool.parallel_for(static_cast<size_t>(n_units), [&](size_t begin, size_t end, int) {
     size_t a = 0;
     for (size_t i = begin; i < end; ++i) {
@@ -101,7 +107,7 @@ void matmul_experts(std::span<const ExpertMatmulJob> jobs, ThreadPool& pool) {
       const int64_t t = static_cast<int64_t>(i) - p.first_unit;
       p.k->quantize_act(p.x + t * p.n_cols, xq + p.offset + static_cast<size_t>(t) * p.stride, p.n_cols);
     }
-  });
+  }, quant_chunk);
   // One list of row tiles over all jobs. Each thread owns a range of whole
   // tiles; within it, each job's columns go in blocks small enough for their
   // activations to stay in cache (L2 by default, MatmulKernels::act_block_bytes)
