@@ -40,6 +40,11 @@ SHAPES = {
     "phi3": "--dim 256 --layers 4 --heads 8 --kv-heads 8 --ffn 768",
     "gemma2": "--dim 256 --layers 4 --heads 4 --kv-heads 2 --head-dim 128 --ffn 768 --window 32",
     "gemma3": "--dim 256 --layers 6 --heads 4 --kv-heads 2 --head-dim 128 --ffn 768 --window 32",
+    "mixtral": "--dim 256 --layers 4 --heads 8 --kv-heads 4 --ffn 512 --experts 8 --experts-used 2",
+    "qwen2moe": "--dim 256 --layers 4 --heads 8 --kv-heads 4 --ffn 512 --experts 8 --experts-used 2 "
+                "--expert-ffn 128 --shared-ffn 384",
+    "qwen3moe": "--dim 256 --layers 4 --heads 4 --kv-heads 2 --head-dim 128 --ffn 512 --experts 16 --experts-used 4 "
+                "--expert-ffn 128",
 }
 
 
