@@ -65,6 +65,13 @@ struct Mapped {
   bool fused_gate_up = false;  // [n_expert, 2 * ff, n_embd]: gate rows, then up rows, per expert
 };
 
+Mapped mapped(Tensor t, int il = -1) {
+  Mapped m;
+  m.t = t;
+  m.il = il;
+  return m;
+}
+
 // A decimal index of at most 6 digits at the start of `s`, consumed with the dot after it.
 std::optional<int> take_index(std::string_view& s) {
   const size_t dot = s.find('.');
@@ -81,30 +88,27 @@ std::optional<int> take_index(std::string_view& s) {
 // MoE layer suffixes: Mixtral's block_sparse_moe.* and Qwen's mlp.* (one matrix
 // per expert, or transformers 5's fused experts.gate_up_proj / experts.down_proj).
 std::optional<Mapped> map_expert_suffix(const HfConfig& c, std::string_view suffix) {
-  Mapped m;
-  auto as = [&m](Tensor t) {
-    m.t = t;
-    return m;
-  };
   const bool mixtral = c.model_type == "mixtral";
   const std::string_view moe = mixtral ? "block_sparse_moe." : "mlp.";
   if (!suffix.starts_with(moe)) return std::nullopt;
   suffix.remove_prefix(moe.size());
-  if (suffix == "gate.weight") return as(Tensor::FfnGateInp);
-  if (suffix == "experts.gate_up_proj" || suffix == "experts.gate_up_proj.weight")
-    return m.fused_gate_up = true, as(Tensor::FfnGateExps);
-  if (suffix == "experts.down_proj" || suffix == "experts.down_proj.weight") return as(Tensor::FfnDownExps);
+  if (suffix == "gate.weight") return mapped(Tensor::FfnGateInp);
+  if (suffix == "experts.gate_up_proj" || suffix == "experts.gate_up_proj.weight") {
+    Mapped m = mapped(Tensor::FfnGateExps);
+    m.fused_gate_up = true;
+    return m;
+  }
+  if (suffix == "experts.down_proj" || suffix == "experts.down_proj.weight") return mapped(Tensor::FfnDownExps);
   if (c.arch == "qwen2moe") {
-    if (suffix == "shared_expert_gate.weight") return as(Tensor::FfnGateInpShexp);
-    if (suffix == "shared_expert.gate_proj.weight") return as(Tensor::FfnGateShexp);
-    if (suffix == "shared_expert.up_proj.weight") return as(Tensor::FfnUpShexp);
-    if (suffix == "shared_expert.down_proj.weight") return as(Tensor::FfnDownShexp);
+    if (suffix == "shared_expert_gate.weight") return mapped(Tensor::FfnGateInpShexp);
+    if (suffix == "shared_expert.gate_proj.weight") return mapped(Tensor::FfnGateShexp);
+    if (suffix == "shared_expert.up_proj.weight") return mapped(Tensor::FfnUpShexp);
+    if (suffix == "shared_expert.down_proj.weight") return mapped(Tensor::FfnDownShexp);
   }
   if (!suffix.starts_with("experts.")) return std::nullopt;
   suffix.remove_prefix(8);
   const auto e = take_index(suffix);
   if (!e || *e >= c.n_expert) return std::nullopt;
-  m.expert = *e;
   struct Row {
     std::string_view hf;
     Tensor t;
@@ -114,35 +118,36 @@ std::optional<Mapped> map_expert_suffix(const HfConfig& c, std::string_view suff
                            {"down_proj.weight", Tensor::FfnDownExps}, {"w1.weight", Tensor::FfnGateExps},
                            {"w3.weight", Tensor::FfnUpExps},          {"w2.weight", Tensor::FfnDownExps}};
   for (const Row& r : kRows)
-    if (suffix == r.hf && r.hf.starts_with('w') == mixtral) return as(r.t);
+    if (suffix == r.hf && r.hf.starts_with('w') == mixtral) {
+      Mapped m = mapped(r.t);
+      m.expert = *e;
+      return m;
+    }
   return std::nullopt;
 }
 
 std::optional<Mapped> map_name(const HfConfig& c, std::string_view name) {
-  Mapped m;
-  auto as = [&m](Tensor t) {
-    m.t = t;
-    return m;
-  };
   for (std::string_view h : kHeads)
-    if (name == h) return as(Tensor::Output);
+    if (name == h) return mapped(Tensor::Output);
   for (std::string_view p : kPrefixes) {
     if (!name.starts_with(p)) continue;
     std::string_view rest = name.substr(p.size());
-    if (rest == "embed_tokens.weight") return as(Tensor::TokenEmbd);
-    if (rest == "norm.weight") return as(Tensor::OutputNorm);
+    if (rest == "embed_tokens.weight") return mapped(Tensor::TokenEmbd);
+    if (rest == "norm.weight") return mapped(Tensor::OutputNorm);
     if (!rest.starts_with("layers.")) return std::nullopt;
     rest.remove_prefix(7);
     const auto layer = take_index(rest);
     if (!layer || *layer >= c.n_layer) return std::nullopt;
     const std::string_view suffix = rest;
     if (c.n_expert > 0)
-      if (auto e = map_expert_suffix(c, suffix)) return e->il = *layer, e;
-    m.il = *layer;
-    if (gemma(c) && suffix == "post_attention_layernorm.weight") return as(Tensor::AttnPostNorm);
+      if (auto e = map_expert_suffix(c, suffix)) {
+        e->il = *layer;
+        return e;
+      }
+    if (gemma(c) && suffix == "post_attention_layernorm.weight") return mapped(Tensor::AttnPostNorm, *layer);
     if (c.n_expert > 0 && suffix.starts_with("mlp.")) return std::nullopt;  // no dense FFN among the experts
     for (const LayerRow& r : kLayerRows)
-      if (r.hf == suffix) return as(r.gguf);
+      if (r.hf == suffix) return mapped(r.gguf, *layer);
     return std::nullopt;
   }
   return std::nullopt;

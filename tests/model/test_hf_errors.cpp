@@ -7,6 +7,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <random>
 
@@ -117,6 +118,19 @@ class HfErrors : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   void write_config(const json& c) { std::ofstream(dir_ + "/config.json") << c.dump(); }
+  // Writes model.safetensors again with what `edit` appends for each of its tensors.
+  void rewrite_checkpoint(const std::function<void(StTensor, std::vector<StTensor>&)>& edit) {
+    auto st = safetensors::SafetensorsFile::open(dir_ + "/model.safetensors");
+    ASSERT_TRUE(st.is_ok());
+    std::vector<StTensor> ts;
+    for (const auto& t : st->tensors()) edit({t.name, t.dtype, t.shape, {t.bytes.begin(), t.bytes.end()}}, ts);
+    write_bytes(dir_ + "/model.safetensors", safetensors_bytes(ts));
+  }
+  void drop_tensor(const std::string& name) {
+    rewrite_checkpoint([&](StTensor t, std::vector<StTensor>& out) {
+      if (t.name != name) out.push_back(std::move(t));
+    });
+  }
   // Both paths (load and convert) fail with `kind`, naming each of `mentions`.
   void expect_error(ErrorKind kind, const std::vector<std::string>& mentions) {
     auto m = Model::load(dir_);
@@ -184,24 +198,16 @@ TEST_F(HfMoeErrors, BadExpertCounts) {
 }
 
 TEST_F(HfMoeErrors, MissingExpertNamesItsLayerAndCount) {
-  auto st = safetensors::SafetensorsFile::open(dir_ + "/model.safetensors");
-  ASSERT_TRUE(st.is_ok());
-  std::vector<StTensor> ts;
-  for (const auto& t : st->tensors())
-    if (t.name != "model.layers.1.mlp.experts.2.up_proj.weight") ts.push_back({t.name, t.dtype, t.shape, {t.bytes.begin(), t.bytes.end()}});
-  write_bytes(dir_ + "/model.safetensors", safetensors_bytes(ts));
+  drop_tensor("model.layers.1.mlp.experts.2.up_proj.weight");
   expect_error(ErrorKind::InvalidFile, {"expert 2", "layer 1", "blk.1.ffn_up_exps.weight", "3 of the 4"});
 }
 
 TEST_F(HfMoeErrors, ExpertBeyondTheCountIsUnknown) {
-  auto st = safetensors::SafetensorsFile::open(dir_ + "/model.safetensors");
-  ASSERT_TRUE(st.is_ok());
-  std::vector<StTensor> ts;
-  for (const auto& t : st->tensors()) {
-    ts.push_back({t.name, t.dtype, t.shape, {t.bytes.begin(), t.bytes.end()}});
-    if (t.name == "model.layers.0.mlp.experts.3.up_proj.weight") ts.push_back({"model.layers.0.mlp.experts.4.up_proj.weight", t.dtype, t.shape, ts.back().bytes});
-  }
-  write_bytes(dir_ + "/model.safetensors", safetensors_bytes(ts));
+  rewrite_checkpoint([](StTensor t, std::vector<StTensor>& out) {
+    if (t.name == "model.layers.0.mlp.experts.3.up_proj.weight")
+      out.push_back({"model.layers.0.mlp.experts.4.up_proj.weight", t.dtype, t.shape, t.bytes});
+    out.push_back(std::move(t));
+  });
   expect_error(ErrorKind::Unsupported, {"model.layers.0.mlp.experts.4.up_proj.weight"});
 }
 
@@ -212,18 +218,13 @@ TEST_F(HfMoeErrors, ExpertShapeAgainstConfig) {
 }
 
 TEST_F(HfErrors, UnsupportedDtypeNamesTensorAndDtype) {
-  auto st = safetensors::SafetensorsFile::open(dir_ + "/model.safetensors");
-  ASSERT_TRUE(st.is_ok());
-  std::vector<StTensor> ts;
-  for (const auto& t : st->tensors()) {
-    StTensor s{t.name, t.dtype, t.shape, {t.bytes.begin(), t.bytes.end()}};
+  rewrite_checkpoint([](StTensor t, std::vector<StTensor>& out) {
     if (t.name == "model.layers.1.mlp.down_proj.weight") {
-      s.dtype = "F64";
-      s.bytes.resize(s.bytes.size() * 2);
+      t.dtype = "F64";
+      t.bytes.resize(t.bytes.size() * 2);
     }
-    ts.push_back(std::move(s));
-  }
-  write_bytes(dir_ + "/model.safetensors", safetensors_bytes(ts));
+    out.push_back(std::move(t));
+  });
   expect_error(ErrorKind::Unsupported, {"model.layers.1.mlp.down_proj.weight", "F64"});
 }
 
@@ -234,22 +235,15 @@ TEST_F(HfErrors, ShapeMismatchAgainstConfig) {
 }
 
 TEST_F(HfErrors, MissingTensor) {
-  auto st = safetensors::SafetensorsFile::open(dir_ + "/model.safetensors");
-  ASSERT_TRUE(st.is_ok());
-  std::vector<StTensor> ts;
-  for (const auto& t : st->tensors())
-    if (t.name != "model.layers.1.self_attn.k_proj.weight") ts.push_back({t.name, t.dtype, t.shape, {t.bytes.begin(), t.bytes.end()}});
-  write_bytes(dir_ + "/model.safetensors", safetensors_bytes(ts));
+  drop_tensor("model.layers.1.self_attn.k_proj.weight");
   expect_error(ErrorKind::InvalidFile, {"blk.1.attn_k.weight"});
 }
 
 TEST_F(HfErrors, UnknownTensor) {
-  auto st = safetensors::SafetensorsFile::open(dir_ + "/model.safetensors");
-  ASSERT_TRUE(st.is_ok());
-  std::vector<StTensor> ts;
-  for (const auto& t : st->tensors()) ts.push_back({t.name, t.dtype, t.shape, {t.bytes.begin(), t.bytes.end()}});
-  ts.push_back({"model.layers.0.mlp.experts.0.weight", "F32", {2}, std::vector<uint8_t>(8)});
-  write_bytes(dir_ + "/model.safetensors", safetensors_bytes(ts));
+  rewrite_checkpoint([](StTensor t, std::vector<StTensor>& out) {
+    if (t.name == "model.embed_tokens.weight") out.push_back({"model.layers.0.mlp.experts.0.weight", "F32", {2}, std::vector<uint8_t>(8)});
+    out.push_back(std::move(t));
+  });
   expect_error(ErrorKind::Unsupported, {"model.layers.0.mlp.experts.0.weight"});
 }
 
