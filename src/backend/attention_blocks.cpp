@@ -11,6 +11,7 @@ void build_attention_blocks(const kernels::AttentionShape& shape, const Attentio
   const int64_t q_dim = static_cast<int64_t>(shape.n_head) * shape.head_dim;
   const KvPoolView& pool = in.pool;
   blocks.resize(in.spans.size());
+  std::vector<int64_t> path;  // a block's tree tokens, leaf first
   for (size_t i = 0; i < in.spans.size(); ++i) {
     const QuerySpan& sp = in.spans[i];
     kernels::QueryBlock& qb = blocks[i];
@@ -23,7 +24,16 @@ void build_attention_blocks(const kernels::AttentionShape& shape, const Attentio
     // Positions a query of this block may see: from the first query's window
     // start (a sliding window's older blocks may be freed: never read) to the last query.
     const int32_t first = shape.sliding_window > 0 ? std::max(0, sp.pos0 - shape.sliding_window + 1) : 0;
-    const int32_t end = sp.pos0 + sp.n_q;
+    int32_t end = sp.pos0 + sp.n_q;
+    // In a tree, the block table serves positions up to the root; the tree
+    // tokens on the way to the block's last token are read at their slots.
+    path.clear();
+    if (!in.parent.empty()) {
+      for (int64_t t = sp.first_token + sp.n_q - 1; in.parent[static_cast<size_t>(t)] >= 0;
+           t = in.parent[static_cast<size_t>(t)])
+        path.push_back(t);
+      if (!path.empty()) end = in.positions[static_cast<size_t>(path.back())];  // the root's position + 1
+    }
     TERN_ASSERT(end <= static_cast<int32_t>(table.size()) * pool.block_size);
     for (int32_t pos = first; pos < end;) {
       const int32_t block = table[static_cast<size_t>(pos / pool.block_size)];
@@ -32,6 +42,23 @@ void build_attention_blocks(const kernels::AttentionShape& shape, const Attentio
       const int32_t n = std::min(end - pos, pool.block_size - offset);
       qb.runs.push_back({pool.row(block, in.layer, 0, offset), pool.row(block, in.layer, 1, offset), pos, n});
       pos += n;
+    }
+    // Root to leaf; neighbours in one block join one run.
+    for (size_t j = path.size(); j-- > 0;) {
+      const size_t t = static_cast<size_t>(path[j]);
+      const int32_t pos = in.positions[t];
+      if (pos < first) continue;
+      const int64_t slot = in.slots[t];
+      const int32_t block = static_cast<int32_t>(slot / pool.block_size), offset = static_cast<int32_t>(slot % pool.block_size);
+      kernels::KvRun* last = qb.runs.empty() ? nullptr : &qb.runs.back();
+      if (last && last->pos0 + last->n == pos &&
+          static_cast<const std::byte*>(last->k) + static_cast<size_t>(last->n) * pool.row_bytes ==
+              pool.row(block, in.layer, 0, offset) &&
+          offset > 0) {
+        ++last->n;
+        continue;
+      }
+      qb.runs.push_back({pool.row(block, in.layer, 0, offset), pool.row(block, in.layer, 1, offset), pos, 1});
     }
   }
 }

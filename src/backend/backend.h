@@ -69,11 +69,19 @@ struct QuerySpan {
 
 // What attention reads for one layer: the pool the layer's K/V live in, and
 // for each sequence its block table (block ids, position p in table[p / block_size]).
+//
+// Token trees (model/forward_input.h): with `parent` given, a span is a chain
+// of a tree (each token the next one's parent) and attends to what its last
+// token's ancestors do: the positions of the tree's root's sequence up to the
+// root through the block table, then each tree ancestor at its own slot.
 struct AttentionInput {
   KvPoolView pool;
   int layer = 0;                               // layer index inside the pool
   std::span<const QuerySpan> spans;
   std::span<const std::span<const int32_t>> tables;  // [n_seqs]
+  std::span<const int32_t> parent;     // [n_tokens] or empty: no trees
+  std::span<const int32_t> positions;  // [n_tokens] (with parent)
+  std::span<const int64_t> slots;      // [n_tokens] this pool's slot of each token (with parent)
 };
 
 // Named activation buffers of a pass (scratch slots).
@@ -123,6 +131,10 @@ class Backend {
   // Writes row t of k and v ([n_rows][n_kv_head * head_dim]) to pool slot slots[t] of `layer`.
   virtual void store_kv(const KvPoolView& pool, int layer, std::span<const int64_t> slots, const float* k,
                         const float* v) = 0;
+  // Every layer's keys and values of slot src[i] copied to slot dst[i], for
+  // i = 0, 1, ... in that order (a token tree's accepted path moved to the
+  // places its positions name).
+  virtual void copy_kv(const KvPoolView& pool, std::span<const int64_t> src, std::span<const int64_t> dst) = 0;
   // Causal attention of the spans' queries q ([n_tokens][n_head][head_dim]) into out.
   virtual void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q,
                          float* out) = 0;

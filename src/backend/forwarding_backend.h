@@ -50,6 +50,9 @@ class ForwardingBackend : public Backend {
                 const float* v) override {
     inner_->store_kv(pool, layer, slots, k, v);
   }
+  void copy_kv(const KvPoolView& pool, std::span<const int64_t> src, std::span<const int64_t> dst) override {
+    inner_->copy_kv(pool, src, dst);
+  }
   void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q, float* out) override {
     inner_->attention(shape, in, q, out);
   }

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/assert.h"
 #include "core/kv_format.h"
 
 namespace tern::backend {
@@ -36,6 +37,16 @@ void HostBackend::store_kv(const KvPoolView& pool, int layer, std::span<const in
     for (int kv = 0; kv < 2; ++kv)
       kv_encode_row(pool.type, (kv == 0 ? k : v) + t * n, pool.n_kv_head, pool.head_dim,
                     pool.slot_row(slots[t], layer, kv));
+}
+
+void HostBackend::copy_kv(const KvPoolView& pool, std::span<const int64_t> src, std::span<const int64_t> dst) {
+  TERN_ASSERT(src.size() == dst.size());
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (src[i] == dst[i]) continue;
+    for (int layer = 0; layer < pool.n_layer; ++layer)
+      for (int kv = 0; kv < 2; ++kv)
+        std::memcpy(pool.slot_row(dst[i], layer, kv), pool.slot_row(src[i], layer, kv), pool.row_bytes);
+  }
 }
 
 void HostBackend::gather_rows(const float* x, std::span<const int32_t> rows, float* out, int64_t n) {

@@ -22,6 +22,7 @@ class HostBackend : public Backend {
   void embed(const kernels::WeightView& table, std::span<const TokenId> tokens, float* x) override;
   void store_kv(const KvPoolView& pool, int layer, std::span<const int64_t> slots, const float* k,
                 const float* v) override;
+  void copy_kv(const KvPoolView& pool, std::span<const int64_t> src, std::span<const int64_t> dst) override;
   void gather_rows(const float* x, std::span<const int32_t> rows, float* out, int64_t n) override;
   void scale(float* x, int64_t n_rows, int64_t n, float s) override;
   void zero(float* x, int64_t n_rows, int64_t n) override;

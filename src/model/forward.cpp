@@ -41,6 +41,51 @@ void Model::assign_kv_groups() {
   }
 }
 
+namespace {
+
+// Token trees (forward_input.h): every parent an earlier token of the same
+// sequence one position before it, ordinary tokens never after a tree token
+// of their sequence, and no two tokens of a sequence stored in one place.
+Status validate_tree(const ForwardInput& in) {
+  const size_t n = in.n_tokens();
+  if (in.kv_pos.size() != 0 && in.kv_pos.size() != n)
+    return error(ErrorKind::InvalidArgument, "forward input: kv_pos must be empty or one per token");
+  if (in.parent.empty()) {
+    if (in.kv_pos.empty()) return Status::ok();
+    return error(ErrorKind::InvalidArgument, "forward input: kv_pos without a token tree");
+  }
+  if (in.parent.size() != n)
+    return error(ErrorKind::InvalidArgument, "forward input: parent must be empty or one per token");
+  std::vector<uint8_t> in_tree(static_cast<size_t>(in.n_seqs), 0);
+  for (size_t t = 0; t < n; ++t) {
+    const int32_t p = in.parent[t];
+    uint8_t& tree = in_tree[static_cast<size_t>(in.seq[t])];
+    if (p < 0) {
+      if (tree) return error(ErrorKind::InvalidArgument, "forward input: an ordinary token after a tree token");
+      if (in.kv_index(t) != in.positions[t])
+        return error(ErrorKind::InvalidArgument, "forward input: an ordinary token stored away from its position");
+      continue;
+    }
+    if (static_cast<size_t>(p) >= t || in.seq[static_cast<size_t>(p)] != in.seq[t] ||
+        in.positions[static_cast<size_t>(p)] + 1 != in.positions[t])
+      return error(ErrorKind::InvalidArgument, "forward input: token " + std::to_string(t) +
+                                                   "'s parent is not an earlier token of its sequence one position before it");
+    tree = 1;
+  }
+  // Storage places: a sequence's tokens are consecutive in the batch.
+  for (size_t a = 0, b = 0; a < n; a = b) {
+    while (b < n && in.seq[b] == in.seq[a]) ++b;
+    std::vector<int32_t> at;
+    for (size_t t = a; t < b; ++t) at.push_back(in.kv_index(t));
+    std::sort(at.begin(), at.end());
+    if (std::adjacent_find(at.begin(), at.end()) != at.end())
+      return error(ErrorKind::InvalidArgument, "forward input: two tokens of a sequence stored in one place");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
 // Everything forward() trusts about its input, checked once per pass: ids in
 // range, every slot inside its pool and equal to what the sequence's block
 // table says for that position, so no write or read can leave a pool.
@@ -75,13 +120,15 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
     for (size_t g = 0; g < specs.size(); ++g) {
       const auto table = in.kv[g].table(in.seq[t]);
       const int32_t bs = pools[g].block_size;
-      const size_t i_block = static_cast<size_t>(in.positions[t] / bs);
-      if (i_block >= table.size() || table[i_block] < 0 ||
-          in.kv[g].slots[t] != static_cast<int64_t>(table[i_block]) * bs + in.positions[t] % bs)
+      const int32_t at = in.kv_index(t);
+      const size_t i_block = static_cast<size_t>(at / bs);
+      if (at < 0 || i_block >= table.size() || table[i_block] < 0 ||
+          in.kv[g].slots[t] != static_cast<int64_t>(table[i_block]) * bs + at % bs)
         return error(ErrorKind::InvalidArgument, "forward input: token " + std::to_string(t) +
                                                      "'s KV slot is not its block table's");
     }
   }
+  TERN_RETURN_IF_ERROR(validate_tree(in));
   for (int32_t r : in.logits_rows)
     if (r < 0 || static_cast<size_t>(r) >= n) return error(ErrorKind::InvalidArgument, "forward input: bad logits row");
   for (int32_t r : in.hidden_rows)
@@ -111,7 +158,10 @@ void query_spans(const ForwardInput& in, std::vector<backend::QuerySpan>& out) {
     if (!out.empty()) {
       backend::QuerySpan& last = out.back();
       const int64_t prev = last.first_token + last.n_q - 1;
-      if (prev == t - 1 && in.seq[prev] == in.seq[t] && in.positions[prev] + 1 == in.positions[t] &&
+      // In a token tree a block is a chain: each token the next one's parent.
+      const bool chained = in.parent.empty() || in.parent[static_cast<size_t>(t)] == prev ||
+                           (in.parent[static_cast<size_t>(t)] < 0 && in.parent[static_cast<size_t>(prev)] < 0);
+      if (prev == t - 1 && in.seq[prev] == in.seq[t] && in.positions[prev] + 1 == in.positions[t] && chained &&
           last.n_q < kMaxBlockTokens) {
         ++last.n_q;
         continue;

@@ -15,6 +15,23 @@
 //                                      this order (any number per sequence)
 //   hidden_rows            [n_hidden]  tokens whose final hidden state (after
 //                                      the output norm) is returned: embeddings
+//
+// Token trees (speculative verification of several continuations at once):
+//   parent                 [n_tokens]  or empty (no trees). -1: an ordinary
+//                                      token, attending to every position of
+//                                      its sequence up to its own. Else the
+//                                      batch index (< t, same sequence) of the
+//                                      token it follows: it attends to its
+//                                      parent's context, the parent and itself
+//                                      only, and its position is the parent's
+//                                      + 1. A tree is rooted at an ordinary
+//                                      token; after a tree token of a sequence
+//                                      only tree tokens of it follow.
+//   kv_pos                 [n_tokens]  or empty (= positions): the index in the
+//                                      sequence's block table where the token's
+//                                      keys/values are stored. Siblings share a
+//                                      position but not a place: a tree's nodes
+//                                      go one after another past its root.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +60,8 @@ struct ForwardInput {
   std::vector<KvGroup> kv;           // [the model's KV groups]
   std::vector<int32_t> logits_rows;  // [n_out] token indices
   std::vector<int32_t> hidden_rows;  // [n_hidden] token indices
+  std::vector<int32_t> parent;       // [n_tokens] or empty: token trees (above)
+  std::vector<int32_t> kv_pos;       // [n_tokens] or empty: where K/V are stored (above)
   // The context one sequence may reach, which the runner was sized for:
   // parameters that depend on it (LongRoPE's long or short factors) follow it,
   // as llama.cpp's follow n_ctx_seq. 0: the model's training context. Set once
@@ -63,7 +82,11 @@ struct ForwardInput {
     }
     logits_rows.clear();
     hidden_rows.clear();
+    parent.clear();
+    kv_pos.clear();
   }
+  // The index in the sequence's block table of token t's keys/values.
+  int32_t kv_index(size_t t) const { return kv_pos.empty() ? positions[t] : kv_pos[t]; }
 };
 
 }  // namespace tern

@@ -35,7 +35,8 @@ void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, con
   kernels::AttentionShape shape{hp.n_head, lh.n_head_kv, hp.head_dim, scale, lh.sliding_window,
                                 pool.type};
   shape.softcap = hp.attn_softcap;
-  be.attention(shape, {pool, l.kv_index, p.spans, p.tables[g]}, a.q, a.att);
+  be.attention(shape, {pool, l.kv_index, p.spans, p.tables[g], p.in.parent, p.in.positions, p.in.kv[g].slots}, a.q,
+               a.att);
   be.matmul(w.wo, a.att, out, p.n);
 }
 
