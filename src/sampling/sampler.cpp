@@ -241,30 +241,21 @@ TokenId Sampler::sample(std::span<float> logits) {
 }
 
 Sampler::Verdict Sampler::verify(std::span<float> logits, TokenId proposed) {
-  TERN_ASSERT(logits.size() == static_cast<size_t>(n_vocab_));
-  apply_penalties(logits);
-  const double u = params_.temperature > 0.0f ? next_uniform() : 0.0;  // one draw, as sample()
-  double kept = 0.0;
-  if (params_.temperature <= 0.0f || !filtered_candidates(logits, kept)) {  // greedy, or no softmax exists
-    const TokenId best = argmax(logits);
-    return {best == proposed, best};
-  }
-  double w_proposed = 0.0;
-  for (const Candidate& c : candidates_)
-    if (c.id == proposed) w_proposed = c.weight;
-  if (u * kept < w_proposed) return {true, proposed};  // probability p(x)
-  // Rejected: draw from the rest, renormalised.
-  const double rest = kept - w_proposed;
-  const double r = next_uniform() * rest;
-  double cum = 0.0;
-  TokenId last = proposed;
-  for (const Candidate& c : candidates_) {
-    if (c.id == proposed || c.weight <= 0.0f) continue;
-    cum += c.weight;
-    last = c.id;
-    if (cum > r) return {false, c.id};
-  }
-  return {false, last};  // rounding at the top end (or x held all the mass: keep it)
+  const TokenId one[] = {proposed};
+  const TreeVerdict v = verify_any(logits, one);
+  return {v.accepted == 0, v.token};
+}
+
+Sampler::TreeVerdict Sampler::verify_any(std::span<float> logits, std::span<const TokenId> candidates) {
+  TERN_ASSERT(!candidates.empty());
+  // For proposals that are point masses, accepting x with probability
+  // min(1, p(x)/q(x)) = p(x) and otherwise drawing from the residual p
+  // without x is the same law as drawing t from p and accepting iff t == x:
+  // so draw exactly as sample() does (one uniform from the request's own
+  // generator), and the token is the non-speculative run's.
+  const TokenId t = sample(logits);
+  const auto it = std::find(candidates.begin(), candidates.end(), t);
+  return {it == candidates.end() ? -1 : static_cast<int>(it - candidates.begin()), t};
 }
 
 float Sampler::log_softmax_at(std::span<const float> logits, TokenId id) {

@@ -59,20 +59,34 @@ class Sampler {
   // the penalties are applied in place, so compute log-probabilities first.
   TokenId sample(std::span<float> logits);
 
-  // Speculative verification of one proposed token against this row (the
-  // whole chain applied, as sample() would), for a proposer that chose it
-  // deterministically (prompt lookup, a greedy draft):
-  //  - greedy: accepted iff it is the argmax; otherwise the argmax replaces it;
-  //  - sampled: accepted with probability p(x) (min(1, p/q) with q(x) = 1);
-  //    otherwise the replacement is drawn from p with x removed, renormalised
-  //    (the residual max(0, p - q)), so the token that comes out is
-  //    distributed exactly as sample() would draw it (Leviathan et al.).
-  // Consumes one or two uniform draws; logits are scratch as for sample().
+  // Speculative verification of proposed tokens against this row, for
+  // proposers that choose deterministically (prompt lookup, a greedy draft):
+  // q is a point mass, so the exact rejection rule of Leviathan et al. —
+  // accept x with probability min(1, p(x)/q(x)) = p(x), else draw from the
+  // normalised residual max(0, p - q), i.e. p without x — is the same law as
+  // drawing t from p (the whole chain applied, as sample() does) and
+  // accepting iff t == x. That is what it does, with sample()'s one uniform
+  // from the request's generator: the token that comes out is exactly the
+  // one the non-speculative run samples at this position, and a seeded
+  // request gives the same text with or without speculation. Greedy:
+  // accepted iff x is the argmax, which replaces it otherwise.
+  // logits are scratch as for sample().
   struct Verdict {
     bool accepted = false;
     TokenId token = 0;  // the proposed token, or its replacement
   };
   Verdict verify(std::span<float> logits, TokenId proposed);
+
+  // Several candidates for one position (a token tree's children, distinct):
+  // the same draw, accepted when it is among them (SpecInfer's multi-candidate
+  // verification for point-mass proposals: candidate i is taken with
+  // probability p(x_i), the rest of the mass goes to the replacement).
+  // accepted: the index taken, or -1.
+  struct TreeVerdict {
+    int accepted = -1;
+    TokenId token = 0;  // candidates[accepted], or the replacement
+  };
+  TreeVerdict verify_any(std::span<float> logits, std::span<const TokenId> candidates);
 
   // Records a token of the sequence for the penalties (pass prompt tokens too
   // if the penalties should see them). 0 <= id < n_vocab.

@@ -2,9 +2,14 @@
 // argmax; sampled verification of a deterministic proposal yields tokens
 // distributed exactly as sample() draws them (chi-square over 20,000 trials
 // for proposals of high, middle and zero probability), and the penalties
-// see the same history as sample() does.
+// see the same history as sample() does. Several candidates at once
+// (verify_any, a token tree's children): the output is still distributed as
+// sample() draws it, each candidate taken exactly as often as p says; and
+// the token is the one sample() draws from the same generator state.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "sampling/sampler.h"
@@ -101,6 +106,69 @@ TEST(SamplerVerify, FiltersApplyAndAFilteredOutProposalIsAlwaysRejected) {
     if (x == 6) {
       EXPECT_EQ(n_accepted, 0);
     }
+  }
+}
+
+TEST(SamplerVerify, SeveralCandidatesKeepTheDistribution) {
+  const std::vector<double> p = {0.30, 0.20, 0.15, 0.12, 0.10, 0.07, 0.04, 0.02};
+  const std::vector<float> l = logits_of(p);
+  const int n = 20000;
+  const std::vector<std::vector<TokenId>> sets = {{0, 1, 2}, {7, 3}, {5, 0, 6, 1}, {2}};
+  for (size_t k = 0; k < sets.size(); ++k) {
+    const std::vector<TokenId>& cands = sets[k];
+    Sampler s(plain_params(300 + k), 8);
+    std::vector<int> counts(p.size(), 0), taken(cands.size(), 0);
+    std::vector<float> scratch;
+    for (int i = 0; i < n; ++i) {
+      scratch = l;
+      const Sampler::TreeVerdict v = s.verify_any(scratch, cands);
+      ASSERT_GE(v.accepted, -1);
+      ASSERT_LT(v.accepted, static_cast<int>(cands.size()));
+      if (v.accepted >= 0) {
+        EXPECT_EQ(v.token, cands[static_cast<size_t>(v.accepted)]);
+        ++taken[static_cast<size_t>(v.accepted)];
+      } else {
+        EXPECT_EQ(std::find(cands.begin(), cands.end(), v.token), cands.end()) << "a rejected candidate came back";
+      }
+      ++counts[static_cast<size_t>(v.token)];
+    }
+    EXPECT_LT(chi_square(counts, p, n), 24.32) << "set " << k;  // 7 dof, P = 0.001
+    for (size_t i = 0; i < cands.size(); ++i) {
+      const double pi = p[static_cast<size_t>(cands[i])];
+      EXPECT_NEAR(taken[i], n * pi, 4.5 * std::sqrt(n * pi * (1 - pi))) << "set " << k << " candidate " << i;
+    }
+  }
+}
+
+TEST(SamplerVerify, TheTokenIsTheOneSampleDraws) {
+  SamplingParams params = plain_params(77);
+  params.top_p = 0.9f;
+  params.temperature = 0.8f;
+  Sampler a(params, 500), b(params, 500);
+  for (uint32_t seed = 0; seed < 200; ++seed) {
+    const std::vector<float> l = random_logits(500, seed);
+    std::vector<float> x = l, y = l;
+    const TokenId sampled = a.sample(x);
+    const TokenId cands[] = {static_cast<TokenId>(seed % 500), static_cast<TokenId>((seed * 7 + 3) % 500), sampled};
+    const Sampler::TreeVerdict v = b.verify_any(y, std::span(cands, seed % 3 == 0 ? 3 : 2));
+    EXPECT_EQ(v.token, sampled) << seed;
+  }
+}
+
+TEST(SamplerVerify, SeveralCandidatesGreedy) {
+  Sampler s(greedy_params(), 500);
+  for (uint32_t seed = 0; seed < 20; ++seed) {
+    const std::vector<float> l = random_logits(500, seed);
+    const TokenId best = static_cast<TokenId>(std::max_element(l.begin(), l.end()) - l.begin());
+    const TokenId a = (best + 1) % 500, b = (best + 2) % 500;
+    std::vector<float> x = l, y = l;
+    const TokenId with[] = {a, best, b}, without[] = {a, b};
+    const Sampler::TreeVerdict hit = s.verify_any(x, with);
+    EXPECT_EQ(hit.accepted, 1);
+    EXPECT_EQ(hit.token, best);
+    const Sampler::TreeVerdict miss = s.verify_any(y, without);
+    EXPECT_EQ(miss.accepted, -1);
+    EXPECT_EQ(miss.token, best);
   }
 }
 
