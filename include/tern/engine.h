@@ -59,6 +59,10 @@ struct EngineConfig {
   // token (exactly the non-speculative output; see docs/spec.md).
   SpecMethod spec = SpecMethod::None;
   int spec_k = 4;          // most proposed tokens per sequence and step (adapts down per sequence)
+  // Candidates per position: 1 a chain of proposals; W > 1 a token tree
+  // (the draft's next W - 1 choices at each depth, or W different prompt
+  // lookup continuations) verified in one pass.
+  int spec_tree = 1;
   int spec_ngram_max = 3;  // prompt lookup: longest suffix matched
   std::string spec_draft_path;  // SpecMethod::Draft: a GGUF sharing the model's vocabulary
   std::string spec_self_type = "Q4_0";  // SpecMethod::SelfDraft: the type the model is re-encoded to
@@ -98,6 +102,7 @@ struct EngineStats {
   // Speculative decoding: tokens proposed and verified, and of them accepted.
   int64_t spec_proposed = 0, spec_accepted = 0;
   int64_t spec_verifies = 0;    // sequence-steps that carried proposals (accepted / this: mean accepted length)
+  int64_t spec_branch_accepted = 0;  // of the accepted, those a token tree had off its first path
   double spec_draft_time_s = 0;  // spent proposing (the draft model's passes)
   // Mixture-of-experts models: tokens routed to each expert, summed over
   // layers since load ([expert_count]; empty for dense models). Sums to

@@ -90,6 +90,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   if (config.block_size < 1 || config.block_size > 1024)
     return error(ErrorKind::InvalidArgument, "block size must be in [1, 1024]");
   if (config.max_num_seqs < 1) return error(ErrorKind::InvalidArgument, "max_num_seqs must be >= 1");
+  if (config.spec_tree < 1 || config.spec_tree > kMaxSpecTree)
+    return error(ErrorKind::InvalidArgument, "spec_tree (candidates per position) must be in 1.." + std::to_string(kMaxSpecTree));
   if (config.max_batched_tokens < 1) return error(ErrorKind::InvalidArgument, "max_batched_tokens must be >= 1");
 
   auto model = Model::load(config.model_path, backend::make_backend(config.backend, config.n_threads));
@@ -257,6 +259,7 @@ Status EngineCore::step(std::vector<CoreOutput>& out) {
   const SchedulerOutput so = scheduler_->schedule(*kv_, t_step);  // 1. plan
   if (so.chunks.empty()) return Status::ok();
   auto ro = runner_->execute(so, *scheduler_);                     // 2. run
+  const double exec_s = now_s() - t_step;
   if (!ro.is_ok()) {
     for (const ScheduledChunk& c : so.chunks)
       if (live_.contains(c.id)) finish(c.id, FinishReason::Error, out, ro.status().message());
@@ -272,6 +275,7 @@ Status EngineCore::step(std::vector<CoreOutput>& out) {
   spec_proposed_ += ro->n_spec_proposed;
   spec_verifies_ += ro->n_spec_verifies;
   spec_accepted_ += ro->n_spec_accepted;
+  spec_branch_accepted_ += ro->n_spec_branch_accepted;
 
   std::unordered_map<RequestId, size_t> chunk_of;
   for (size_t i = 0; i < so.chunks.size(); ++i) chunk_of[so.chunks[i].id] = i;
@@ -306,7 +310,7 @@ Status EngineCore::step(std::vector<CoreOutput>& out) {
     else
       finish(u.id, finish_reason_of(u.stop), out, {}, &o);
   }
-  if (spec_) spec_->step(so, *ro, updates, *scheduler_);
+  if (spec_) spec_->step(so, *ro, updates, *scheduler_, exec_s);
   if (decode_only) {
     ++decode_steps_;
     decode_tokens_ += static_cast<int64_t>(so.chunks.size());
@@ -367,6 +371,7 @@ EngineStats EngineCore::stats() const {
   const auto experts = model_->expert_tokens();  // read between steps: stats() runs on the engine's thread
   st.moe_expert_tokens.assign(experts.begin(), experts.end());
   st.spec_verifies = spec_verifies_;
+  st.spec_branch_accepted = spec_branch_accepted_;
   st.spec_draft_time_s = spec_ ? spec_->draft_time_s() : 0.0;
   return st;
 }

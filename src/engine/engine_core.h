@@ -106,7 +106,7 @@ class EngineCore {
   int64_t slots_sum_ = 0, used_sum_ = 0, running_sum_ = 0;
   int running_peak_ = 0;
   int64_t decode_steps_ = 0, decode_tokens_ = 0;
-  int64_t spec_proposed_ = 0, spec_accepted_ = 0, spec_verifies_ = 0;
+  int64_t spec_proposed_ = 0, spec_accepted_ = 0, spec_verifies_ = 0, spec_branch_accepted_ = 0;
   double decode_time_s_ = 0;
 };
 

@@ -97,6 +97,7 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
     pools_.push_back(kv_.pool(g));
   }
   const int bs = kv_.block_size();
+  bool any_tree = false;
   for (size_t i = 0; i < so.chunks.size(); ++i) {
     const ScheduledChunk& c = so.chunks[i];
     const SchedRequest* r = sched.find(c.id);
@@ -112,12 +113,31 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
     }
     const int32_t first_row = end - n_rows[i];
     const auto [hidden_from, hidden_to] = i < hidden_.size() ? hidden_[i] : std::pair<int32_t, int32_t>{0, 0};
+    const int32_t n_real = static_cast<int32_t>(r->tokens.size());
+    // A token tree: proposal j sits at storage n_real + j, one position past
+    // its parent (the last real token, which this chunk holds, for -1).
+    const bool tree = c.n_spec > 0 && !r->spec_parents.empty();
+    if (tree) {
+      any_tree = true;
+      TERN_ASSERT(begin < n_real);
+      depth_.assign(static_cast<size_t>(c.n_spec), 1);
+    }
+    const int32_t root_index = static_cast<int32_t>(in.tokens.size()) + (n_real - 1 - begin);
     for (int32_t p = begin; p < end; ++p) {
       if (p >= first_row) in.logits_rows.push_back(static_cast<int32_t>(in.tokens.size()));
       if (p >= hidden_from && p < hidden_to) in.hidden_rows.push_back(static_cast<int32_t>(in.tokens.size()));
-      const int32_t n_real = static_cast<int32_t>(r->tokens.size());
       in.tokens.push_back(p < n_real ? r->tokens[static_cast<size_t>(p)] : r->spec_tokens[static_cast<size_t>(p - n_real)]);
-      in.positions.push_back(p);
+      int32_t pos = p, parent = -1;
+      if (tree && p >= n_real) {
+        const size_t j = static_cast<size_t>(p - n_real);
+        const int32_t pj = r->spec_parents[j];
+        if (pj >= 0) depth_[j] = depth_[static_cast<size_t>(pj)] + 1;
+        pos = n_real - 1 + depth_[j];
+        parent = pj < 0 ? root_index : root_index + 1 + pj;
+      }
+      in.positions.push_back(pos);
+      in.parent.push_back(parent);
+      in.kv_pos.push_back(p);
       in.seq.push_back(si);
       for (int g = 0; g < n_groups; ++g) {
         ForwardInput::KvGroup& kg = in.kv[static_cast<size_t>(g)];
@@ -126,6 +146,10 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
         kg.slots.push_back(ib < table.size() ? static_cast<int64_t>(table[ib]) * bs + p % bs : -1);
       }
     }
+  }
+  if (!any_tree) {  // every token where its position says: the plain form
+    in.parent.clear();
+    in.kv_pos.clear();
   }
   return Status::ok();
 }
@@ -145,7 +169,7 @@ int32_t ModelRunner::verify_chunk(RequestState& st, const SchedRequest& r, const
                                   std::span<float> rows, ChunkResult& res, std::vector<TokenLogprobs>& logprobs) {
   const size_t n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
   std::vector<float> raw;
-  auto emit = [&](std::span<float> row, TokenId tok) {
+  auto emit = [&](TokenId tok) {
     res.new_tokens.push_back(tok);
     accept_token(st, tok);  // the penalties and the grammar of the next row see it, as without speculation
     if (st.n_logprobs < 0) return;
@@ -153,22 +177,59 @@ int32_t ModelRunner::verify_chunk(RequestState& st, const SchedRequest& r, const
     lp.logprob = Sampler::log_softmax_at(raw, tok);
     for (const auto& [id, p] : Sampler::top_logprobs(raw, st.n_logprobs)) lp.top.push_back({id, p});
     logprobs.push_back(std::move(lp));
-    (void)row;
   };
-  int32_t n_accepted = 0;
-  for (int32_t j = 0; j <= c.n_spec; ++j) {
-    const std::span<float> row = rows.subspan(static_cast<size_t>(j) * n_vocab, n_vocab);
+  // Walk down from the last real token (row 0; proposal j's row is j + 1):
+  // the children of the node reached are verified together; an accepted one
+  // is the next node, a rejection's replacement ends the chunk, and a node
+  // without children gives one token more. A chain is the tree where j's
+  // parent is j - 1.
+  const bool tree = !r.spec_parents.empty();
+  auto parent_of = [&](int32_t j) { return tree ? r.spec_parents[static_cast<size_t>(j)] : j - 1; };
+  path_.clear();
+  std::vector<TokenId> cands;
+  std::vector<int32_t> kids;
+  for (int32_t node = -1;;) {
+    const std::span<float> row = rows.subspan(static_cast<size_t>(node + 1) * n_vocab, n_vocab);
     if (st.n_logprobs >= 0) raw.assign(row.begin(), row.end());
     constrain(st, row);
-    if (j == c.n_spec) {  // every proposal accepted: the last row gives one token more
-      const TokenId tok = st.sampler.sample(row);
-      emit(row, tok);
+    kids.clear();
+    cands.clear();
+    for (int32_t j = node + 1; j < c.n_spec; ++j)
+      if (parent_of(j) == node) {
+        kids.push_back(j);
+        cands.push_back(r.spec_tokens[static_cast<size_t>(j)]);
+      }
+    if (kids.empty()) {
+      emit(st.sampler.sample(row));
       break;
     }
-    const Sampler::Verdict v = st.sampler.verify(row, r.spec_tokens[static_cast<size_t>(j)]);
-    emit(row, v.token);
-    if (!v.accepted) break;
-    ++n_accepted;
+    const Sampler::TreeVerdict v = st.sampler.verify_any(row, cands);
+    emit(v.token);
+    if (v.accepted < 0) break;
+    node = kids[static_cast<size_t>(v.accepted)];
+    path_.push_back(node);
+  }
+  const int32_t n_accepted = static_cast<int32_t>(path_.size());
+  // The accepted path's keys/values go to the places their positions name
+  // (a chain's already are): proposal path_[d] was stored at n_real + path_[d].
+  bool moved = false;
+  for (int32_t d = 0; d < n_accepted; ++d) moved |= path_[static_cast<size_t>(d)] != d;
+  if (moved) {
+    const int32_t n_real = static_cast<int32_t>(r.tokens.size());
+    const int bs = kv_.block_size();
+    for (int g = 0; g < kv_.n_groups(); ++g) {
+      if (kv_.spec(g).kind == CacheKind::Recurrent) continue;
+      const std::span<const BlockId> table = kv_.block_table(g, r.seq);
+      auto slot = [&](int32_t at) {
+        return static_cast<int64_t>(table[static_cast<size_t>(at / bs)].value) * bs + at % bs;
+      };
+      std::vector<int64_t> src, dst;
+      for (int32_t d = 0; d < n_accepted; ++d) {
+        src.push_back(slot(n_real + path_[static_cast<size_t>(d)]));
+        dst.push_back(slot(n_real + d));
+      }
+      model_.backend().copy_kv(pools_[static_cast<size_t>(g)], src, dst);
+    }
   }
   // The real tokens' K/V stay; of the proposals', only the accepted ones'.
   res.n_accepted = c.n_tokens - c.n_spec + n_accepted;
@@ -297,6 +358,7 @@ Result<RunnerOutput> ModelRunner::execute(const SchedulerOutput& so, const Sched
       out.n_spec_proposed += c.n_spec;
       ++out.n_spec_verifies;
       out.n_spec_accepted += verify_chunk(st, r, c, rows, res, out.logprobs[i]);
+      for (size_t d = 0; d < path_.size(); ++d) out.n_spec_branch_accepted += path_[d] != static_cast<int32_t>(d);
       continue;
     }
     const std::span<float> logits(logits_.data() + row * n_vocab, static_cast<size_t>(n_vocab));

@@ -11,8 +11,13 @@
 // proposal is verified against the row before it (Sampler::verify: greedy
 // match, or exact rejection sampling) until one is rejected — its
 // replacement ends the chunk — or all are accepted and the last row gives
-// one token more. It returns, per chunk, what Scheduler::update() takes
-// (n_accepted counts the proposals kept). Samplers and output constraints
+// one token more. Proposals may form a token tree (SchedRequest::spec_parents):
+// node j is stored at n + j past the n real tokens and attends to its own
+// ancestors only (ForwardInput::parent/kv_pos); verification walks from the
+// last real token through the children it accepts (Sampler::verify_any), and
+// the accepted path's keys/values are then copied to the places their
+// positions name (Backend::copy_kv). It returns, per chunk, what
+// Scheduler::update() takes (n_accepted counts the proposals kept). Samplers and output constraints
 // live here, one per request: a constrained request's rows are masked by its
 // grammar matcher before sampling or verification (tokens the grammar cannot
 // take get -inf; end-of-text only where the sentence is complete), and each
@@ -65,6 +70,7 @@ struct RunnerOutput {
   int64_t n_tokens = 0;                           // tokens run through the model
   int64_t n_spec_proposed = 0, n_spec_accepted = 0;  // proposals verified this step, and kept
   int64_t n_spec_verifies = 0;                       // chunks that carried proposals
+  int64_t n_spec_branch_accepted = 0;                // accepted proposals off a tree's first path
 };
 
 // What the runner keeps for one request.
@@ -151,6 +157,8 @@ class ModelRunner {
   std::vector<std::pair<int32_t, int32_t>> hidden_;  // per chunk of the step: positions wanting hidden rows
   std::vector<RequestState*> chunk_states_;          // per chunk of the step: its runner state (null: none)
   std::vector<float> hidden_rows_;                   // [n_hidden][n_embd]
+  std::vector<int32_t> depth_;                       // scratch: a token tree's depths (build_input)
+  std::vector<int32_t> path_;                        // scratch: a tree's accepted proposals, root first (verify_chunk)
   // Mask caches by grammar; each entry keeps its grammar and vocabulary alive
   // (the key stays valid). Idle ones beyond kIdleMaskCaches are dropped.
   struct SharedMasks {

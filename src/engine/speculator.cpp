@@ -14,14 +14,14 @@
 
 namespace tern {
 
-int choose_spec_k(double a, int k_max, int n_batch, double d, int& idle_steps) {
-  const double c = 0.08 * std::max(1.0, n_batch / 4.0) + d;
+int choose_spec_k(double a, std::span<const double> cost, int& idle_steps) {
+  const int k_max = static_cast<int>(cost.size()) - 1;
   int best_k = 0;
   double best = 1.0, gain = 1.0, ak = 1.0;
   for (int k = 1; k <= k_max; ++k) {
     ak *= a;
     gain += ak;
-    const double value = gain / (1.0 + c * k);
+    const double value = gain / cost[static_cast<size_t>(k)];
     if (value > best) best = value, best_k = k;
   }
   if (best_k > 0 || k_max == 0) {
@@ -99,7 +99,8 @@ void Speculator::remove(RequestId id, std::span<const TokenId> tokens) {
 }
 
 void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const std::vector<RequestUpdate>& updates,
-                      Scheduler& scheduler) {
+                      Scheduler& scheduler, double exec_s) {
+  cost_.observe(ro.n_tokens, exec_s);
   if (state_.empty()) return;
   for (size_t i = 0; i < so.chunks.size(); ++i) {
     const ScheduledChunk& c = so.chunks[i];
@@ -107,9 +108,26 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
     auto it = state_.find(c.id);
     if (it == state_.end()) continue;
     const int32_t accepted = ro.results[i].n_accepted - (c.n_tokens - c.n_spec);
-    it->second.accept_rate = 0.7 * it->second.accept_rate + 0.3 * accepted / c.n_spec;
+    // Per position: a tree's first path comes first, so the depth kept is at most its length.
+    const int32_t depth = it->second.chain > 0 ? std::min(c.n_spec, it->second.chain) : c.n_spec;
+    it->second.accept_rate = 0.7 * it->second.accept_rate + 0.3 * std::min(1.0, static_cast<double>(accepted) / depth);
   }
-  const int n_batch = static_cast<int>(so.chunks.size());
+  // The next step's cost with k proposals per speculating sequence, relative
+  // to its cost without: the tokens of this step that were not proposals,
+  // plus k·W for each sequence that may speculate.
+  const int width = config_.spec_tree;
+  int32_t n_base = 0;
+  for (const ScheduledChunk& c : so.chunks) n_base += c.n_tokens - c.n_spec;
+  int n_spec_seqs = 0;
+  for (const RequestUpdate& u : updates)
+    if (u.stop == StopReason::None && state_.contains(u.id)) ++n_spec_seqs;
+  const double t_base = cost_.seconds(n_base);
+  std::vector<double> cost(kMaxSpecTokens + 1, 1.0);
+  for (int k = 1; k <= kMaxSpecTokens; ++k) {
+    double draft = 0.0;
+    if (draft_) draft = draft_pass_s_ > 0 && t_base > 0 ? draft_pass_s_ * k / t_base : draft_cost_ * k;
+    cost[static_cast<size_t>(k)] = cost_.ratio(n_base, static_cast<double>(n_spec_seqs) * k * width) + draft;
+  }
   std::vector<spec::DraftRequest> drafts;
   for (const RequestUpdate& u : updates) {
     if (u.stop != StopReason::None) continue;
@@ -117,30 +135,61 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
     const SchedRequest* r = scheduler.find(u.id);
     if (it == state_.end() || !r) continue;
     State& st = it->second;
-    const int k = config_.spec_adaptive ? choose_spec_k(st.accept_rate, st.k_max, n_batch, draft_cost_, st.idle_steps)
-                                        : st.k_max;
+    const int k = config_.spec_adaptive
+                      ? choose_spec_k(st.accept_rate, std::span(cost).first(static_cast<size_t>(st.k_max) + 1), st.idle_steps)
+                      : st.k_max;
     if (k <= 0) continue;
     if (config_.spec == SpecMethod::Ngram) {
       // What a finished request produced after the same tokens (repeated
-      // traffic), else the sequence's own history (quoting its input).
-      std::vector<TokenId> p = suffixes_.propose(r->tokens, k);
-      if (p.empty()) p = spec::propose_ngram(r->tokens, k, {config_.spec_ngram_max, 1});
-      scheduler.set_spec_tokens(u.id, std::move(p));
+      // traffic) first, then the sequence's own history (quoting its input):
+      // one path for a chain, up to `width` different ones for a tree.
+      const size_t max_nodes = static_cast<size_t>(k) * static_cast<size_t>(width);
+      spec::TokenTree tree;
+      int n_paths = 0;
+      if (const std::vector<TokenId> p = suffixes_.propose(r->tokens, k); !p.empty()) {
+        tree.add_path(p, max_nodes);
+        ++n_paths;
+      }
+      if (n_paths < width)
+        for (const auto& p : spec::propose_ngram_paths(r->tokens, k, width - n_paths, {config_.spec_ngram_max, 1}))
+          tree.add_path(p, max_nodes);
+      propose(scheduler, u.id, st, std::move(tree));
     }
-    else if (!draft_failed_)
-      drafts.push_back({u.id, r->tokens, k});
+    else if (!draft_failed_) {
+      spec::DraftRequest q{u.id, r->tokens, k};
+      q.width = width;
+      drafts.push_back(q);
+    }
   }
   if (drafts.empty()) return;
   const auto t0 = std::chrono::steady_clock::now();
   auto proposals = draft_->propose(drafts);
-  draft_time_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  draft_time_s_ += took;
+  // One pass per position drafted (the catch-up pass included: it is paid every step too).
+  int passes = 0;
+  for (const spec::DraftRequest& q : drafts) passes = std::max(passes, q.k);
+  const double per_pass = took / std::max(1, passes);
+  draft_pass_s_ = draft_pass_s_ < 0 ? per_pass : 0.8 * draft_pass_s_ + 0.2 * per_pass;
   if (!proposals) {
     // The target's output does not depend on proposals: go on without them.
     TERN_LOG_WARN("spec: the draft model failed (%s); speculation is off from here", proposals.status().message().c_str());
     draft_failed_ = true;
     return;
   }
-  for (size_t i = 0; i < drafts.size(); ++i) scheduler.set_spec_tokens(drafts[i].id, std::move((*proposals)[i]));
+  for (size_t i = 0; i < drafts.size(); ++i) {
+    auto it = state_.find(drafts[i].id);
+    propose(scheduler, drafts[i].id, it->second, std::move((*proposals)[i]));
+  }
+}
+
+void Speculator::propose(Scheduler& scheduler, RequestId id, State& st, spec::TokenTree tree) {
+  // The first path's length: nodes parented one after another from the front.
+  int chain = 0;
+  while (chain < static_cast<int>(tree.size()) && tree.parents[static_cast<size_t>(chain)] == chain - 1) ++chain;
+  st.chain = chain;
+  if (chain == static_cast<int>(tree.size())) tree.parents.clear();  // a chain: the plain form
+  scheduler.set_spec_tokens(id, std::move(tree.tokens), std::move(tree.parents));
 }
 
 }  // namespace tern

@@ -6,13 +6,15 @@
 // Proposers: prompt lookup (spec/suffix_cache.h: what finished requests
 // produced after the same three tokens first, then spec/ngram.h: the
 // sequence's own history) or a draft model (spec/draft.h).
-// How many per request (choose_k): the k maximising expected tokens per unit
-// of cost, (1 + a + ... + a^k) / (1 + (c + d) k), with a the request's recent
-// acceptance rate (an EMA), c the relative cost of one more verified token —
-// small while decode is bandwidth-bound, growing with the batch as the step
-// turns compute-bound — and d a draft token's cost relative to a target
-// token (weight bytes read). k = 0 where it does not pay; such a request
-// probes with one proposal every 16 steps. docs/spec.md.
+// How many per request (choose_spec_k): the k maximising expected tokens per
+// unit of cost, (1 + a + ... + a^k) / (T(k) + D(k)), with a the request's
+// recent acceptance rate (an EMA), T(k) the step's time with k more tokens
+// per speculating sequence (k·W with trees) over its time without, from
+// the step times the engine measured (engine/step_cost.h: flat while
+// decode is bandwidth-bound, steep once it turns compute-bound), and D(k)
+// the draft's k passes over that step time (measured too; before any
+// measurement, its weight bytes over the target's). k = 0 where it does not
+// pay; such a request probes with one proposal every 16 steps. docs/spec.md.
 #pragma once
 
 #include <memory>
@@ -20,18 +22,22 @@
 #include <vector>
 
 #include "engine/model_runner.h"
+#include "engine/step_cost.h"
 #include "scheduler/scheduler.h"
 #include "spec/draft.h"
 #include "spec/suffix_cache.h"
+#include "spec/tree.h"
 #include "tern/engine.h"
 
 namespace tern {
 
-inline constexpr int kMaxSpecTokens = 16;  // proposals one sequence may carry in a step
+inline constexpr int kMaxSpecTokens = 16;  // positions one sequence may propose ahead in a step
+inline constexpr int kMaxSpecTree = 8;     // candidates per position in a token tree
 
-// Exposed for tests: the k chosen for acceptance rate a, cap k_max, a batch
-// of n_batch sequences and draft cost d (0 for prompt lookup).
-int choose_spec_k(double a, int k_max, int n_batch, double d, int& idle_steps);
+// Exposed for tests: the k chosen for acceptance rate a (per position) and
+// cost[k], a step's relative cost with k proposals (cost[0] = 1; k_max + 1
+// entries).
+int choose_spec_k(double a, std::span<const double> cost, int& idle_steps);
 
 class Speculator {
  public:
@@ -47,21 +53,27 @@ class Speculator {
   void remove(RequestId id, std::span<const TokenId> tokens = {});
 
   // After Scheduler::update: learn, then set the next proposals.
+  // exec_s: the forward pass's time (what the step cost model learns from).
   void step(const SchedulerOutput& so, const RunnerOutput& ro, const std::vector<RequestUpdate>& updates,
-            Scheduler& scheduler);
+            Scheduler& scheduler, double exec_s);
 
   double draft_time_s() const { return draft_time_s_; }
 
  private:
   struct State {
     int k_max = 0;
-    double accept_rate = 0.7;
+    double accept_rate = 0.7;  // of the positions proposed (a tree's depth)
     int idle_steps = 0;  // steps that proposed nothing by choice
+    int chain = 0;       // the last proposal's first path: the depth of any prefix the scheduler kept
   };
+  // Sets a request's proposal (a chain when the tree is one).
+  void propose(Scheduler& scheduler, RequestId id, State& st, spec::TokenTree tree);
   EngineConfig config_;
   std::unique_ptr<spec::DraftProposer> draft_;
   spec::SuffixCache suffixes_;  // prompt lookup: what finished requests produced
-  double draft_cost_ = 0.0;  // d above
+  double draft_cost_ = 0.0;     // draft weight bytes over the target's: D's prior
+  double draft_pass_s_ = -1.0;  // EMA of one draft pass over the speculating batch; < 0 before one
+  StepCost cost_;
   bool draft_failed_ = false;
   std::unordered_map<RequestId, State> state_;
   double draft_time_s_ = 0.0;

@@ -340,7 +340,13 @@ void Scheduler::add_chunk(Step& st, SchedRequest& r, int32_t n) {
   r.last_scheduled_s = st.now_s;
 }
 
-void Scheduler::set_spec_tokens(RequestId id, std::vector<TokenId> tokens) { at(id).spec_tokens = std::move(tokens); }
+void Scheduler::set_spec_tokens(RequestId id, std::vector<TokenId> tokens, std::vector<int32_t> parents) {
+  SchedRequest& r = at(id);
+  TERN_ASSERT(parents.empty() || parents.size() == tokens.size());
+  for (size_t i = 0; i < parents.size(); ++i) TERN_ASSERT(parents[i] >= -1 && parents[i] < static_cast<int32_t>(i));
+  r.spec_tokens = std::move(tokens);
+  r.spec_parents = std::move(parents);
+}
 
 std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& out, std::span<const ChunkResult> results,
                                              KvAllocator& kv) {
@@ -362,6 +368,7 @@ std::vector<RequestUpdate> Scheduler::update(const SchedulerOutput& out, std::sp
       }
     }
     r.spec_tokens.clear();  // accepted ones come back in new_tokens
+    r.spec_parents.clear();
     TERN_ASSERT(r.n_computed <= r.n_tokens + c.n_spec);  // accepted proposals join tokens below
     tenant_served_[r.tenant] += res.n_accepted / tenant_weight(r.tenant);
     RequestUpdate u;

@@ -99,6 +99,10 @@ struct SchedRequest {
   // tokens of a decoding request, budget and blocks permitting; verified by
   // the runner; cleared by update(), which keeps only what was accepted.
   std::vector<TokenId> spec_tokens;
+  // A token tree in place of a chain: spec_parents[i] is the index in
+  // spec_tokens of token i's parent (-1: the last real token); parents come
+  // first, so any prefix the budget keeps is a tree. Empty: a chain.
+  std::vector<int32_t> spec_parents;
   int32_t n_cached = -1;     // prompt tokens found in the prefix cache at first admission; -1 before it
   bool compute_prompt = false;  // no prefix-cache hit: every prompt token is run (prompt log-probabilities)
   SeqStatus status = SeqStatus::Waiting;
@@ -190,7 +194,7 @@ class Scheduler {
   // accepted a token or ended. Ended requests stay until remove().
   std::vector<RequestUpdate> update(const SchedulerOutput& out, std::span<const ChunkResult> results, KvAllocator& kv);
   // Proposes a continuation for a running request (see SchedRequest::spec_tokens).
-  void set_spec_tokens(RequestId id, std::vector<TokenId> tokens);
+  void set_spec_tokens(RequestId id, std::vector<TokenId> tokens, std::vector<int32_t> parents = {});
   // A finished request's output length feeds the SJF predictor.
   void record_output_length(int32_t n_generated);
 

@@ -206,6 +206,9 @@ std::string Metrics::render(const EngineStats& s, const std::string& model_name,
   head(out, "tern_spec_verify_steps_total", "counter",
        "Speculative decoding: sequence-steps that verified proposals (accepted / this = mean accepted length).");
   sample(out, "tern_spec_verify_steps_total", static_cast<double>(s.spec_verifies), model);
+  head(out, "tern_spec_branch_accepted_tokens_total", "counter",
+       "Speculative decoding: accepted tokens that a token tree had off its first path (--spec-tree).");
+  sample(out, "tern_spec_branch_accepted_tokens_total", static_cast<double>(s.spec_branch_accepted), model);
   head(out, "tern_spec_draft_seconds_total", "counter", "Speculative decoding: time spent proposing (draft model passes).");
   sample(out, "tern_spec_draft_seconds_total", s.spec_draft_time_s, model);
   // One series per expert: the label set is bounded by the model's expert_count (<= 512).

@@ -13,6 +13,18 @@ TokenId argmax(const float* row, int n) {
   return static_cast<TokenId>(std::max_element(row, row + n) - row);
 }
 
+// The w best tokens of a row, best first (ties: the lower id, as argmax).
+std::vector<TokenId> best_of(const float* row, int n, int w) {
+  std::vector<TokenId> ids(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) ids[static_cast<size_t>(i)] = i;
+  w = std::min(w, n);
+  std::partial_sort(ids.begin(), ids.begin() + w, ids.end(), [&](TokenId a, TokenId b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  });
+  ids.resize(static_cast<size_t>(w));
+  return ids;
+}
+
 }  // namespace
 
 Status check_same_vocabulary(const gguf::GgufFile& draft, const gguf::GgufFile& target) {
@@ -79,9 +91,11 @@ Status DraftProposer::run(std::vector<float>& logits) {
   return s;
 }
 
-Result<std::vector<std::vector<TokenId>>> DraftProposer::propose(std::span<const DraftRequest> requests) {
+Result<std::vector<TokenTree>> DraftProposer::propose(std::span<const DraftRequest> requests) {
   const int n_vocab = model_->hparams().n_vocab;
   std::vector<std::vector<TokenId>> out(requests.size());
+  // Per request and depth: the draft's next choices after its greedy one.
+  std::vector<std::vector<std::vector<TokenId>>> alts(requests.size());
   struct Active {
     size_t i;      // index into requests
     int slot;
@@ -96,8 +110,18 @@ Result<std::vector<std::vector<TokenId>>> DraftProposer::propose(std::span<const
   auto flush = [&]() -> Status {
     if (batch_.size() == 0) return Status::ok();
     TERN_RETURN_IF_ERROR(run(logits));
-    for (size_t r = 0; r < want_row.size(); ++r)
-      out[want_row[r]].push_back(argmax(logits.data() + r * static_cast<size_t>(n_vocab), n_vocab));
+    for (size_t r = 0; r < want_row.size(); ++r) {
+      const float* row = logits.data() + r * static_cast<size_t>(n_vocab);
+      const int width = requests[want_row[r]].width;
+      if (width <= 1) {
+        out[want_row[r]].push_back(argmax(row, n_vocab));
+        continue;
+      }
+      std::vector<TokenId> best = best_of(row, n_vocab, width);
+      out[want_row[r]].push_back(best.front());
+      best.erase(best.begin());
+      alts[want_row[r]].push_back(std::move(best));
+    }
     want_row.clear();
     return Status::ok();
   };
@@ -139,7 +163,17 @@ Result<std::vector<std::vector<TokenId>>> DraftProposer::propose(std::span<const
     TERN_RETURN_IF_ERROR(flush());
     active = std::move(next);
   }
-  return out;
+  // The chain, then each depth's alternatives as leaves beside it.
+  std::vector<TokenTree> trees(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) {
+    trees[i] = TokenTree::chain(out[i]);
+    for (size_t d = 0; d < alts[i].size() && d < out[i].size(); ++d)
+      for (TokenId t : alts[i][d]) {
+        trees[i].tokens.push_back(t);
+        trees[i].parents.push_back(static_cast<int32_t>(d) - 1);
+      }
+  }
+  return trees;
 }
 
 }  // namespace tern::spec

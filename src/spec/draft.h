@@ -22,6 +22,7 @@
 #include "core/status.h"
 #include "model/batch_runner.h"
 #include "model/model.h"
+#include "spec/tree.h"
 
 namespace tern::spec {
 
@@ -29,6 +30,10 @@ struct DraftRequest {
   RequestId id;
   std::span<const TokenId> tokens;  // the sequence so far (prompt + accepted output)
   int k = 0;                        // proposals wanted
+  // Candidates per position: 1 a chain; W > 1 a token tree where each of the
+  // k positions also gets the draft's next W - 1 choices as leaves (no
+  // extra draft passes: the draft's rows already rank them).
+  int width = 1;
 };
 
 class DraftProposer {
@@ -40,10 +45,10 @@ class DraftProposer {
                                                         std::shared_ptr<backend::Backend> backend, int max_seqs,
                                                         int32_t max_positions);
 
-  // Proposals for each request, in order (a request may get fewer than k:
-  // none when its sequence would outgrow the draft's positions or no slot
-  // is free).
-  Result<std::vector<std::vector<TokenId>>> propose(std::span<const DraftRequest> requests);
+  // Proposals for each request, in order: the greedy chain first (a request
+  // may get fewer than k: none when its sequence would outgrow the draft's
+  // positions or no slot is free), then the alternatives, depth by depth.
+  Result<std::vector<TokenTree>> propose(std::span<const DraftRequest> requests);
   // The request ended: its slot is free.
   void release(RequestId id);
 

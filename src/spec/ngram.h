@@ -22,4 +22,10 @@ struct NgramConfig {
 // suffix recurs. O(|tokens| * n_max).
 std::vector<TokenId> propose_ngram(std::span<const TokenId> tokens, int k, const NgramConfig& config = {});
 
+// Up to n_paths different continuations (for a token tree): what followed
+// each earlier occurrence, most recent and longest suffix first, skipping
+// any that repeats one already found. The first is propose_ngram's.
+std::vector<std::vector<TokenId>> propose_ngram_paths(std::span<const TokenId> tokens, int k, int n_paths,
+                                                      const NgramConfig& config = {});
+
 }  // namespace tern::spec

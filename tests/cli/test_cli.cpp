@@ -38,6 +38,12 @@ TEST(Cli, SpeculativeRunPrintsGoldenTextAndCounts) {
     EXPECT_EQ(o.out, test::golden_text()) << draft;
     EXPECT_NE(o.err.find("accepted"), std::string::npos) << o.err;
   }
+  auto tree = run_tern("run -m " + m + " -p '' -n 200 --temp 0 -t 2 --draft ngram --spec-k 6 --spec-tree 3");
+  ASSERT_EQ(tree.exit_code, 0) << tree.err;
+  EXPECT_EQ(tree.out, test::golden_text()) << "token trees";
+  auto bad_tree = run_tern("run -m " + m + " -p '' -n 4 --draft ngram --spec-tree 9");
+  EXPECT_NE(bad_tree.exit_code, 0);
+  EXPECT_NE(bad_tree.err.find("--spec-tree"), std::string::npos) << bad_tree.err;
   auto bad = run_tern("run -m " + m + " -p '' -n 4 --draft /nonexistent.gguf");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("draft"), std::string::npos) << bad.err;

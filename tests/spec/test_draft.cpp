@@ -5,6 +5,8 @@
 // a draft with another vocabulary is refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "../model/model_fixture.h"
 #include "../model/one_by_one.h"
 #include "backend/backend.h"
@@ -48,7 +50,39 @@ TEST(DraftProposer, ProposesTheDraftsGreedyContinuation) {
   const DraftRequest q{RequestId(1), t, 5};
   auto got = p->propose(std::span(&q, 1));
   ASSERT_TRUE(got.is_ok()) << got.status().message();
-  EXPECT_EQ((*got)[0], greedy(p->model(), t, 5));
+  EXPECT_EQ((*got)[0].tokens, greedy(p->model(), t, 5));
+  EXPECT_EQ((*got)[0].parents, (std::vector<int32_t>{-1, 0, 1, 2, 3}));
+}
+
+// Width 3: the same greedy chain first, then at each depth the draft's
+// second and third choices there, leaves whose parent is the chain's node
+// before that depth.
+TEST(DraftProposer, ATreeAddsTheNextChoicesAtEveryDepth) {
+  TERN_REQUIRE_STORIES();
+  auto p = make(test::draft_files().random);
+  ASSERT_TRUE(p);
+  const std::vector<TokenId> t = prompt(20);
+  DraftRequest q{RequestId(1), t, 4};
+  q.width = 3;
+  auto got = p->propose(std::span(&q, 1));
+  ASSERT_TRUE(got.is_ok()) << got.status().message();
+  const TokenTree& tree = (*got)[0];
+  const std::vector<TokenId> chain = greedy(p->model(), t, 4);
+  ASSERT_EQ(tree.size(), 12u);
+  EXPECT_EQ(std::vector<TokenId>(tree.tokens.begin(), tree.tokens.begin() + 4), chain);
+  std::vector<TokenId> ctx = t;
+  for (int d = 0; d < 4; ++d) {
+    const std::vector<float> row = test::logits_one_by_one(p->model(), ctx).back();
+    std::vector<TokenId> order(row.size());
+    for (size_t i = 0; i < row.size(); ++i) order[i] = static_cast<TokenId>(i);
+    std::stable_sort(order.begin(), order.end(), [&](TokenId a, TokenId b) { return row[a] > row[b]; });
+    for (int w = 1; w < 3; ++w) {
+      const size_t node = 4 + static_cast<size_t>(d) * 2 + static_cast<size_t>(w - 1);
+      EXPECT_EQ(tree.tokens[node], order[static_cast<size_t>(w)]) << "depth " << d << " choice " << w;
+      EXPECT_EQ(tree.parents[node], d - 1);
+    }
+    ctx.push_back(chain[static_cast<size_t>(d)]);
+  }
 }
 
 TEST(DraftProposer, AfterARejectionItProposesWhatAFreshOneWould) {
@@ -63,10 +97,10 @@ TEST(DraftProposer, AfterARejectionItProposesWhatAFreshOneWould) {
     auto fresh = make(test::draft_files().random);
     auto want = fresh->propose(std::span(&q, 1));
     ASSERT_TRUE(want.is_ok());
-    EXPECT_EQ((*got)[0], (*want)[0]) << "round " << round;
+    EXPECT_EQ((*got)[0].tokens, (*want)[0].tokens) << "round " << round;
     // The target accepts `round % 3` proposals, then replaces the next one
     // with something else (or, every third round, takes all and one more).
-    const auto& prop = (*got)[0];
+    const auto& prop = (*got)[0].tokens;
     const size_t n_acc = round % 3 == 2 ? prop.size() : static_cast<size_t>(round % 3);
     t.insert(t.end(), prop.begin(), prop.begin() + static_cast<long>(n_acc));
     t.push_back(n_acc < prop.size() ? (prop[n_acc] + 1) % 512 : 3);
@@ -85,7 +119,7 @@ TEST(DraftProposer, ManySequencesInOneCallProposeWhatEachWouldAlone) {
     auto alone = make(test::draft_files().q8);
     auto want = alone->propose(std::span(&qs[i], 1));
     ASSERT_TRUE(want.is_ok());
-    EXPECT_EQ((*got)[i], (*want)[0]) << i;
+    EXPECT_EQ((*got)[i].tokens, (*want)[0].tokens) << i;
     EXPECT_EQ((*got)[i].size(), static_cast<size_t>(qs[i].k));
   }
 }
@@ -104,7 +138,7 @@ TEST(DraftProposer, SlotsRunOutAndComeBack) {
   p->release(RequestId(1));
   auto again = p->propose(std::span(&qs[2], 1));
   ASSERT_TRUE(again.is_ok());
-  EXPECT_EQ((*again)[0], (*got)[1]);  // same tokens, same proposals
+  EXPECT_EQ((*again)[0].tokens, (*got)[1].tokens);  // same tokens, same proposals
 }
 
 TEST(DraftProposer, ADraftWithAnotherVocabularyIsRefused) {

@@ -3,8 +3,8 @@
 // without them — alone (the golden 200 tokens), among 32 concurrent
 // requests, under chunked prefill, prefix caching and preemption (recompute
 // and swap), with penalties, stop tokens inside accepted proposals and
-// log-probabilities — and every KV block comes back. Seeded sampling with
-// proposals is reproducible.
+// log-probabilities — and every KV block comes back. Seeded sampling gives
+// the same tokens with proposals as without.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,6 +43,7 @@ TEST(SpecEngine, GreedyAloneIsTheGoldenOutput) {
   for (int k : {1, 4, 16}) {
     EngineConfig c = spec_config(k);
     c.kv_type = KvType::F32;
+    c.spec_adaptive = false;  // k proposals whenever lookup has them
     auto core = make_core(c);
     ASSERT_TRUE(core);
     const auto out = run_all(*core, {test::golden_request()});
@@ -57,6 +58,34 @@ TEST(SpecEngine, GreedyAloneIsTheGoldenOutput) {
   }
 }
 
+// Token trees: the golden output again, and accepted tokens off the first
+// path happen (their keys/values were moved into place: the tokens after
+// them would differ otherwise).
+TEST(SpecEngine, TreesGiveTheGoldenOutput) {
+  TERN_REQUIRE_STORIES();
+  for (const char* proposer : {"ngram", "q8", "random"}) {
+    for (int width : {2, 4}) {
+      const std::string p = proposer;
+      EngineConfig c = p == "ngram" ? spec_config(6)
+                       : p == "q8"  ? draft_config(test::draft_files().q8, 6)
+                                    : draft_config(test::draft_files().random, 6);
+      c.spec_tree = width;
+      c.spec_adaptive = false;
+      c.kv_type = KvType::F32;
+      auto core = make_core(c);
+      ASSERT_TRUE(core);
+      const auto out = run_all(*core, {test::golden_request()});
+      EXPECT_EQ(out[0].tokens, test::golden_continuation()) << p << " width " << width;
+      const EngineStats st = core->stats();
+      EXPECT_GT(st.spec_accepted, 0) << p << " width " << width;
+      if (p == "ngram" || width == 4) {  // the good draft's first path is nearly always right
+        EXPECT_GT(st.spec_branch_accepted, 0) << p << " width " << width << ": no branch was ever taken";
+      }
+      EXPECT_EQ(st.kv_blocks_used, 0);
+    }
+  }
+}
+
 struct SpecCase {
   const char* name;
   const char* proposer;  // "ngram", "q8" (a good draft), "random" (a bad one)
@@ -64,6 +93,7 @@ struct SpecCase {
   bool prefix_caching;
   int n_blocks;  // 0 = plenty
   PreemptionMode preemption;
+  int tree = 1;  // candidates per position (EngineConfig::spec_tree)
 };
 
 class SpecInvariance : public ::testing::TestWithParam<SpecCase> {};
@@ -84,6 +114,7 @@ TEST_P(SpecInvariance, GreedyTokensAndLogprobsMatchNoSpeculation) {
                    : proposer == "q8" ? draft_config(test::draft_files().q8, 6)
                                         : draft_config(test::draft_files().random, 6);
   c.max_num_seqs = 32;
+  c.spec_tree = sc.tree;
   c.max_batched_tokens = sc.max_batched_tokens;
   c.prefix_caching = sc.prefix_caching;
   c.preemption = sc.preemption;
@@ -127,7 +158,12 @@ INSTANTIATE_TEST_SUITE_P(
                       SpecCase{"draft_concurrent", "q8", 512, false, 0, PreemptionMode::Recompute},
                       SpecCase{"draft_chunked_prefix", "q8", 48, true, 0, PreemptionMode::Recompute},
                       SpecCase{"draft_recompute", "q8", 128, true, 40, PreemptionMode::Recompute},
-                      SpecCase{"bad_draft_swap", "random", 128, false, 40, PreemptionMode::Swap}),
+                      SpecCase{"bad_draft_swap", "random", 128, false, 40, PreemptionMode::Swap},
+                      SpecCase{"tree_ngram", "ngram", 512, false, 0, PreemptionMode::Recompute, 3},
+                      SpecCase{"tree_ngram_chunked_prefix", "ngram", 48, true, 0, PreemptionMode::Recompute, 4},
+                      SpecCase{"tree_ngram_swap", "ngram", 128, false, 40, PreemptionMode::Swap, 3},
+                      SpecCase{"tree_draft_recompute", "q8", 128, true, 40, PreemptionMode::Recompute, 3},
+                      SpecCase{"tree_bad_draft", "random", 512, false, 0, PreemptionMode::Recompute, 4}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // A stop token that the proposals carry: the output ends at its first
@@ -166,7 +202,9 @@ TEST(SpecEngine, StopTokenInsideAcceptedProposalsEndsThere) {
 TEST(SpecEngine, MaxTokensCutsAcceptedProposals) {
   TERN_REQUIRE_STORIES();
   const auto golden = test::golden_ids();
-  auto core = make_core(spec_config(16));
+  EngineConfig c = spec_config(16);
+  c.spec_adaptive = false;
+  auto core = make_core(c);
   ASSERT_TRUE(core);
   std::vector<GenerationRequest> reqs;
   for (int n = 1; n <= 120; n += 7) {
@@ -184,23 +222,45 @@ TEST(SpecEngine, MaxTokensCutsAcceptedProposals) {
   EXPECT_EQ(core->stats().kv_blocks_used, 0);
 }
 
-TEST(SpecEngine, SeededSamplingWithProposalsIsReproducible) {
+// Verification draws each token exactly as plain sampling does (one
+// uniform from the request's own generator per token, Sampler::verify), so a
+// seeded sampled request gives the same tokens with or without proposals —
+// chains and trees, lookup and drafts, 16 requests at once with penalties.
+TEST(SpecEngine, SeededSamplingGivesTheSameTokensWithOrWithoutProposals) {
   TERN_REQUIRE_STORIES();
-  GenerationRequest r;
-  r.prompt_tokens = {1};
-  r.max_tokens = 120;
-  r.sampling.temperature = 0.7f;
-  r.sampling.seed = 1234;
-  std::vector<std::vector<TokenId>> runs;
-  int64_t proposed = 0;
-  for (int i = 0; i < 2; ++i) {
-    auto core = make_core(spec_config(4));
-    ASSERT_TRUE(core);
-    runs.push_back(run_all(*core, {r, r})[0].tokens);
-    proposed += core->stats().spec_proposed;
+  std::vector<GenerationRequest> reqs;
+  for (int i = 0; i < 16; ++i) {
+    GenerationRequest r;
+    r.prompt_tokens = {1};
+    r.max_tokens = 80;
+    r.sampling.temperature = i % 2 ? 0.7f : 1.0f;
+    r.sampling.top_p = 0.9f;
+    r.sampling.repetition_penalty = i % 4 == 3 ? 1.1f : 1.0f;
+    r.sampling.seed = 1234 + static_cast<uint64_t>(i);
+    reqs.push_back(r);
   }
-  EXPECT_EQ(runs[0], runs[1]);
-  EXPECT_GT(proposed, 0);
+  auto plain = make_core(base_config());
+  ASSERT_TRUE(plain);
+  const auto want = run_all(*plain, reqs);
+  struct Case {
+    const char* name;
+    EngineConfig c;
+  };
+  std::vector<Case> cases = {{"ngram", spec_config(4)}, {"draft", draft_config(test::draft_files().q8, 6)}};
+  cases.push_back({"ngram tree", spec_config(4)});
+  cases.back().c.spec_tree = 3;
+  cases.push_back({"draft tree", draft_config(test::draft_files().q8, 6)});
+  cases.back().c.spec_tree = 3;
+  for (Case& k : cases) {
+    k.c.spec_adaptive = false;
+    k.c.max_num_seqs = 16;
+    auto core = make_core(k.c);
+    ASSERT_TRUE(core);
+    const auto got = run_all(*core, reqs);
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << k.name << " request " << i;
+    EXPECT_GT(core->stats().spec_accepted, 30) << k.name;
+    EXPECT_EQ(core->stats().kv_blocks_used, 0) << k.name;
+  }
 }
 
 // Two-sample chi-square of the first three generated tokens (as one
@@ -281,7 +341,8 @@ TEST_P(SpecDistribution, SampledFirstTokensAreDistributedAsWithout) {
     return h;
   }();
   const std::string proposer = GetParam();
-  const EngineConfig c = proposer == "ngram" ? spec_config(4) : draft_config(test::draft_files().q8, 4);
+  EngineConfig c = proposer.rfind("ngram", 0) == 0 ? spec_config(4) : draft_config(test::draft_files().q8, 4);
+  if (proposer.find("tree") != std::string::npos) c.spec_tree = 3;
   int64_t accepted = 0;
   const auto spec = first_three(distribution_config(c), 1000001, n, accepted);
   EXPECT_GT(accepted, n / 20) << "the proposals were meant to be exercised";
@@ -292,13 +353,14 @@ TEST_P(SpecDistribution, SampledFirstTokensAreDistributedAsWithout) {
   EXPECT_GT(plain.size(), 5u) << "a distribution worth testing";
 }
 
-INSTANTIATE_TEST_SUITE_P(Spec, SpecDistribution, ::testing::Values("ngram", "draft"));
+INSTANTIATE_TEST_SUITE_P(Spec, SpecDistribution, ::testing::Values("ngram", "draft", "ngram_tree"));
 
 TEST(SpecEngine, GreedyWithADraftModelIsTheGoldenOutput) {
   TERN_REQUIRE_STORIES();
   for (const std::string& draft : {test::draft_files().q8, test::draft_files().random}) {
     EngineConfig c = draft_config(draft, 6);
     c.kv_type = KvType::F32;
+    c.spec_adaptive = false;
     auto core = make_core(c);
     ASSERT_TRUE(core);
     const auto out = run_all(*core, {test::golden_request()});
@@ -346,11 +408,16 @@ TEST(SpecEngine, ADraftWithAnotherVocabularyIsRefused) {
 // invariants hold after every step, and the prefix index holds only what
 // was accepted — prompts that extend the first phase's full sequences hit
 // the cache and continue exactly as a fresh engine without speculation does.
-TEST(SpecEngine, KvInvariantsHoldAndTheCacheHoldsOnlyAcceptedTokens) {
+// With token trees (width 4) some steps also move an accepted branch's
+// keys/values into place.
+class SpecKvStress : public ::testing::TestWithParam<int> {};
+
+TEST_P(SpecKvStress, KvInvariantsHoldAndTheCacheHoldsOnlyAcceptedTokens) {
   TERN_REQUIRE_STORIES();
   auto probe = make_core(base_config());
   ASSERT_TRUE(probe);
-  EngineConfig c = draft_config(test::draft_files().random, 8);
+  EngineConfig c = draft_config(test::draft_files().random, GetParam() > 1 ? 4 : 8);  // trees: 16 nodes
+  c.spec_tree = GetParam();
   c.spec_adaptive = false;  // propose every step: every step has a rollback
   c.max_batched_tokens = 128;
   c.kv_memory_bytes = probe->stats().kv_block_bytes * 48;
@@ -374,6 +441,9 @@ TEST(SpecEngine, KvInvariantsHoldAndTheCacheHoldsOnlyAcceptedTokens) {
   }
   EXPECT_GT(core->stats().n_preemptions, 0);
   EXPECT_GT(core->stats().spec_proposed, 1000);
+  if (GetParam() > 1) {
+    EXPECT_GT(core->stats().spec_branch_accepted, 0);
+  }
   // Phase 2: each full sequence (prompt + output) as a prompt, 12 more tokens.
   std::vector<GenerationRequest> more;
   for (size_t i = 0; i < reqs.size(); ++i) {
@@ -394,6 +464,8 @@ TEST(SpecEngine, KvInvariantsHoldAndTheCacheHoldsOnlyAcceptedTokens) {
   for (size_t i = 0; i < more.size(); ++i) EXPECT_EQ(got[i].tokens, want[i].tokens) << "request " << i;
   EXPECT_TRUE(core->core().kv().blocks().check_invariants().empty());
 }
+
+INSTANTIATE_TEST_SUITE_P(Spec, SpecKvStress, ::testing::Values(1, 4));
 
 TEST(SpecEngine, PerRequestSpecKZeroTurnsItOff) {
   TERN_REQUIRE_STORIES();

@@ -1,4 +1,4 @@
-// tern bench -m MODEL --draft ngram|DRAFT.gguf|self:TYPE [--spec-k K] [-n 128] [-b 1,4,16] [-r 3] [-t THREADS]
+// tern bench -m MODEL --draft ngram|DRAFT.gguf|self:TYPE [--spec-k K] [--spec-tree W] [-n 128] [-b 1,4,16] [-r 3] [-t THREADS]
 //            [-p PROMPT] [--json]
 // Greedy generation through the serving engine without and with speculative
 // decoding, interleaved, at each batch size: tok/s of both, the speed-up,
@@ -17,14 +17,15 @@ namespace tern::cli {
 
 int cmd_bench_spec(int argc, char** argv) {
   std::string model_path, draft, prompt, batches = "1", backend_name = "cpu";
-  int spec_k = 4, n_threads = 0;
+  int spec_k = 4, spec_tree = 1, n_threads = 0;
   bool json = false;
   SpecBenchOptions o;
-  ArgParser args("bench", "tern bench -m MODEL --draft ngram|DRAFT.gguf|self:TYPE [--spec-k K] [-n 128] [-b 1,4,16] "
+  ArgParser args("bench", "tern bench -m MODEL --draft ngram|DRAFT.gguf|self:TYPE [--spec-k K] [--spec-tree W] [-n 128] [-b 1,4,16] "
                           "[-r 3] [-t THREADS] [-p PROMPT] [--json]");
   args.add("-m,--model", &model_path, "GGUF model file (the target)");
   args.add("--draft", &draft, EngineFlags::kDraftHelp);
   args.add("--spec-k", &spec_k, EngineFlags::kSpecKHelp);
+  args.add("--spec-tree", &spec_tree, EngineFlags::kSpecTreeHelp);
   args.add("-n,--n-gen", &o.n_gen, "tokens generated per sequence (default 128)");
   args.add("-b,--batches", &batches, "sequences at once, e.g. 1,4,16 (default 1)");
   args.add("-r,--repetitions", &o.repetitions, "measured repetitions after one warm-up (default 3)");
@@ -51,7 +52,8 @@ int cmd_bench_spec(int argc, char** argv) {
   for (int b : o.batches) plain.max_num_seqs = std::max(plain.max_num_seqs, b);
   plain.max_batched_tokens = std::max(512, plain.max_num_seqs * 17);  // every sequence with 16 proposals fits a step
   EngineConfig spec = plain;
-  if (auto s = apply_spec_flags(draft, spec_k, spec); !s) return report(s);
+  if (auto s = apply_spec_flags(draft, spec_k, spec_tree, spec); !s) return report(s);
+  spec.max_batched_tokens = std::max(plain.max_batched_tokens, plain.max_num_seqs * (1 + spec_k * spec_tree));
   const std::vector<std::string> prompts =
       prompt.empty() ? std::vector<std::string>{"Once upon a time", "One day, a little girl", "Tom and his dog",
                                                 "The sun was shining", "There was a big tree"}

@@ -18,12 +18,12 @@ namespace tern::cli {
 
 int cmd_run(int argc, char** argv) {
   std::string model_path, prompt, prompt_file, stop, backend_name = "cpu", draft, grammar_file, schema_file, regex;
-  int n_predict = 128, n_threads = 0, n_ctx = 0, spec_k = 4;
+  int n_predict = 128, n_threads = 0, n_ctx = 0, spec_k = 4, spec_tree = 1;
   bool echo = false, ignore_eos = false, have_seed = false, json_object = false;
   uint64_t seed = 0;
   SamplingParams sp;
   ArgParser args("run", "tern run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
-                        "[--seed S] [-t THREADS] [--draft ngram [--spec-k K]] [--echo] "
+                        "[--seed S] [-t THREADS] [--draft ngram [--spec-k K] [--spec-tree W]] [--echo] "
                         "[--grammar-file F | --json-schema-file F | --regex R | --json]");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-p,--prompt", &prompt, "prompt text (empty = BOS only)");
@@ -44,6 +44,7 @@ int cmd_run(int argc, char** argv) {
   args.add("--backend", &backend_name, kBackendHelp);
   args.add("--draft", &draft, EngineFlags::kDraftHelp);
   args.add("--spec-k", &spec_k, EngineFlags::kSpecKHelp);
+  args.add("--spec-tree", &spec_tree, EngineFlags::kSpecTreeHelp);
   args.add_flag("--echo", &echo, "print the prompt before the continuation");
   args.add("--grammar-file", &grammar_file, "constrain the output to a GBNF grammar (llama.cpp's syntax) read from F");
   args.add("--json-schema-file", &schema_file, "constrain the output to JSON matching the JSON Schema in F");
@@ -75,7 +76,7 @@ int cmd_run(int argc, char** argv) {
   auto be = parse_backend_flag(backend_name);
   if (!be) return report(be.status());
   cfg.backend = *be;
-  if (auto st = apply_spec_flags(draft, spec_k, cfg); !st) return report(st);
+  if (auto st = apply_spec_flags(draft, spec_k, spec_tree, cfg); !st) return report(st);
   auto engine = Engine::create(cfg);
   if (!engine) return report(engine.status());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

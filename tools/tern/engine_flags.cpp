@@ -29,9 +29,10 @@ void EngineFlags::add_to(ArgParser& args) {
   args.add("--tenant-weights", &tenant_weights, "fair policy weights, e.g. a=2,b=1");
   args.add("--draft", &draft, kDraftHelp);
   args.add("--spec-k", &spec_k, kSpecKHelp);
+  args.add("--spec-tree", &spec_tree, kSpecTreeHelp);
 }
 
-Status apply_spec_flags(const std::string& draft, int spec_k, EngineConfig& c) {
+Status apply_spec_flags(const std::string& draft, int spec_k, int spec_tree, EngineConfig& c) {
   if (draft.empty() || draft == "none") {
     c.spec = SpecMethod::None;
   } else if (draft == "ngram") {
@@ -45,6 +46,8 @@ Status apply_spec_flags(const std::string& draft, int spec_k, EngineConfig& c) {
   }
   if (spec_k < 1 || spec_k > 16) return error(ErrorKind::InvalidArgument, "--spec-k must be in 1..16");
   c.spec_k = spec_k;
+  if (spec_tree < 1 || spec_tree > 8) return error(ErrorKind::InvalidArgument, "--spec-tree must be in 1..8");
+  c.spec_tree = spec_tree;
   return Status::ok();
 }
 
@@ -103,7 +106,7 @@ Status EngineFlags::apply(EngineConfig& c) const {
   auto swap = parse_swap_compression(swap_compression);
   TERN_RETURN_IF_ERROR(swap.status());
   c.swap_compression = *swap;
-  TERN_RETURN_IF_ERROR(apply_spec_flags(draft, spec_k, c));
+  TERN_RETURN_IF_ERROR(apply_spec_flags(draft, spec_k, spec_tree, c));
   c.tenant_weights.clear();
   size_t pos = 0;
   while (pos < tenant_weights.size()) {

@@ -26,17 +26,19 @@ struct EngineFlags {
   std::string swap_compression = "none";
   std::string draft;  // speculative decoding: "" / "none" off, "ngram" prompt lookup, else a draft GGUF
   int spec_k = 4;
+  int spec_tree = 1;
 
   static constexpr const char* kDraftHelp = "speculative decoding proposer: none (default), ngram (prompt lookup), a draft model's GGUF (same vocabulary) or self:TYPE (the model re-encoded, e.g. self:Q4_0)";
   static constexpr const char* kSpecKHelp = "most proposed tokens per sequence and step, 1..16 (default 4)";
+  static constexpr const char* kSpecTreeHelp = "candidates per proposed position, 1..8 (default 1, a chain): W > 1 verifies a token tree (the draft's next W-1 choices at each position, or W different prompt-lookup continuations)";
 
   void add_to(ArgParser& args);
   // Fills `config` (model_path is left to the caller).
   Status apply(EngineConfig& config) const;
 };
 
-// --draft and --spec-k into `config` (shared with `tern run`).
-Status apply_spec_flags(const std::string& draft, int spec_k, EngineConfig& config);
+// --draft, --spec-k and --spec-tree into `config` (shared with `tern run`).
+Status apply_spec_flags(const std::string& draft, int spec_k, int spec_tree, EngineConfig& config);
 
 // "4G" / "512M" / "64K" / "123" (bytes) or "0.25" (fraction of available RAM).
 Status parse_kv_memory(const std::string& text, EngineConfig& config);
