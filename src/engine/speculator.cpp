@@ -14,7 +14,7 @@
 
 namespace tern {
 
-int choose_spec_k(double a, std::span<const double> cost, int& idle_steps) {
+int choose_spec_k(double a, std::span<const double> cost, SpecPacing& pace) {
   const int k_max = static_cast<int>(cost.size()) - 1;
   int best_k = 0;
   double best = 1.0, gain = 1.0, ak = 1.0;
@@ -25,10 +25,21 @@ int choose_spec_k(double a, std::span<const double> cost, int& idle_steps) {
     if (value > best) best = value, best_k = k;
   }
   if (best_k > 0 || k_max == 0) {
-    idle_steps = 0;
+    pace = SpecPacing{};
     return best_k;
   }
-  return ++idle_steps % 16 == 0 ? 1 : 0;
+  // Not worth it now: probe with one proposal after probe_every idle steps,
+  // waiting twice as long after each probe that changed nothing (a probe of
+  // a draft model feeds it every token since the last one) — unless even
+  // proposals that are always right would not pay: then a probe cannot
+  // change anything.
+  bool could_pay = false;
+  for (int k = 1; k <= k_max; ++k) could_pay |= (k + 1) / cost[static_cast<size_t>(k)] > 1.0;
+  if (!could_pay) return 0;
+  if (++pace.idle_steps < pace.probe_every) return 0;
+  pace.idle_steps = 0;
+  pace.probe_every = std::min(2 * pace.probe_every, SpecPacing::kMaxProbeEvery);
+  return 1;
 }
 
 namespace {
@@ -136,7 +147,7 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
     if (it == state_.end() || !r) continue;
     State& st = it->second;
     const int k = config_.spec_adaptive
-                      ? choose_spec_k(st.accept_rate, std::span(cost).first(static_cast<size_t>(st.k_max) + 1), st.idle_steps)
+                      ? choose_spec_k(st.accept_rate, std::span(cost).first(static_cast<size_t>(st.k_max) + 1), st.pace)
                       : st.k_max;
     if (k <= 0) continue;
     if (config_.spec == SpecMethod::Ngram) {

@@ -14,7 +14,8 @@
 // decode is bandwidth-bound, steep once it turns compute-bound), and D(k)
 // the draft's k passes over that step time (measured too; before any
 // measurement, its weight bytes over the target's). k = 0 where it does not
-// pay; such a request probes with one proposal every 16 steps. docs/spec.md.
+// pay; such a request probes with one proposal after 16 idle steps, then 32,
+// 64, 128 while probes change nothing. docs/spec.md.
 #pragma once
 
 #include <memory>
@@ -37,7 +38,12 @@ inline constexpr int kMaxSpecTree = 8;     // candidates per position in a token
 // Exposed for tests: the k chosen for acceptance rate a (per position) and
 // cost[k], a step's relative cost with k proposals (cost[0] = 1; k_max + 1
 // entries).
-int choose_spec_k(double a, std::span<const double> cost, int& idle_steps);
+struct SpecPacing {
+  static constexpr int kMaxProbeEvery = 128;
+  int idle_steps = 0;    // steps that proposed nothing by choice, since the last probe
+  int probe_every = 16;  // doubles after each probe that did not turn speculation back on
+};
+int choose_spec_k(double a, std::span<const double> cost, SpecPacing& pace);
 
 class Speculator {
  public:
@@ -63,7 +69,7 @@ class Speculator {
   struct State {
     int k_max = 0;
     double accept_rate = 0.7;  // of the positions proposed (a tree's depth)
-    int idle_steps = 0;  // steps that proposed nothing by choice
+    SpecPacing pace;
     int chain = 0;       // the last proposal's first path: the depth of any prefix the scheduler kept
   };
   // Sets a request's proposal (a chain when the tree is one).

@@ -23,23 +23,26 @@ void StepCost::observe(int64_t n_tokens, double seconds) {
 }
 
 double StepCost::seconds(double n) const {
-  const Bucket* lo = nullptr;  // the nearest bucket seen at or below n, and above it
-  const Bucket* hi = nullptr;
-  const Bucket* first = nullptr;
-  const Bucket* last = nullptr;
-  for (const Bucket& b : buckets_) {
-    if (b.count == 0) continue;
-    if (!first) first = &b;
-    last = &b;
-    if (b.n <= n) lo = &b;
-    else if (!hi) hi = &b;
+  // The buckets seen, as points (n, t) in order of n.
+  std::array<const Bucket*, kBuckets> seen{};
+  int m = 0;
+  for (const Bucket& b : buckets_)
+    if (b.count > 0) seen[static_cast<size_t>(m++)] = &b;
+  if (m == 0) return -1.0;
+  if (m == 1) {  // one size seen: the prior rule around it
+    const Bucket& b = *seen[0];
+    const double t = b.t * (1.0 + kPriorSlope * std::max(1.0, b.n / 4.0) * (n - b.n) / std::max(1.0, b.n));
+    return std::max(t, 0.25 * b.t);
   }
-  if (!first) return -1.0;
-  if (!lo) return first->t;  // below everything seen: flat
-  if (!hi)  // above everything seen: the prior rule from the largest step seen
-    return last->t * (1.0 + kPriorSlope * std::max(1.0, last->n / 4.0) * (n - last->n) / std::max(1.0, last->n));
-  const double f = (n - lo->n) / std::max(1e-9, hi->n - lo->n);
-  return std::max(lo->t, lo->t + f * (hi->t - lo->t));  // never cheaper for more tokens
+  // Piecewise linear through the points, the end segments extended (a
+  // speculating engine rarely runs a step of its base size: that cost comes
+  // from the slope next to it), never decreasing, never below a quarter of
+  // the smallest step seen.
+  int i = 0;
+  while (i + 2 < m && seen[static_cast<size_t>(i + 1)]->n <= n) ++i;
+  const Bucket &a = *seen[static_cast<size_t>(i)], &b = *seen[static_cast<size_t>(i + 1)];
+  const double slope = std::max(0.0, (b.t - a.t) / std::max(1e-9, b.n - a.n));
+  return std::max(a.t + slope * (n - a.n), 0.25 * seen[0]->t);
 }
 
 double StepCost::ratio(double n_base, double n_extra) const {

@@ -7,10 +7,11 @@
 // sits depends on the machine, the weight type and the threads, so it is
 // measured rather than assumed: each step's time goes into an EMA of its
 // power-of-two bucket of token counts (with the bucket's mean count), and
-// t(n) interpolates between buckets seen. Below the smallest bucket seen the
-// cost is taken as flat; above the largest it grows by the prior slope
-// (0.08 of a step per token and sequence, the old fixed rule), which is
-// optimistic enough that larger steps get tried, and then measured.
+// t(n) is piecewise linear through the buckets seen, its end segments
+// extended (a speculating engine seldom runs a step of its base size, so
+// that cost comes from the slope beside it). With one size seen, the prior
+// rule applies around it: 0.08 of a step per extra token and sequence (the
+// old fixed constant), optimistic enough that larger steps get tried.
 #pragma once
 
 #include <array>

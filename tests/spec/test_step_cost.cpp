@@ -1,9 +1,10 @@
 // The step cost model (engine/step_cost.h) and the choice of k it feeds
 // (choose_spec_k): on a machine whose steps are flat up to 8 tokens and
 // proportional beyond, the model learns both regimes from observed steps,
-// interpolates between them, and extrapolates with the prior rule; the
+// interpolates between them and extends the end segments (the prior rule
+// with one size seen); the
 // choice proposes many tokens where extra tokens are free, few or none
-// where they cost a step each, and probes every 16 steps when it chose none.
+// where they cost a step each, and probes ever more rarely when it chose none.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,8 +29,16 @@ TEST(StepCost, LearnsTheFlatAndTheSteepRegime) {
   EXPECT_NEAR(c.ratio(1, 3), 1.0, 0.02);   // decode at batch 1: extra tokens are free
   EXPECT_NEAR(c.ratio(16, 16), 2.0, 0.05);  // compute-bound: twice the tokens, twice the time
   EXPECT_NEAR(c.ratio(4, 28), roofline_s(32) / roofline_s(4), 0.05);
-  // Beyond the largest step seen: the prior slope from there.
-  EXPECT_NEAR(c.seconds(128), 0.320 * (1 + 0.08 * 16 * 64 / 64.0), 0.01);
+  // Beyond the largest step seen, and below the smallest: the end segments extended.
+  EXPECT_NEAR(c.seconds(128), 0.640, 0.01);
+  StepCost steep;  // only compute-bound steps seen: the base size's cost comes from their slope
+  for (int rep = 0; rep < 20; ++rep)
+    for (int64_t n : {8, 16}) steep.observe(n, 0.005 * static_cast<double>(n));
+  EXPECT_NEAR(steep.seconds(4), 0.020, 0.001);
+  EXPECT_NEAR(steep.ratio(4, 4), 2.0, 0.05);
+  StepCost one;  // one size seen: the prior rule around it
+  for (int rep = 0; rep < 5; ++rep) one.observe(4, 0.040);
+  EXPECT_NEAR(one.ratio(4, 8), 1.16, 1e-6);
   // Never cheaper for more tokens.
   for (double n = 1; n < 100; n += 0.5) EXPECT_LE(c.seconds(n), c.seconds(n + 0.5) + 1e-12) << n;
 }
@@ -51,7 +60,7 @@ TEST(ChooseSpecK, ManyWhereFreeNoneWhereEachTokenCostsAStep) {
   StepCost c;
   for (int rep = 0; rep < 20; ++rep)
     for (int64_t n : {1, 2, 4, 8, 16, 32, 64, 128}) c.observe(n, roofline_s(n));
-  int idle = 0;
+  SpecPacing idle;
   // Batch 1: up to 8 tokens cost nothing more, so a good proposer gets 7.
   EXPECT_EQ(choose_spec_k(0.9, costs(c, 1, 1, 16), idle), 7);
   // Batch 16, fully compute-bound: one more token per sequence is a whole
@@ -63,11 +72,25 @@ TEST(ChooseSpecK, ManyWhereFreeNoneWhereEachTokenCostsAStep) {
   const int k_draft = choose_spec_k(0.7, with_draft, idle);
   EXPECT_GT(k_draft, 0);
   EXPECT_LT(k_draft, 4);
-  // Having chosen none, a request probes with one proposal every 16th step.
-  idle = 0;
+  // Having chosen none, a request probes with one proposal after 16 idle
+  // steps, then 32, 64, 128, 128, ...; a step that pays resets the pace.
+  // (Each proposal costs 0.75 of a step: not at 70% acceptance, but at 100% it would pay.)
+  std::vector<double> dear(17);
+  for (size_t k = 0; k < dear.size(); ++k) dear[k] = 1.0 + 0.75 * static_cast<double>(k);
+  idle = SpecPacing{};
+  std::vector<int> probe_steps;
+  for (int s = 1; s <= 600; ++s)
+    if (choose_spec_k(0.7, dear, idle) > 0) probe_steps.push_back(s);
+  EXPECT_EQ(probe_steps, (std::vector<int>{16, 48, 112, 240, 368, 496}));
+  EXPECT_GT(choose_spec_k(0.9, costs(c, 1, 1, 16), idle), 0);
+  EXPECT_EQ(idle.probe_every, 16);
+  // Where even proposals that are always right cannot pay, no probe at all.
+  idle = SpecPacing{};
+  std::vector<double> hopeless(17);
+  for (size_t k = 0; k < hopeless.size(); ++k) hopeless[k] = 1.0 + 1.5 * static_cast<double>(k);
   int probes = 0;
-  for (int s = 0; s < 64; ++s) probes += choose_spec_k(0.7, costs(c, 16, 16, 16), idle);
-  EXPECT_EQ(probes, 4);
+  for (int s = 0; s < 600; ++s) probes += choose_spec_k(0.7, hopeless, idle);
+  EXPECT_EQ(probes, 0);
 }
 
 }  // namespace
