@@ -69,6 +69,7 @@ struct GenerationRequest {
   int priority = 0;                  // lower = more urgent
   std::vector<int32_t> stop_token_ids;  // generating one of these ends the request (kept in the output)
   int spec_k = -1;                   // speculative proposals per step: -1 the engine's setting, 0 off
+  int spec_tree = -1;                // candidates per proposed position (1..8): -1 the engine's setting
   OutputConstraint constraint;       // none by default; cannot be combined with ignore_eos
   // (token id, bias) added to the model's logits before sampling (OpenAI's
   // logit_bias: -100 all but bans a token, +100 all but forces it); |bias| <= 100.

@@ -199,7 +199,7 @@ void EngineCore::add(RequestId id, const PreparedRequest& p) {
   }
   runner_->add_request(id, rr);
   scheduler_->add(std::move(r));
-  if (spec_) spec_->add(id, g.spec_k);
+  if (spec_) spec_->add(id, g.spec_k, g.spec_tree);
 }
 
 void EngineCore::build_constraint_vocab() {

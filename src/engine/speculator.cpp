@@ -35,7 +35,7 @@ int choose_spec_k(double a, std::span<const double> cost, SpecPacing& pace) {
   // change anything.
   bool could_pay = false;
   for (int k = 1; k <= k_max; ++k) could_pay |= (k + 1) / cost[static_cast<size_t>(k)] > 1.0;
-  if (!could_pay) return 0;
+  if (!could_pay) pace.probe_every = SpecPacing::kMaxProbeEvery;  // rarely: the costs may have been misjudged
   if (++pace.idle_steps < pace.probe_every) return 0;
   pace.idle_steps = 0;
   pace.probe_every = std::min(2 * pace.probe_every, SpecPacing::kMaxProbeEvery);
@@ -98,9 +98,11 @@ Result<std::unique_ptr<Speculator>> Speculator::create(const EngineConfig& confi
   return s;
 }
 
-void Speculator::add(RequestId id, int request_k) {
+void Speculator::add(RequestId id, int request_k, int request_tree) {
   if (request_k == 0) return;
-  state_[id].k_max = std::clamp(request_k < 0 ? config_.spec_k : request_k, 0, kMaxSpecTokens);
+  State& st = state_[id];
+  st.k_max = std::clamp(request_k < 0 ? config_.spec_k : request_k, 0, kMaxSpecTokens);
+  st.width = std::clamp(request_tree < 0 ? config_.spec_tree : request_tree, 1, kMaxSpecTree);
 }
 
 void Speculator::remove(RequestId id, std::span<const TokenId> tokens) {
@@ -125,19 +127,24 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
   }
   // The next step's cost with k proposals per speculating sequence, relative
   // to its cost without: the tokens of this step that were not proposals,
-  // plus k·W for each sequence that may speculate.
-  const int width = config_.spec_tree;
+  // plus k·W for each sequence that may speculate (W its tree's width).
   int32_t n_base = 0;
   for (const ScheduledChunk& c : so.chunks) n_base += c.n_tokens - c.n_spec;
-  int n_spec_seqs = 0;
+  double n_spec_seqs = 0, n_verified = 0;  // sequences that may speculate; their tokens per position
   for (const RequestUpdate& u : updates)
-    if (u.stop == StopReason::None && state_.contains(u.id)) ++n_spec_seqs;
+    if (auto it = state_.find(u.id); u.stop == StopReason::None && it != state_.end()) {
+      n_spec_seqs += 1;
+      n_verified += it->second.width;
+    }
+  // A draft's k passes, one token per speculating sequence each, against
+  // the target's step (its weight bytes over the target's until timed).
   const double t_base = cost_.seconds(n_base);
+  const double t_draft = draft_ ? draft_->pass_cost().seconds(n_spec_seqs) : -1.0;
   std::vector<double> cost(kMaxSpecTokens + 1, 1.0);
   for (int k = 1; k <= kMaxSpecTokens; ++k) {
     double draft = 0.0;
-    if (draft_) draft = draft_pass_s_ > 0 && t_base > 0 ? draft_pass_s_ * k / t_base : draft_cost_ * k;
-    cost[static_cast<size_t>(k)] = cost_.ratio(n_base, static_cast<double>(n_spec_seqs) * k * width) + draft;
+    if (draft_) draft = t_draft > 0 && t_base > 0 ? t_draft * k / t_base : draft_cost_ * k;
+    cost[static_cast<size_t>(k)] = cost_.ratio(n_base, n_verified * k) + draft;
   }
   std::vector<spec::DraftRequest> drafts;
   for (const RequestUpdate& u : updates) {
@@ -146,6 +153,7 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
     const SchedRequest* r = scheduler.find(u.id);
     if (it == state_.end() || !r) continue;
     State& st = it->second;
+    const int width = st.width;
     const int k = config_.spec_adaptive
                       ? choose_spec_k(st.accept_rate, std::span(cost).first(static_cast<size_t>(st.k_max) + 1), st.pace)
                       : st.k_max;
@@ -175,13 +183,7 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
   if (drafts.empty()) return;
   const auto t0 = std::chrono::steady_clock::now();
   auto proposals = draft_->propose(drafts);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  draft_time_s_ += took;
-  // One pass per position drafted (the catch-up pass included: it is paid every step too).
-  int passes = 0;
-  for (const spec::DraftRequest& q : drafts) passes = std::max(passes, q.k);
-  const double per_pass = took / std::max(1, passes);
-  draft_pass_s_ = draft_pass_s_ < 0 ? per_pass : 0.8 * draft_pass_s_ + 0.2 * per_pass;
+  draft_time_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!proposals) {
     // The target's output does not depend on proposals: go on without them.
     TERN_LOG_WARN("spec: the draft model failed (%s); speculation is off from here", proposals.status().message().c_str());

@@ -10,12 +10,14 @@
 // unit of cost, (1 + a + ... + a^k) / (T(k) + D(k)), with a the request's
 // recent acceptance rate (an EMA), T(k) the step's time with k more tokens
 // per speculating sequence (k·W with trees) over its time without, from
-// the step times the engine measured (engine/step_cost.h: flat while
+// the step times the engine measured (spec/step_cost.h: flat while
 // decode is bandwidth-bound, steep once it turns compute-bound), and D(k)
-// the draft's k passes over that step time (measured too; before any
-// measurement, its weight bytes over the target's). k = 0 where it does not
-// pay; such a request probes with one proposal after 16 idle steps, then 32,
-// 64, 128 while probes change nothing. docs/spec.md.
+// the draft's k passes of one token per speculating sequence over that step
+// time (the draft times its passes too; before that, its weight bytes over
+// the target's). k = 0 where it does not pay; such a request probes with
+// one proposal after 16 idle steps, then 32, 64, 128 while probes change
+// nothing — straight to 128 where even perfect proposals would not pay.
+// docs/spec.md.
 #pragma once
 
 #include <memory>
@@ -23,7 +25,7 @@
 #include <vector>
 
 #include "engine/model_runner.h"
-#include "engine/step_cost.h"
+#include "spec/step_cost.h"
 #include "scheduler/scheduler.h"
 #include "spec/draft.h"
 #include "spec/suffix_cache.h"
@@ -51,9 +53,9 @@ class Speculator {
   static Result<std::unique_ptr<Speculator>> create(const EngineConfig& config, const Model& target,
                                                     int32_t max_positions);
 
-  // A request joins with its own cap (GenerationRequest::spec_k: -1 the
-  // engine's, 0 none); leaves when it ends.
-  void add(RequestId id, int request_k);
+  // A request joins with its own cap and tree width (GenerationRequest::
+  // spec_k: -1 the engine's, 0 none; spec_tree: -1 the engine's); leaves when it ends.
+  void add(RequestId id, int request_k, int request_tree = -1);
   // `tokens`: the finished sequence (prompt and output), which joins prompt
   // lookup's cross-request cache; empty when it ended without running.
   void remove(RequestId id, std::span<const TokenId> tokens = {});
@@ -68,6 +70,7 @@ class Speculator {
  private:
   struct State {
     int k_max = 0;
+    int width = 1;             // candidates per position
     double accept_rate = 0.7;  // of the positions proposed (a tree's depth)
     SpecPacing pace;
     int chain = 0;       // the last proposal's first path: the depth of any prefix the scheduler kept
@@ -77,9 +80,8 @@ class Speculator {
   EngineConfig config_;
   std::unique_ptr<spec::DraftProposer> draft_;
   spec::SuffixCache suffixes_;  // prompt lookup: what finished requests produced
-  double draft_cost_ = 0.0;     // draft weight bytes over the target's: D's prior
-  double draft_pass_s_ = -1.0;  // EMA of one draft pass over the speculating batch; < 0 before one
-  StepCost cost_;
+  double draft_cost_ = 0.0;  // draft weight bytes over the target's: D's prior
+  StepCost cost_;            // the target's steps
   bool draft_failed_ = false;
   std::unordered_map<RequestId, State> state_;
   double draft_time_s_ = 0.0;

@@ -419,6 +419,7 @@ GenerationRequest engine_request(const GenerationParams& p, const std::vector<in
   g.stop = p.stop;
   g.ignore_eos = p.ignore_eos;
   g.spec_k = p.spec_k;
+  g.spec_tree = p.spec_tree;
   g.stop_token_ids = p.stop_token_ids;
   g.constraint = p.constraint;
   g.logit_bias = p.logit_bias;

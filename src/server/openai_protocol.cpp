@@ -267,6 +267,7 @@ std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams&
   f.boolean("ignore_eos", p.ignore_eos);
   f.string("user", p.user);
   f.integer("spec_k", 0, 16, p.spec_k);
+  f.integer("spec_tree", 1, 8, p.spec_tree);
   f.integer("prompt_logprobs", 0, 20, p.prompt_logprobs);
   if (f.error) return f.error;
   if (const json* ids = f.get("stop_token_ids")) {

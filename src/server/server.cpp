@@ -80,6 +80,7 @@ json stats_json(Server::State& st) {
           {"n_preemptions", s.n_preemptions},
           {"spec_proposed", s.spec_proposed},
           {"spec_accepted", s.spec_accepted},
+          {"spec_branch_accepted", s.spec_branch_accepted},
           {"pending", st.pending.load()},
           {"http_buffered_bytes", st.http->buffered_bytes()},
           {"http_connections", st.http->n_connections()},

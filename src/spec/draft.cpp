@@ -1,6 +1,8 @@
 #include "spec/draft.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 
 namespace tern::spec {
 namespace {
@@ -8,6 +10,8 @@ namespace {
 // Token ids per draft forward pass: a long prompt is prefilled in pieces, so
 // the activations stay bounded.
 constexpr size_t kMaxPassTokens = 512;
+// A tree's leaf: the draft's probability of it at least this.
+constexpr double kMinLeafProb = 0.1;
 
 TokenId argmax(const float* row, int n) {
   return static_cast<TokenId>(std::max_element(row, row + n) - row);
@@ -86,7 +90,10 @@ void DraftProposer::release(RequestId id) {
 }
 
 Status DraftProposer::run(std::vector<float>& logits) {
+  const auto t0 = std::chrono::steady_clock::now();
   const Status s = runner_->forward(batch_, logits);
+  pass_cost_.observe(static_cast<int64_t>(batch_.size()),
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   batch_.clear();
   return s;
 }
@@ -119,8 +126,16 @@ Result<std::vector<TokenTree>> DraftProposer::propose(std::span<const DraftReque
       }
       std::vector<TokenId> best = best_of(row, n_vocab, width);
       out[want_row[r]].push_back(best.front());
-      best.erase(best.begin());
-      alts[want_row[r]].push_back(std::move(best));
+      // Only choices the draft gives a fair chance: a leaf costs a verified
+      // token and pays only when the target picks it (EAGLE-2's expansion by
+      // the draft's confidence, one level deep).
+      const float mx = row[best.front()];
+      double sum = 0.0;
+      for (int v = 0; v < n_vocab; ++v) sum += std::exp(static_cast<double>(row[v] - mx));
+      std::vector<TokenId> keep;
+      for (size_t j = 1; j < best.size(); ++j)
+        if (std::exp(static_cast<double>(row[best[j]] - mx)) / sum >= kMinLeafProb) keep.push_back(best[j]);
+      alts[want_row[r]].push_back(std::move(keep));
     }
     want_row.clear();
     return Status::ok();

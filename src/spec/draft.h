@@ -22,6 +22,7 @@
 #include "core/status.h"
 #include "model/batch_runner.h"
 #include "model/model.h"
+#include "spec/step_cost.h"
 #include "spec/tree.h"
 
 namespace tern::spec {
@@ -31,8 +32,9 @@ struct DraftRequest {
   std::span<const TokenId> tokens;  // the sequence so far (prompt + accepted output)
   int k = 0;                        // proposals wanted
   // Candidates per position: 1 a chain; W > 1 a token tree where each of the
-  // k positions also gets the draft's next W - 1 choices as leaves (no
-  // extra draft passes: the draft's rows already rank them).
+  // k positions also gets the draft's next W - 1 choices as leaves, those it
+  // gives a probability of at least 0.1 (no extra draft passes: the draft's
+  // rows already rank them).
   int width = 1;
 };
 
@@ -54,6 +56,9 @@ class DraftProposer {
 
   // Bytes of draft weights read per draft token (for the cost of a proposal).
   uint64_t weight_bytes() const { return model_->weight_bytes(); }
+  // The draft's own passes timed against their tokens (catch-up passes are
+  // long, drafting passes one token per sequence).
+  const StepCost& pass_cost() const { return pass_cost_; }
   const Model& model() const { return *model_; }
 
  private:
@@ -68,6 +73,7 @@ class DraftProposer {
   std::vector<int> free_slots_;
   std::vector<std::vector<TokenId>> fed_;  // per slot: the tokens whose K/V the draft holds
   Batch batch_;
+  StepCost pass_cost_;
 };
 
 // Identical token texts (tokenizer.ggml.tokens) in both files, else an error

@@ -36,7 +36,13 @@ TEST(ServerSpec, LookupGivesTheSameTextAndIsCounted) {
   EXPECT_EQ(text_of(s.port(), R"(,"spec_k":0)"), plain_text);
   const json after_two = body_json(fetch(s.port(), "GET", "/stats"));
   EXPECT_EQ(after_two["spec_proposed"], after_one["spec_proposed"]) << "spec_k 0 proposes nothing";
+  // A token tree per request (the spec_tree extension): the same text again.
+  EXPECT_EQ(text_of(s.port(), R"(,"spec_tree":3)"), plain_text);
+  const json after_tree = body_json(fetch(s.port(), "GET", "/stats"));
+  EXPECT_GT(after_tree["spec_proposed"].get<int64_t>(), after_two["spec_proposed"].get<int64_t>());
+  EXPECT_TRUE(after_tree.contains("spec_branch_accepted"));
   const std::string metrics = fetch(s.port(), "GET", "/metrics").body;
+  EXPECT_NE(metrics.find("tern_spec_branch_accepted_tokens_total{"), std::string::npos);
   EXPECT_NE(metrics.find("tern_spec_proposed_tokens_total{"), std::string::npos);
   EXPECT_NE(metrics.find("tern_spec_accepted_tokens_total{"), std::string::npos);
   EXPECT_NE(metrics.find("tern_spec_verify_steps_total{"), std::string::npos);
@@ -65,7 +71,7 @@ TEST(ServerSpec, StopTokenIdsEndAChoice) {
   EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(j["usage"]["completion_tokens"], 1);
   for (const char* bad : {R"("stop_token_ids":[-1])", R"("stop_token_ids":"x")", R"("stop_token_ids":[100000])",
-                          R"("spec_k":17)", R"("spec_k":-1)"}) {
+                          R"("spec_k":17)", R"("spec_k":-1)", R"("spec_tree":0)", R"("spec_tree":9)"}) {
     const auto e = fetch(s.port(), "POST", "/v1/completions", R"({"prompt":"a","max_tokens":2,)" + std::string(bad) + "}");
     EXPECT_EQ(e.status, 400) << bad << ": " << e.body;
   }

@@ -78,7 +78,7 @@ TEST(SpecEngine, TreesGiveTheGoldenOutput) {
       EXPECT_EQ(out[0].tokens, test::golden_continuation()) << p << " width " << width;
       const EngineStats st = core->stats();
       EXPECT_GT(st.spec_accepted, 0) << p << " width " << width;
-      if (p == "ngram" || width == 4) {  // the good draft's first path is nearly always right
+      if (p == "ngram") {  // a draft adds only leaves it rates >= 0.1: rarely taken here
         EXPECT_GT(st.spec_branch_accepted, 0) << p << " width " << width << ": no branch was ever taken";
       }
       EXPECT_EQ(st.kv_blocks_used, 0);

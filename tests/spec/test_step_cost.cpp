@@ -1,4 +1,4 @@
-// The step cost model (engine/step_cost.h) and the choice of k it feeds
+// The step cost model (spec/step_cost.h) and the choice of k it feeds
 // (choose_spec_k): on a machine whose steps are flat up to 8 tokens and
 // proportional beyond, the model learns both regimes from observed steps,
 // interpolates between them and extends the end segments (the prior rule
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/speculator.h"
-#include "engine/step_cost.h"
+#include "spec/step_cost.h"
 
 namespace tern {
 namespace {
@@ -84,13 +84,14 @@ TEST(ChooseSpecK, ManyWhereFreeNoneWhereEachTokenCostsAStep) {
   EXPECT_EQ(probe_steps, (std::vector<int>{16, 48, 112, 240, 368, 496}));
   EXPECT_GT(choose_spec_k(0.9, costs(c, 1, 1, 16), idle), 0);
   EXPECT_EQ(idle.probe_every, 16);
-  // Where even proposals that are always right cannot pay, no probe at all.
+  // Where even proposals that are always right cannot pay, a probe only
+  // every 128 steps (the costs may have been misjudged).
   idle = SpecPacing{};
   std::vector<double> hopeless(17);
   for (size_t k = 0; k < hopeless.size(); ++k) hopeless[k] = 1.0 + 1.5 * static_cast<double>(k);
   int probes = 0;
-  for (int s = 0; s < 600; ++s) probes += choose_spec_k(0.7, hopeless, idle);
-  EXPECT_EQ(probes, 0);
+  for (int s = 0; s < 640; ++s) probes += choose_spec_k(0.7, hopeless, idle);
+  EXPECT_EQ(probes, 5);
 }
 
 }  // namespace

@@ -300,6 +300,7 @@ int cmd_batch(int argc, char** argv) {
     j["contiguous_capacity"] = contiguous_capacity;
     j["spec_proposed"] = st.spec_proposed;
     j["spec_accepted"] = st.spec_accepted;
+    j["spec_branch_accepted"] = st.spec_branch_accepted;
     Status written = stats_out->write(j.dump(2) + "\n");
     if (written) written = stats_out->commit();
     if (!written) return report(written.with_context("batch"));

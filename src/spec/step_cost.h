@@ -1,6 +1,7 @@
-// engine/step_cost.h — what a forward pass costs against the tokens in it,
+// spec/step_cost.h — what a forward pass costs against the tokens in it,
 // learned from the engine's own steps, for speculative decoding's choice of
-// how many tokens to propose (engine/speculator.h).
+// how many tokens to propose (engine/speculator.h); a draft model times its
+// own passes with one too.
 //
 // A CPU (or a GPU at small batch) step is flat while reading the weights
 // dominates and grows with the tokens once arithmetic does; where the bend

@@ -1,4 +1,4 @@
-#include "engine/step_cost.h"
+#include "spec/step_cost.h"
 
 #include <algorithm>
 #include <bit>
