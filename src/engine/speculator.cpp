@@ -14,10 +14,16 @@
 
 namespace tern {
 
-int choose_spec_k(double a, std::span<const double> cost, SpecPacing& pace) {
+namespace {
+constexpr double kMinSpecGain = 1.1;
+}  // namespace
+
+int choose_spec_k(double a, std::span<const double> cost, SpecPacing& pace, bool probe) {
   const int k_max = static_cast<int>(cost.size()) - 1;
+  // Speculate only for a predicted gain of 10% or more: the costs are
+  // estimates from a noisy clock, and a wrong "yes" costs more than a wrong "no".
   int best_k = 0;
-  double best = 1.0, gain = 1.0, ak = 1.0;
+  double best = kMinSpecGain, gain = 1.0, ak = 1.0;
   for (int k = 1; k <= k_max; ++k) {
     ak *= a;
     gain += ak;
@@ -33,8 +39,9 @@ int choose_spec_k(double a, std::span<const double> cost, SpecPacing& pace) {
   // a draft model feeds it every token since the last one) — unless even
   // proposals that are always right would not pay: then a probe cannot
   // change anything.
+  if (!probe) return 0;
   bool could_pay = false;
-  for (int k = 1; k <= k_max; ++k) could_pay |= (k + 1) / cost[static_cast<size_t>(k)] > 1.0;
+  for (int k = 1; k <= k_max; ++k) could_pay |= (k + 1) / cost[static_cast<size_t>(k)] > kMinSpecGain;
   if (!could_pay) pace.probe_every = SpecPacing::kMaxProbeEvery;  // rarely: the costs may have been misjudged
   if (++pace.idle_steps < pace.probe_every) return 0;
   pace.idle_steps = 0;
@@ -131,19 +138,27 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
   int32_t n_base = 0;
   for (const ScheduledChunk& c : so.chunks) n_base += c.n_tokens - c.n_spec;
   double n_spec_seqs = 0, n_verified = 0;  // sequences that may speculate; their tokens per position
+  double sum_a = 0;
   for (const RequestUpdate& u : updates)
     if (auto it = state_.find(u.id); u.stop == StopReason::None && it != state_.end()) {
       n_spec_seqs += 1;
       n_verified += it->second.width;
+      sum_a += it->second.accept_rate;
     }
-  // A draft's k passes, one token per speculating sequence each, against
-  // the target's step (its weight bytes over the target's until timed).
+  const double mean_a = n_spec_seqs > 0 ? sum_a / n_spec_seqs : 0.0;
+  // A draft's passes against the target's step (its weight bytes over the
+  // target's until timed): the first catches up on what the target accepted
+  // (1 + a·k tokens per sequence), the other k - 1 draft one token each.
   const double t_base = cost_.seconds(n_base);
-  const double t_draft = draft_ ? draft_->pass_cost().seconds(n_spec_seqs) : -1.0;
+  const StepCost* dc = draft_ ? &draft_->pass_cost() : nullptr;
+  const bool timed = dc && dc->seconds(1) > 0 && t_base > 0;
   std::vector<double> cost(kMaxSpecTokens + 1, 1.0);
   for (int k = 1; k <= kMaxSpecTokens; ++k) {
     double draft = 0.0;
-    if (draft_) draft = t_draft > 0 && t_base > 0 ? t_draft * k / t_base : draft_cost_ * k;
+    if (timed)
+      draft = (dc->seconds(n_spec_seqs * (1.0 + mean_a * k)) + (k - 1) * dc->seconds(n_spec_seqs)) / t_base;
+    else if (draft_)
+      draft = draft_cost_ * k;
     cost[static_cast<size_t>(k)] = cost_.ratio(n_base, n_verified * k) + draft;
   }
   std::vector<spec::DraftRequest> drafts;
@@ -155,7 +170,8 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
     State& st = it->second;
     const int width = st.width;
     const int k = config_.spec_adaptive
-                      ? choose_spec_k(st.accept_rate, std::span(cost).first(static_cast<size_t>(st.k_max) + 1), st.pace)
+                      ? choose_spec_k(st.accept_rate, std::span(cost).first(static_cast<size_t>(st.k_max) + 1), st.pace,
+                                      /*probe=*/config_.spec == SpecMethod::Ngram)
                       : st.k_max;
     if (k <= 0) continue;
     if (config_.spec == SpecMethod::Ngram) {
@@ -175,6 +191,11 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
       propose(scheduler, u.id, st, std::move(tree));
     }
     else if (!draft_failed_) {
+      // A sequence the draft fell far behind (it stopped proposing while the
+      // batch was large) stays without: catching up would cost the draft a
+      // prefill of everything since. A prompt is caught up once, at the start.
+      const int32_t held = draft_->held(u.id);
+      if (held > 0 && static_cast<int32_t>(r->tokens.size()) - held > kMaxDraftBacklog) continue;
       spec::DraftRequest q{u.id, r->tokens, k};
       q.width = width;
       drafts.push_back(q);

@@ -14,9 +14,10 @@
 // decode is bandwidth-bound, steep once it turns compute-bound), and D(k)
 // the draft's k passes of one token per speculating sequence over that step
 // time (the draft times its passes too; before that, its weight bytes over
-// the target's). k = 0 where it does not pay; such a request probes with
-// one proposal after 16 idle steps, then 32, 64, 128 while probes change
-// nothing — straight to 128 where even perfect proposals would not pay.
+// the target's). k = 0 where it does not pay; with prompt lookup such a
+// request probes with one proposal after 16 idle steps, then 32, 64, 128
+// while probes change nothing — straight to 128 where even perfect
+// proposals would not pay.
 // docs/spec.md.
 #pragma once
 
@@ -36,6 +37,7 @@ namespace tern {
 
 inline constexpr int kMaxSpecTokens = 16;  // positions one sequence may propose ahead in a step
 inline constexpr int kMaxSpecTree = 8;     // candidates per position in a token tree
+inline constexpr int kMaxDraftBacklog = 32;  // tokens a draft may have to catch up on to propose again
 
 // Exposed for tests: the k chosen for acceptance rate a (per position) and
 // cost[k], a step's relative cost with k proposals (cost[0] = 1; k_max + 1
@@ -45,7 +47,11 @@ struct SpecPacing {
   int idle_steps = 0;    // steps that proposed nothing by choice, since the last probe
   int probe_every = 16;  // doubles after each probe that did not turn speculation back on
 };
-int choose_spec_k(double a, std::span<const double> cost, SpecPacing& pace);
+// probe: whether a request that chose none probes now and then (prompt
+// lookup: a probe costs nothing; a draft model would first have to catch up
+// on every token since its last proposal, so drafts never probe — their k
+// comes back by itself when the costs fall, e.g. as the batch shrinks).
+int choose_spec_k(double a, std::span<const double> cost, SpecPacing& pace, bool probe = true);
 
 class Speculator {
  public:

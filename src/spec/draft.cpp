@@ -80,6 +80,11 @@ int DraftProposer::slot_of(RequestId id) {
   return s;
 }
 
+int32_t DraftProposer::held(RequestId id) const {
+  auto it = slot_.find(id);
+  return it == slot_.end() ? 0 : static_cast<int32_t>(fed_[static_cast<size_t>(it->second)].size());
+}
+
 void DraftProposer::release(RequestId id) {
   auto it = slot_.find(id);
   if (it == slot_.end()) return;

@@ -53,6 +53,8 @@ class DraftProposer {
   Result<std::vector<TokenTree>> propose(std::span<const DraftRequest> requests);
   // The request ended: its slot is free.
   void release(RequestId id);
+  // Tokens of the request's sequence whose K/V the draft holds (0: none, or no slot).
+  int32_t held(RequestId id) const;
 
   // Bytes of draft weights read per draft token (for the cost of a proposal).
   uint64_t weight_bytes() const { return model_->weight_bytes(); }

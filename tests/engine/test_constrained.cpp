@@ -150,6 +150,7 @@ TEST(Constrained, SpeculativeDecodingGivesTheSameConstrainedOutput) {
   EngineConfig sc = test::base_config();
   sc.spec = SpecMethod::Ngram;
   sc.spec_k = 4;
+  sc.spec_adaptive = false;  // proposals whenever lookup has them
   auto spec = test::make_core(sc);
   ASSERT_TRUE(plain && spec);
   const auto a = test::run_all(*plain, reqs);
@@ -158,6 +159,7 @@ TEST(Constrained, SpeculativeDecodingGivesTheSameConstrainedOutput) {
     EXPECT_EQ(a[i].tokens, b[i].tokens);
     EXPECT_EQ(a[i].text, b[i].text);
   }
+  EXPECT_GT(spec->stats().spec_proposed, 0);
   const EngineStats st = spec->stats();
   EXPECT_GT(st.spec_proposed, 0);
   EXPECT_GT(st.spec_accepted, 0);
@@ -216,10 +218,12 @@ TEST(LogitBias, SameUnderSpeculativeDecodingAndOutOfRangeIdsAreRefused) {
   r.logit_bias = {{golden[3], -100.0f}, {golden[7], -3.0f}};
   EngineConfig sc = test::base_config();
   sc.spec = SpecMethod::Ngram;
+  sc.spec_adaptive = false;  // proposals whenever lookup has them
   auto plain = test::make_core(test::base_config());
   auto spec = test::make_core(sc);
   ASSERT_TRUE(plain && spec);
   EXPECT_EQ(test::run_all(*plain, {r})[0].tokens, test::run_all(*spec, {r})[0].tokens);
+  EXPECT_GT(spec->stats().spec_proposed, 0);
   r.logit_bias = {{1 << 20, 1.0f}};
   auto p = plain->prepare(r);
   ASSERT_FALSE(p.is_ok());

@@ -29,6 +29,7 @@ TEST(ServerSpec, LookupGivesTheSameTextAndIsCounted) {
   ServerConfig cfg = base_config();
   cfg.engine.spec = SpecMethod::Ngram;
   cfg.engine.spec_k = 6;
+  cfg.engine.spec_adaptive = false;  // proposals whenever lookup has them, whatever the step timings say
   LiveServer s(cfg);
   EXPECT_EQ(text_of(s.port(), ""), plain_text);
   const json after_one = body_json(fetch(s.port(), "GET", "/stats"));

@@ -115,6 +115,7 @@ TEST_P(SpecInvariance, GreedyTokensAndLogprobsMatchNoSpeculation) {
                                         : draft_config(test::draft_files().random, 6);
   c.max_num_seqs = 32;
   c.spec_tree = sc.tree;
+  c.spec_adaptive = false;  // k proposals at every step: the runs must carry them whatever the timings say
   c.max_batched_tokens = sc.max_batched_tokens;
   c.prefix_caching = sc.prefix_caching;
   c.preemption = sc.preemption;

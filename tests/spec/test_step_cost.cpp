@@ -92,6 +92,11 @@ TEST(ChooseSpecK, ManyWhereFreeNoneWhereEachTokenCostsAStep) {
   int probes = 0;
   for (int s = 0; s < 640; ++s) probes += choose_spec_k(0.7, hopeless, idle);
   EXPECT_EQ(probes, 5);
+  // A draft model's request never probes.
+  idle = SpecPacing{};
+  probes = 0;
+  for (int s = 0; s < 640; ++s) probes += choose_spec_k(0.7, dear, idle, /*probe=*/false);
+  EXPECT_EQ(probes, 0);
 }
 
 }  // namespace
