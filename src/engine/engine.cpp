@@ -99,15 +99,23 @@ struct Engine::Impl {
       for (Pending& p : arrivals) core->add(p.id, p.prepared);
       for (RequestId id : cancelled) core->cancel(id);
       if (stop) core->cancel_all();
+      bool stepped = false;
       if (core->has_work()) {
         outs.clear();
         const Status st = core->step(outs);
         if (!st.is_ok()) TERN_LOG_ERROR("engine: step: %s", st.message().c_str());
+        // The counters first: a client that got its last token and then asks
+        // for /stats sees the step that produced it.
+        {
+          std::lock_guard lock(mu);
+          snapshot = core->stats();
+        }
+        stepped = true;
         if (!outs.empty()) post({Event::Kind::Outputs, RequestId(), nullptr, nullptr, 0, std::move(outs)});
       }
       {
         std::lock_guard lock(mu);
-        snapshot = core->stats();
+        if (!stepped) snapshot = core->stats();
         if (stop && !core->has_work()) return;
       }
     }
