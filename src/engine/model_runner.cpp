@@ -97,7 +97,10 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
     pools_.push_back(kv_.pool(g));
   }
   const int bs = kv_.block_size();
+  // Tree fields only when some chunk carries a tree: the plain form otherwise.
   bool any_tree = false;
+  for (const ScheduledChunk& c : so.chunks)
+    if (const SchedRequest* r = sched.find(c.id); r && c.n_spec > 0 && !r->spec_parents.empty()) any_tree = true;
   for (size_t i = 0; i < so.chunks.size(); ++i) {
     const ScheduledChunk& c = so.chunks[i];
     const SchedRequest* r = sched.find(c.id);
@@ -118,7 +121,6 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
     // its parent (the last real token, which this chunk holds, for -1).
     const bool tree = c.n_spec > 0 && !r->spec_parents.empty();
     if (tree) {
-      any_tree = true;
       TERN_ASSERT(begin < n_real);
       depth_.assign(static_cast<size_t>(c.n_spec), 1);
     }
@@ -136,8 +138,10 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
         parent = pj < 0 ? root_index : root_index + 1 + pj;
       }
       in.positions.push_back(pos);
-      in.parent.push_back(parent);
-      in.kv_pos.push_back(p);
+      if (any_tree) {
+        in.parent.push_back(parent);
+        in.kv_pos.push_back(p);
+      }
       in.seq.push_back(si);
       for (int g = 0; g < n_groups; ++g) {
         ForwardInput::KvGroup& kg = in.kv[static_cast<size_t>(g)];
@@ -146,10 +150,6 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
         kg.slots.push_back(ib < table.size() ? static_cast<int64_t>(table[ib]) * bs + p % bs : -1);
       }
     }
-  }
-  if (!any_tree) {  // every token where its position says: the plain form
-    in.parent.clear();
-    in.kv_pos.clear();
   }
   return Status::ok();
 }
@@ -186,8 +186,8 @@ int32_t ModelRunner::verify_chunk(RequestState& st, const SchedRequest& r, const
   const bool tree = !r.spec_parents.empty();
   auto parent_of = [&](int32_t j) { return tree ? r.spec_parents[static_cast<size_t>(j)] : j - 1; };
   path_.clear();
-  std::vector<TokenId> cands;
-  std::vector<int32_t> kids;
+  std::vector<TokenId>& cands = cands_;
+  std::vector<int32_t>& kids = kids_;
   for (int32_t node = -1;;) {
     const std::span<float> row = rows.subspan(static_cast<size_t>(node + 1) * n_vocab, n_vocab);
     if (st.n_logprobs >= 0) raw.assign(row.begin(), row.end());

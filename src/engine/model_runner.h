@@ -159,6 +159,8 @@ class ModelRunner {
   std::vector<float> hidden_rows_;                   // [n_hidden][n_embd]
   std::vector<int32_t> depth_;                       // scratch: a token tree's depths (build_input)
   std::vector<int32_t> path_;                        // scratch: a tree's accepted proposals, root first (verify_chunk)
+  std::vector<int32_t> kids_;                        // scratch: the children of the node verified (verify_chunk)
+  std::vector<TokenId> cands_;                       // scratch: their tokens
   // Mask caches by grammar; each entry keeps its grammar and vocabulary alive
   // (the key stays valid). Idle ones beyond kIdleMaskCaches are dropped.
   struct SharedMasks {
