@@ -16,14 +16,18 @@ namespace tern {
 
 namespace {
 constexpr double kMinSpecGain = 1.1;
+constexpr double kKeepSpecGain = 1.03;  // once on: a smaller margin keeps it on
+constexpr double kPairAlpha = 0.05;     // weight of one verification in the pair's acceptance
+constexpr double kIdleDrift = 0.2;      // per idle step, towards the pair's acceptance
 }  // namespace
 
 int choose_spec_k(double a, std::span<const double> cost, SpecPacing& pace, bool probe) {
   const int k_max = static_cast<int>(cost.size()) - 1;
   // Speculate only for a predicted gain of 10% or more: the costs are
-  // estimates from a noisy clock, and a wrong "yes" costs more than a wrong "no".
+  // estimates from a noisy clock, and a wrong "yes" costs more than a wrong
+  // "no". Once on, 3% keeps it on, so noise does not flip it step to step.
   int best_k = 0;
-  double best = kMinSpecGain, gain = 1.0, ak = 1.0;
+  double best = pace.on ? kKeepSpecGain : kMinSpecGain, gain = 1.0, ak = 1.0;
   for (int k = 1; k <= k_max; ++k) {
     ak *= a;
     gain += ak;
@@ -32,8 +36,10 @@ int choose_spec_k(double a, std::span<const double> cost, SpecPacing& pace, bool
   }
   if (best_k > 0 || k_max == 0) {
     pace = SpecPacing{};
+    pace.on = best_k > 0;
     return best_k;
   }
+  pace.on = false;
   // Not worth it now: probe with one proposal after probe_every idle steps,
   // waiting twice as long after each probe that changed nothing (a probe of
   // a draft model feeds it every token since the last one) — unless even
@@ -110,6 +116,7 @@ void Speculator::add(RequestId id, int request_k, int request_tree) {
   State& st = state_[id];
   st.k_max = std::clamp(request_k < 0 ? config_.spec_k : request_k, 0, kMaxSpecTokens);
   st.width = std::clamp(request_tree < 0 ? config_.spec_tree : request_tree, 1, kMaxSpecTree);
+  st.accept_rate = pair_accept_;
 }
 
 void Speculator::remove(RequestId id, std::span<const TokenId> tokens) {
@@ -130,7 +137,9 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
     const int32_t accepted = ro.results[i].n_accepted - (c.n_tokens - c.n_spec);
     // Per position: a tree's first path comes first, so the depth kept is at most its length.
     const int32_t depth = it->second.chain > 0 ? std::min(c.n_spec, it->second.chain) : c.n_spec;
-    it->second.accept_rate = 0.7 * it->second.accept_rate + 0.3 * std::min(1.0, static_cast<double>(accepted) / depth);
+    const double rate = std::min(1.0, static_cast<double>(accepted) / depth);
+    it->second.accept_rate = 0.7 * it->second.accept_rate + 0.3 * rate;
+    pair_accept_ += kPairAlpha * (rate - pair_accept_);
   }
   // The next step's cost with k proposals per speculating sequence, relative
   // to its cost without: the tokens of this step that were not proposals,
@@ -173,7 +182,10 @@ void Speculator::step(const SchedulerOutput& so, const RunnerOutput& ro, const s
                       ? choose_spec_k(st.accept_rate, std::span(cost).first(static_cast<size_t>(st.k_max) + 1), st.pace,
                                       /*probe=*/config_.spec == SpecMethod::Ngram)
                       : st.k_max;
-    if (k <= 0) continue;
+    if (k <= 0) {
+      st.accept_rate += kIdleDrift * (pair_accept_ - st.accept_rate);
+      continue;
+    }
     if (config_.spec == SpecMethod::Ngram) {
       // What a finished request produced after the same tokens (repeated
       // traffic) first, then the sequence's own history (quoting its input):

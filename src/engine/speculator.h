@@ -46,6 +46,7 @@ struct SpecPacing {
   static constexpr int kMaxProbeEvery = 128;
   int idle_steps = 0;    // steps that proposed nothing by choice, since the last probe
   int probe_every = 16;  // doubles after each probe that did not turn speculation back on
+  bool on = false;       // speculated last time: stays on down to a smaller predicted gain (hysteresis)
 };
 // probe: whether a request that chose none probes now and then (prompt
 // lookup: a probe costs nothing; a draft model would first have to catch up
@@ -77,7 +78,7 @@ class Speculator {
   struct State {
     int k_max = 0;
     int width = 1;             // candidates per position
-    double accept_rate = 0.7;  // of the positions proposed (a tree's depth)
+    double accept_rate = 0.7;  // of the positions proposed (a tree's depth); starts at the pair's
     SpecPacing pace;
     int chain = 0;       // the last proposal's first path: the depth of any prefix the scheduler kept
   };
@@ -88,6 +89,11 @@ class Speculator {
   spec::SuffixCache suffixes_;  // prompt lookup: what finished requests produced
   double draft_cost_ = 0.0;  // draft weight bytes over the target's: D's prior
   StepCost cost_;            // the target's steps
+  // The proposer's acceptance over all requests (a slow EMA): where a new
+  // request starts, and where a request that stopped proposing drifts back
+  // to — its own estimate cannot move while it proposes nothing, so one
+  // unlucky verification would otherwise switch it off for good.
+  double pair_accept_ = 0.7;
   bool draft_failed_ = false;
   std::unordered_map<RequestId, State> state_;
   double draft_time_s_ = 0.0;

@@ -4,7 +4,8 @@
 // interpolates between them and extends the end segments (the prior rule
 // with one size seen); the
 // choice proposes many tokens where extra tokens are free, few or none
-// where they cost a step each, and probes ever more rarely when it chose none.
+// where they cost a step each, probes ever more rarely when it chose none,
+// and needs a larger predicted gain to turn on than to stay on.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -97,6 +98,23 @@ TEST(ChooseSpecK, ManyWhereFreeNoneWhereEachTokenCostsAStep) {
   probes = 0;
   for (int s = 0; s < 640; ++s) probes += choose_spec_k(0.7, dear, idle, /*probe=*/false);
   EXPECT_EQ(probes, 0);
+}
+
+TEST(ChooseSpecK, AMarginalGainKeepsItOnButDoesNotTurnItOn) {
+  // One proposal at 70% acceptance for 0.6 of a step more: 1.7 / 1.6, a
+  // predicted 6% gain — below the 10% that turns speculation on, above the
+  // 3% that keeps it on.
+  const std::vector<double> marginal{1.0, 1.6};
+  SpecPacing off;
+  EXPECT_EQ(choose_spec_k(0.7, marginal, off, /*probe=*/false), 0);
+  EXPECT_FALSE(off.on);
+  SpecPacing on;
+  EXPECT_EQ(choose_spec_k(0.9, marginal, on, /*probe=*/false), 1);  // 1.9 / 1.6: turns on
+  EXPECT_TRUE(on.on);
+  EXPECT_EQ(choose_spec_k(0.7, marginal, on, /*probe=*/false), 1);  // stays on
+  EXPECT_EQ(choose_spec_k(0.6, marginal, on, /*probe=*/false), 0);  // 1.6 / 1.6: off
+  EXPECT_FALSE(on.on);
+  EXPECT_EQ(choose_spec_k(0.7, marginal, on, /*probe=*/false), 0);  // and stays off
 }
 
 }  // namespace
