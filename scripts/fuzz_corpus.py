@@ -8,7 +8,11 @@ feeds to the matcher (a sentence of the grammar). chat_template: small templates
 constructs real ones use (the real ones, tests/tokenizer/templates, are a second seed directory).
 gguf: tiny GGUF v3 files (a llama-shaped model's hyper-parameters, an SPM or BPE vocabulary, two
 tensors), written here. openai_request: byte 0 the endpoint (0 chat, 1 completions, 2 embeddings, 3 tokenize,
-4 detokenize), then a valid body.
+4 detokenize), then a valid body. tokenizer: byte 0 the vocabulary (ggml-vocab-*.gguf in ../shared, sorted),
+byte 1 flags, then text. hf: config.json, tokenizer.json and model.safetensors of tiny Llama and Qwen2
+checkpoints (each part but the last after its u32 length). llama2c: a tiny checkpoint and tokenizer.bin.
+sse: byte 0 the piece-size seed, then an OpenAI stream body. http: request byte streams. batch_line:
+`tern batch` lines.
 """
 import json
 import os
@@ -138,4 +142,114 @@ bpe = [(k, t, v) for k, t, v in spm if not k.startswith("tokenizer.")] + [
 write("gguf", "bpe.gguf", gguf_file(bpe, [("output_norm.weight", [8], [1.0] * 8)]))
 for i, (endpoint, body) in enumerate(BODIES):
     write("openai_request", f"r{i:02d}", bytes([endpoint]) + json.dumps(body).encode())
+
+TEXTS = ["Hello world", " leading space, tabs\tand\nnewlines\r\n", "caf\u00e9 \u00fcber \u4e2d\u6587 \U0001F600!!",
+         "<s>[INST] special <|im_start|>user<|im_end|></s>", "12345 3.14159 0x1F  multiple   spaces",
+         "def f(x):\n    return x ** 2  # code", "\u0928\u092e\u0938\u094d\u0924\u0947 \u0645\u0631\u062d\u0628\u0627"]
+for i, text in enumerate(TEXTS):
+    write("tokenizer", f"t{i:02d}", bytes([i, i % 8]) + text.encode())
+
+
+def part(b):
+    return struct.pack("<I", len(b)) + b
+
+
+def safetensors(tensors):
+    """tensors: [(name, shape, f32 values)] -> a safetensors image (F32, header padded to 8)."""
+    header, data = {}, b""
+    for name, shape, values in tensors:
+        blob = b"".join(struct.pack("<f", v) for v in values)
+        header[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(blob)]}
+        data += blob
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def hf_checkpoint(arch, bias):
+    hid, ffn, vocab, heads, kv = 8, 16, 16, 2, 1
+    hd = hid // heads
+    config = {"architectures": [arch], "model_type": {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}[arch],
+              "hidden_size": hid, "intermediate_size": ffn, "num_hidden_layers": 1, "num_attention_heads": heads,
+              "num_key_value_heads": kv, "vocab_size": vocab, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
+              "rope_theta": 10000.0, "tie_word_embeddings": False, "torch_dtype": "float32"}
+    def m(r, c):
+        return [0.01 * ((i * 7) % 13 - 6) for i in range(r * c)]
+    L = "model.layers.0."
+    t = [("model.embed_tokens.weight", [vocab, hid], m(vocab, hid)), (L + "input_layernorm.weight", [hid], [1.0] * hid),
+         (L + "self_attn.q_proj.weight", [heads * hd, hid], m(heads * hd, hid)),
+         (L + "self_attn.k_proj.weight", [kv * hd, hid], m(kv * hd, hid)),
+         (L + "self_attn.v_proj.weight", [kv * hd, hid], m(kv * hd, hid)),
+         (L + "self_attn.o_proj.weight", [hid, heads * hd], m(hid, heads * hd)),
+         (L + "post_attention_layernorm.weight", [hid], [1.0] * hid),
+         (L + "mlp.gate_proj.weight", [ffn, hid], m(ffn, hid)), (L + "mlp.up_proj.weight", [ffn, hid], m(ffn, hid)),
+         (L + "mlp.down_proj.weight", [hid, ffn], m(hid, ffn)), ("model.norm.weight", [hid], [1.0] * hid),
+         ("lm_head.weight", [vocab, hid], m(vocab, hid))]
+    if bias:
+        t += [(L + f"self_attn.{p}_proj.bias", [n * hd], [0.1] * (n * hd)) for p, n in (("q", heads), ("k", kv), ("v", kv))]
+    return json.dumps(config).encode(), safetensors(t)
+
+
+TOKENIZER_JSON = json.dumps({
+    "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "\u0120": 5, "\u0120a": 6,
+                                       "<|end|>": 7}, "merges": ["a b", "ab c", "\u0120 a"]},
+    "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+    "added_tokens": [{"id": 7, "content": "<|end|>", "special": True, "single_word": False, "lstrip": False,
+                      "rstrip": False, "normalized": False}]}).encode()
+config, st = hf_checkpoint("LlamaForCausalLM", False)
+write("hf", "llama", part(config) + part(TOKENIZER_JSON) + st)
+config, st = hf_checkpoint("Qwen2ForCausalLM", True)
+write("hf", "qwen2", part(config) + part(b"") + st)
+
+
+def llama2c(dim=8, hidden=16, layers=1, heads=2, kv=1, vocab=6, seq=16, shared=True):
+    hd = dim // heads
+    head = struct.pack("<7i", dim, hidden, layers, heads, kv, vocab if shared else -vocab, seq)
+    sizes = [vocab * dim, layers * dim, layers * dim * dim, layers * dim * kv * hd, layers * dim * kv * hd,
+             layers * dim * dim, layers * dim, layers * dim * hidden, layers * hidden * dim, layers * dim * hidden,
+             dim, seq * hd // 2, seq * hd // 2] + ([] if shared else [vocab * dim])
+    body = b"".join(struct.pack("<f", 0.01 * (i % 11)) for n in sizes for i in range(n))
+    pieces = [b"<unk>", b"<s>", b"</s>", b" a", b"b", b"<0x0A>"][:vocab]
+    tok = struct.pack("<i", max(len(p) for p in pieces)) + b"".join(
+        struct.pack("<fi", -float(i), len(p)) + p for i, p in enumerate(pieces))
+    return head + body, tok
+
+
+for name, kw in (("shared", {}), ("unshared", {"shared": False, "layers": 2})):
+    model, tok = llama2c(**kw)
+    write("llama2c", name, part(model) + tok)
+
+STREAM = ('data: {"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant",'
+          '"content":"Hel"},"finish_reason":null}]}\n\n: keep-alive\n\ndata: {"choices":[{"index":0,"delta":'
+          '{"content":"lo \\u00e9"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}\r\n\r\n'
+          'data: [DONE]\n\n')
+write("sse", "s00", bytes([3]) + STREAM.encode())
+write("sse", "s01", bytes([0]) + b'event: x\nid: 1\ndata: {"error":{"message":"bad","type":"invalid_request_error"}}\n'
+      b'data: second line\n\ndata: {"choices":[{"text":"t","finish_reason":null}]}')
+write("sse", "s02", bytes([250]) + b'{"error": {"message": "Too many requests", "type": "rate_limit"}}')
+
+HTTP = [
+    b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhelloGET /x HTTP/1.1\r\n\r\n",
+    b"POST /stream HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nabcd\r\n3;ext=1\r\nefg\r\n0\r\n"
+    b"Trailer: t\r\n\r\n",
+    b"POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc",
+    b"POST /echo HTTP/1.0\r\nContent-Length: 2\r\n\r\nhiHEAD /echo HTTP/1.1\r\nHost: y\r\n\r\n",
+    b"POST /echo HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 4\r\n\r\n",
+]
+for i, req in enumerate(HTTP):
+    write("http", f"h{i:02d}", req)
+
+LINES = [
+    {"id": "a", "prompt": "Once upon a time", "max_tokens": 16, "temperature": 0.8, "top_p": 0.9, "seed": 7},
+    {"prompt": [1, 2, 3], "top_k": 5, "min_p": 0.05, "stop": ["\n", "."], "priority": -2, "tenant": "t"},
+    {"prompt": "x", "response_format": {"type": "json_schema", "json_schema": {"schema": {
+        "type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}}}}},
+    {"prompt": "y", "grammar": "root ::= [a-z]+", "ignore_eos": True},
+    {"prompt": "z", "regex": "[0-9]{3}", "max_tokens": 0},
+]
+for i, line in enumerate(LINES):
+    write("batch_line", f"l{i:02d}", json.dumps(line).encode())
+
 print(f"seeds written under {os.path.normpath(OUT)}")
