@@ -14,6 +14,13 @@
 // The first failed write is sticky: later writes do nothing and return it,
 // and commit() returns it too, so a caller may check only commit().
 // Threading: one thread per object.
+//
+// Fault injection (tests): with TERN_FAULT_IO_STEP=N in the environment, the
+// N-th (0-based) I/O step of the process's atomic files fails as a full disk
+// does (ENOSPC). The steps, counted over every AtomicFile in order: create,
+// each write (which first writes half its bytes: a short write), each
+// write_at, and commit's flush, fsync, close and rename. tests/cli enumerates
+// N for every command that writes a file until the command succeeds.
 #pragma once
 
 #include <cstdint>

@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 namespace tern::kernels {
 
 const char* cpu_level_name(CpuLevel level) {
@@ -23,14 +27,17 @@ const CpuFeatures& cpu_features() {
     __builtin_cpu_init();
     c.avx2 = __builtin_cpu_supports("avx2");
     c.fma = __builtin_cpu_supports("fma");
-    c.f16c = __builtin_cpu_supports("f16c");
+    // F16C and AVX-VNNI from CPUID itself: clang 14's __builtin_cpu_supports
+    // knows neither name (the fuzz build uses clang).
+    unsigned a = 0, b = 0, cx = 0, d = 0;
+    if (__get_cpuid(1, &a, &b, &cx, &d)) c.f16c = (cx >> 29) & 1;
+    if (__get_cpuid_count(7, 1, &a, &b, &cx, &d)) c.avx_vnni = (a >> 4) & 1;
     c.avx512f = __builtin_cpu_supports("avx512f");
     c.avx512bw = __builtin_cpu_supports("avx512bw");
     c.avx512vl = __builtin_cpu_supports("avx512vl");
     c.avx512dq = __builtin_cpu_supports("avx512dq");
     c.avx512vnni = __builtin_cpu_supports("avx512vnni");
     c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
-    c.avx_vnni = __builtin_cpu_supports("avxvnni");
 #endif
     return c;
   }();

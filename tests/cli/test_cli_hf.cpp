@@ -11,6 +11,7 @@
 #include "../model/hf_writer.h"
 #include "../model/model_fixture.h"
 #include "../tokenizer/hf_json_writer.h"
+#include "cli/fault_steps.h"
 #include "cli/run_tern.h"
 
 namespace tern {
@@ -57,6 +58,19 @@ TEST(CliHf, RunFromDirectoryAndFromItsConversionPrintGoldenText) {
   auto info = run_tern("info " + quote(out));
   EXPECT_NE(info.out.find("Q8_0"), std::string::npos);
   std::filesystem::remove(out);
+}
+
+// The streaming converter where the disk fills up at each possible moment
+// (tests/cli/fault_steps.h): one clear error, the earlier file untouched,
+// nothing temporary left.
+TEST(CliHf, ConvertSurvivesAFullDiskAtEveryWrite) {
+  TERN_REQUIRE_STORIES();
+  StoriesHfDir hf("cli_faults");
+  test::ScratchDir out_dir("cli_hf_faults");
+  const std::string out = out_dir / "out.gguf";
+  EXPECT_GT(test::enumerate_write_faults("convert --from hf " + quote(hf.dir) + " -o " + quote(out) + " --type Q8_0 -t 2",
+                                         {out}),
+            20);
 }
 
 TEST(CliHf, InfoAndTokenizeReadTheDirectory) {
