@@ -290,6 +290,33 @@ TEST(ServerDefectsSlow, StalledHeadsAndBodiesGet408) {
   EXPECT_EQ(fetch(s.port(), "GET", "/health").status, 200);
 }
 
+// Beyond the server's connection limit a client gets 503 with Retry-After at
+// once (not a hang in the accept queue), and a freed slot serves again.
+TEST(ServerDefectsSlow, ConnectionsBeyondTheLimitGet503AtOnce) {
+  TERN_REQUIRE_STORIES();
+  ServerConfig cfg = base_config();
+  cfg.http.max_connections = 3;
+  LiveServer s(cfg);
+  std::vector<std::unique_ptr<RawConnection>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<RawConnection>(s.port()));
+    held.back()->send_all("GET /health HTTP/1.1\r\nHost: x\r\n");  // an unfinished head holds the slot
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // accepted (a /stats query would need a slot)
+  RawConnection extra(s.port());
+  const test::Reply r = test::parse_reply(extra.read_to_eof(5000));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.head.find("Retry-After: 1"), std::string::npos) << r.head;
+  EXPECT_NE(r.body.find("too many connections"), std::string::npos) << r.body;
+  held.clear();
+  bool served = false;
+  for (int i = 0; i < 100 && !served; ++i) {
+    served = fetch(s.port(), "GET", "/health").status == 200;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(served);
+}
+
 TEST(ServerDefectsSlow, ConnectionsPerAddressCanBeCapped) {
   TERN_REQUIRE_STORIES();
   ServerConfig cfg = base_config();

@@ -51,6 +51,8 @@ int cmd_serve(int argc, char** argv) {
   args.add("--max-body", &max_body, "largest request body, bytes (8M default; larger -> 413)");
   args.add("--io-threads", &cfg.http.n_io_threads, "HTTP I/O threads (default 2)");
   args.add("--workers", &cfg.n_workers, "threads that parse request bodies and tokenize prompts (default 2)");
+  args.add("--max-connections", &cfg.http.max_connections,
+           "open connections in all; beyond: 503 with Retry-After at once (default 8192; mind ulimit -n)");
   args.add("--max-connections-per-ip", &cfg.http.max_connections_per_ip,
            "open connections one client address may hold; beyond: 503 (default 0 = no limit)");
   args.add("--header-timeout", &header_timeout_s,
@@ -78,6 +80,8 @@ int cmd_serve(int argc, char** argv) {
     return report(error(ErrorKind::InvalidArgument, "serve: --io-threads must be in [1, 64]"));
   if (cfg.n_workers < 1 || cfg.n_workers > 64)
     return report(error(ErrorKind::InvalidArgument, "serve: --workers must be in [1, 64]"));
+  if (cfg.http.max_connections < 1)
+    return report(error(ErrorKind::InvalidArgument, "serve: --max-connections must be >= 1"));
   if (cfg.http.max_connections_per_ip < 0)
     return report(error(ErrorKind::InvalidArgument, "serve: --max-connections-per-ip must be >= 0"));
   if (!(header_timeout_s > 0 && header_timeout_s <= 3600))
