@@ -262,7 +262,7 @@ void send_error(Server::State& st, const Responder& r, const std::string& endpoi
   resp.body = api_error_body(e);
   resp.headers = std::move(headers);
   if (e.status == 401) resp.headers.emplace_back("WWW-Authenticate", "Bearer");
-  if (e.status == 503) resp.headers.emplace_back("Retry-After", "1");
+  if (e.status == 503 || e.status == 429) resp.headers.emplace_back("Retry-After", "1");
   st.metrics.count_request(endpoint, e.status);
   r.respond(std::move(resp));
 }

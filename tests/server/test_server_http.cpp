@@ -319,6 +319,7 @@ TEST(ServerQueue, FullQueueIs429AndShutdownEndsStreams) {
   const auto r = fetch(s->port(), "POST", "/v1/chat/completions", kChat);
   expect_error(r, 429);
   EXPECT_EQ(body_json(r)["error"]["type"], "rate_limit_error");
+  EXPECT_NE(r.head.find("Retry-After: 1"), std::string::npos) << r.head;
   // Graceful shutdown with a zero deadline: the stream is cut short with
   // finish_reason "abort" and still ends with [DONE].
   std::thread stopper([&] { s->server().shutdown(0); });
