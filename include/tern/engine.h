@@ -88,6 +88,7 @@ struct EngineStats {
   int64_t n_tokens_stepped = 0;      // tokens run through the model
   double tokens_per_step = 0;
   int64_t n_preemptions = 0;
+  int64_t n_swaps_lost = 0;   // swapped K/V found damaged on the way back (recomputed instead)
   int64_t n_requests_finished = 0;
   int64_t n_tokens_prompt = 0, n_tokens_generated = 0;
   int block_size = 0;

@@ -341,6 +341,7 @@ EngineStats EngineCore::stats() const {
   st.n_running = ss.n_running;
   st.n_swapped = ss.n_swapped;
   st.n_preemptions = ss.n_preemptions;
+  st.n_swaps_lost = ss.n_swaps_lost;
   const BlockManager& bm = kv_->blocks();
   st.kv_blocks_total = bm.n_blocks_total();
   st.kv_blocks_used = bm.n_blocks_used();

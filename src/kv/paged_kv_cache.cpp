@@ -5,6 +5,7 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -13,6 +14,7 @@
 
 #include "core/assert.h"
 #include "core/format_bytes.h"
+#include "core/hash.h"
 
 namespace tern {
 
@@ -247,7 +249,14 @@ void PagedKvCache::fork(SeqId src, SeqId dst) {
 
 // ---- swap ------------------------------------------------------------------
 
+namespace {
+std::atomic<bool> g_corrupt_swaps{false};
+}  // namespace
+
+void corrupt_swaps_for_testing(bool on) { g_corrupt_swaps.store(on); }
+
 Status PagedKvCache::Impl::compress_block(const std::byte* src, SwapCompression c, SwappedKv& out) const {
+  out.checksums.push_back(checksum64(src, block_bytes));
   const size_t at = out.data.size();
   size_t n = 0;
   switch (c) {
@@ -282,6 +291,7 @@ Status PagedKvCache::Impl::compress_block(const std::byte* src, SwapCompression 
     return error(ErrorKind::Unsupported, "KV block too large to swap");
   out.data.resize(at + n);
   out.block_sizes.push_back(static_cast<uint32_t>(n));
+  if (g_corrupt_swaps.load() && n > 0) out.data[at + n / 2] ^= std::byte{0x10};
   return Status::ok();
 }
 
@@ -340,7 +350,7 @@ Status PagedKvCache::swap_in(SeqId seq, const SwappedKv& swapped) {
                      swapped.compression == SwapCompression::Lz4 ||
                      swapped.compression == SwapCompression::Zstd;
   if (n_pos < 0 || !known || swapped.block_sizes.size() != n_blocks || n_stored != swapped.data.size() ||
-      swapped.raw_bytes != n_blocks * m.block_bytes)
+      swapped.checksums.size() != n_blocks || swapped.raw_bytes != n_blocks * m.block_bytes)
     return error(ErrorKind::Internal, "swapped KV data is corrupt (" +
                                           std::to_string(swapped.block_sizes.size()) + " blocks, " +
                                           std::to_string(swapped.data.size()) + " bytes for " +
@@ -352,8 +362,12 @@ Status PagedKvCache::swap_in(SeqId seq, const SwappedKv& swapped) {
   const auto table = m.bm.block_table(seq);
   size_t at = 0;
   for (size_t i = 0; i < n_blocks; ++i) {
-    const Status st = m.decompress_block(swapped.data.data() + at, swapped.block_sizes[i],
-                                         swapped.compression, m.block_data(table[i]));
+    Status st = m.decompress_block(swapped.data.data() + at, swapped.block_sizes[i], swapped.compression,
+                                   m.block_data(table[i]));
+    // Restored bytes that differ from what was swapped out would decode as wrong tokens.
+    if (st.is_ok() && checksum64(m.block_data(table[i]), m.block_bytes) != swapped.checksums[i])
+      st = error(ErrorKind::Internal, "swapped KV data is corrupt (block " + std::to_string(i) + " of " +
+                                          std::to_string(n_blocks) + " fails its checksum)");
     if (!st.is_ok()) {
       m.bm.truncate(seq, 0);
       return st;

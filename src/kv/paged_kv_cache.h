@@ -47,7 +47,12 @@ struct SwappedKv {
   size_t raw_bytes = 0;               // before compression
   std::vector<std::byte> data;        // per block, one after another (compressed per block)
   std::vector<uint32_t> block_sizes;  // stored bytes of each block in data
+  std::vector<uint64_t> checksums;    // core/hash.h checksum64 of each block's raw bytes
 };
+
+// Tests only: while on, swap_out damages one byte of every block it stores
+// (after its checksum is taken), as memory or a bug might.
+void corrupt_swaps_for_testing(bool on);
 
 class PagedKvCache final : public KvCache {
  public:
@@ -89,7 +94,8 @@ class PagedKvCache final : public KvCache {
   // frees its blocks.
   Result<SwappedKv> swap_out(SeqId seq, SwapCompression compression);
   // Restores a swapped sequence into fresh blocks (seq must hold none).
-  // OutOfRange, changing nothing, when the pool lacks blocks.
+  // OutOfRange, changing nothing, when the pool lacks blocks; Internal,
+  // holding no blocks, when a block does not restore or fails its checksum.
   Status swap_in(SeqId seq, const SwappedKv& swapped);
 
  private:

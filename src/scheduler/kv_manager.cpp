@@ -129,20 +129,23 @@ bool KvManager::swap_out(const SchedRequest& r) {
   return true;
 }
 
-bool KvManager::swap_in(const SchedRequest& r) {
+KvAllocator::SwapIn KvManager::swap_in(const SchedRequest& r) {
   auto it = swapped_.find(r.seq);
   TERN_ASSERT(it != swapped_.end());
-  if (n_blocks_needed(r, it->second.empty() ? 0 : it->second.front().n_positions) > n_blocks_free()) return false;
+  if (n_blocks_needed(r, it->second.empty() ? 0 : it->second.front().n_positions) > n_blocks_free())
+    return SwapIn::NoRoom;
   for (size_t i = 0; i < groups_.size(); ++i) {
     const Status s = groups_[i].cache->swap_in(r.seq, it->second[i]);
     if (!s.is_ok()) {
-      TERN_LOG_WARN("kv: swap_in: %s", s.message().c_str());
       for (size_t j = 0; j < i; ++j) groups_[j].cache->truncate(r.seq, 0);
-      return false;
+      if (s.kind() == ErrorKind::OutOfRange) return SwapIn::NoRoom;
+      TERN_LOG_WARN("kv: swap_in: %s (recomputing instead)", s.message().c_str());
+      swapped_.erase(it);
+      return SwapIn::Lost;
     }
   }
   swapped_.erase(it);
-  return true;
+  return SwapIn::Restored;
 }
 
 void KvManager::commit(const SchedRequest& r) {

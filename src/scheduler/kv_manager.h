@@ -16,7 +16,8 @@
 // positions update() accepted; a rolled-back tail never reaches the index.
 // It is off when any group is recurrent (a state cannot be shared by prefix).
 // Swapping: full-attention groups only; otherwise swap_out() refuses and the
-// scheduler recomputes.
+// scheduler recomputes. A copy that does not restore whole (its checksums,
+// kv/paged_kv_cache.h) is dropped and the request recomputed: never wrong K/V.
 // Threading: not thread-safe; the engine step loop owns it.
 #pragma once
 
@@ -54,7 +55,7 @@ class KvManager final : public KvAllocator {
   bool allocate_slots(const SchedRequest& r, int32_t n_tokens_total) override;
   void free_slots(const SchedRequest& r) override;
   bool swap_out(const SchedRequest& r) override;
-  bool swap_in(const SchedRequest& r) override;
+  SwapIn swap_in(const SchedRequest& r) override;
   void commit(const SchedRequest& r) override;
   void rollback(const SchedRequest& r, int32_t n_valid) override;
 

@@ -157,7 +157,14 @@ bool Scheduler::restore_swapped(Step& st) {
     // An estimate: it counts a prefix hit that swap_in does not take; swap_in
     // and the chunk's own allocation have the final say.
     if (!fits_with_watermark(st.kv, st.kv.n_blocks_needed(r, r.n_computed + n))) return true;
-    if (!st.kv.swap_in(r)) return true;
+    const KvAllocator::SwapIn restored = st.kv.swap_in(r);
+    if (restored == KvAllocator::SwapIn::NoRoom) return true;
+    if (restored == KvAllocator::SwapIn::Lost) {  // the copy was damaged: recompute, as if preempted so
+      r.n_computed = 0;
+      r.status = SeqStatus::Waiting;
+      ++n_swaps_lost_;
+      continue;
+    }
     erase_id(waiting_, id);
     running_.push_back(id);
     r.status = SeqStatus::Running;
@@ -406,6 +413,7 @@ SchedulerStats Scheduler::stats() const {
     else ++s.n_waiting;
   }
   s.n_preemptions = n_preemptions_;
+  s.n_swaps_lost = n_swaps_lost_;
   return s;
 }
 

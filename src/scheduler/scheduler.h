@@ -139,9 +139,11 @@ class KvAllocator {
   // Copies r's blocks to host memory and frees them; false when swapping is
   // impossible (the scheduler then recomputes instead).
   virtual bool swap_out(const SchedRequest& r) = 0;
-  // Restores a swapped request's blocks; false, changing nothing, when the
-  // pool lacks blocks.
-  virtual bool swap_in(const SchedRequest& r) = 0;
+  // Restores a swapped request's blocks: NoRoom, changing nothing, when the
+  // pool lacks blocks; Lost when the copy is damaged (it is dropped and the
+  // request holds no blocks: the scheduler recomputes it).
+  enum class SwapIn { Restored, NoRoom, Lost };
+  virtual SwapIn swap_in(const SchedRequest& r) = 0;
 };
 
 // Compute tokens [n_computed, n_computed + n_tokens) of request `id` this step.
@@ -174,6 +176,7 @@ struct SchedulerOutput {
 struct SchedulerStats {
   int n_waiting = 0, n_running = 0, n_swapped = 0;
   int64_t n_preemptions = 0;  // total since start
+  int64_t n_swaps_lost = 0;   // swapped copies found damaged (those requests were recomputed)
 };
 
 class Scheduler {
@@ -247,6 +250,7 @@ class Scheduler {
   double mean_output_ = 0;  // SJF predictor: mean generated length of finished requests
   int64_t n_outputs_ = 0;
   int64_t n_preemptions_ = 0;
+  int64_t n_swaps_lost_ = 0;
 };
 
 }  // namespace tern

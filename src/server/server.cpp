@@ -78,6 +78,7 @@ json stats_json(Server::State& st) {
           {"requests_finished", s.n_requests_finished},
           {"tokens_generated", s.n_tokens_generated},
           {"n_preemptions", s.n_preemptions},
+          {"n_swaps_lost", s.n_swaps_lost},
           {"spec_proposed", s.spec_proposed},
           {"spec_accepted", s.spec_accepted},
           {"spec_branch_accepted", s.spec_branch_accepted},

@@ -48,6 +48,7 @@ struct InvarianceCase {
   const char* preemption;
   const char* compression;
   KvType kv = KvType::F16;  // both runs' cache encoding
+  bool damaged_swaps = false;  // every swapped copy damaged (kv/paged_kv_cache.h's test hook)
 };
 
 class EngineInvariance : public ::testing::TestWithParam<InvarianceCase> {};
@@ -74,7 +75,9 @@ TEST_P(EngineInvariance, TokensMatchRunningAlone) {
   if (ic.n_blocks > 0) c.kv_memory_bytes = alone->stats().kv_block_bytes * ic.n_blocks;
   auto core = make_core(c);
   ASSERT_TRUE(core);
+  corrupt_swaps_for_testing(ic.damaged_swaps);
   const auto got = run_all(*core, reqs);
+  corrupt_swaps_for_testing(false);
   for (size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_EQ(got[i].tokens, expected[i].tokens) << "request " << i;
     EXPECT_EQ(got[i].text, expected[i].text) << "request " << i;
@@ -90,6 +93,12 @@ TEST_P(EngineInvariance, TokensMatchRunningAlone) {
     EXPECT_GT(st.n_preemptions, 0) << "the pool was meant to force preemption";
   }
   EXPECT_EQ(st.kv_blocks_used, 0);  // everything released
+  // Damaged copies are caught by their checksums and recomputed: the tokens above still match.
+  if (ic.damaged_swaps) {
+    EXPECT_GT(st.n_swaps_lost, 0);
+  } else {
+    EXPECT_EQ(st.n_swaps_lost, 0);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -102,7 +111,9 @@ INSTANTIATE_TEST_SUITE_P(
                       InvarianceCase{"swap_zstd", 32, 128, true, 40, "swap", "zstd"},
                       // The q8_0 cache: prefix sharing, and its blocks swapped out and back.
                       InvarianceCase{"q8_0_prefix_recompute", 32, 96, true, 40, "recompute", "none", KvType::Q8_0},
-                      InvarianceCase{"q8_0_swap_lz4", 32, 128, true, 40, "swap", "lz4", KvType::Q8_0}),
+                      InvarianceCase{"q8_0_swap_lz4", 32, 128, true, 40, "swap", "lz4", KvType::Q8_0},
+                      InvarianceCase{"swap_damaged", 32, 128, false, 40, "swap", "none", KvType::F16, true},
+                      InvarianceCase{"swap_lz4_damaged", 32, 128, true, 40, "swap", "lz4", KvType::F16, true}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // The same --kv-memory holds 1.6x the blocks with a q8_0 cache: stories260K's

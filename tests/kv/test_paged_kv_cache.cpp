@@ -317,10 +317,30 @@ TEST_P(PagedKvSwap, CorruptDataIsAnErrorNotACrash) {
     ASSERT_TRUE(half.is_ok());
     SwappedKv b = *half;
     b.block_sizes.resize(3);
+    b.checksums.resize(3);
     b.data.resize(b.block_sizes[0] + b.block_sizes[1] + b.block_sizes[2]);
     b.n_positions = good.n_positions;
     b.raw_bytes = good.raw_bytes;
     bad.push_back(b);
+  }
+  {  // one flipped bit in the stored bytes (raw bytes would restore silently wrong without the checksum)
+    SwappedKv b = good;
+    b.data[b.block_sizes[0] + 3] ^= std::byte{0x04};
+    bad.push_back(b);
+  }
+  {  // the checksums missing
+    SwappedKv b = good;
+    b.checksums.clear();
+    bad.push_back(b);
+  }
+  {  // damaged on the way out (the engine-level fault hook)
+    PagedKvCache other(kv.shape(), 6, 4, false);
+    fill_for_swap(other, SeqId(0), 9);
+    corrupt_swaps_for_testing(true);
+    auto damaged = other.swap_out(SeqId(0), GetParam());
+    corrupt_swaps_for_testing(false);
+    ASSERT_TRUE(damaged.is_ok());
+    bad.push_back(*damaged);
   }
   for (size_t i = 0; i < bad.size(); ++i) {
     const Status s = kv.swap_in(SeqId(0), bad[i]);

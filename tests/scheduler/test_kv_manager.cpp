@@ -171,7 +171,7 @@ TEST(KvManager, SwapRoundTripRestoresTheTable) {
   ASSERT_TRUE(kv->swap_out(r));
   EXPECT_EQ(kv->blocks().n_blocks_used(), 0);
   EXPECT_EQ(kv->n_blocks_needed(r, 9), 3);
-  ASSERT_TRUE(kv->swap_in(r));
+  ASSERT_EQ(kv->swap_in(r), KvAllocator::SwapIn::Restored);
   EXPECT_EQ(kv->block_table(0, r.seq).size(), 3u);
   EXPECT_EQ(kv->block_table(1, r.seq).size(), 3u);
   EXPECT_EQ(kv->n_valid(r.seq), 9);

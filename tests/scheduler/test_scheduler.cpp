@@ -61,14 +61,19 @@ class CountingKv final : public KvAllocator {
     ++n_swap_out;
     return true;
   }
-  bool swap_in(const SchedRequest& r) override {
+  SwapIn swap_in(const SchedRequest& r) override {
     auto it = swapped_.find(r.id.value);
     EXPECT_TRUE(it != swapped_.end());
-    if (it->second > n_blocks_free()) return false;
+    if (it->second > n_blocks_free()) return SwapIn::NoRoom;
+    if (swap_lost_every > 0 && ++n_swap_in_tries % swap_lost_every == 0) {
+      swapped_.erase(it);
+      ++n_swap_lost;
+      return SwapIn::Lost;
+    }
     seqs_[r.id.value] = Seq{it->second, 0, r.n_computed};
     swapped_.erase(it);
     ++n_swap_in;
-    return true;
+    return SwapIn::Restored;
   }
 
   int n_used() const {
@@ -84,7 +89,8 @@ class CountingKv final : public KvAllocator {
   std::unordered_map<uint64_t, int32_t> prefix_hits;  // request id -> cached prompt tokens
   bool swap_ok = true;
   int swap_fail_every = 0;  // > 0: every n-th swap_out fails
-  int n_swap_tries = 0, n_swap_out = 0, n_swap_in = 0, n_frees = 0;
+  int swap_lost_every = 0;  // > 0: every n-th swap_in finds its copy damaged
+  int n_swap_tries = 0, n_swap_out = 0, n_swap_in = 0, n_frees = 0, n_swap_in_tries = 0, n_swap_lost = 0;
 
  private:
   struct Seq {
@@ -597,6 +603,24 @@ TEST(SchedulerPreemption, SwapFallsBackToRecompute) {
   EXPECT_EQ(run.victim_after.n_computed, 0);
   EXPECT_EQ(sim.kv.n_swap_out, 0);
   ASSERT_TRUE(sim.run(500));
+}
+
+// A swapped copy found damaged on the way back in (KvManager's checksums) is
+// dropped: the request is recomputed from its tokens, and everything finishes.
+TEST(SchedulerPreemption, ALostSwapIsRecomputed) {
+  SchedulerConfig cfg = make_config(SchedulePolicy::Fcfs, 8, 512);
+  cfg.preemption = PreemptionMode::Swap;
+  Sim sim(cfg, 6);
+  sim.kv.swap_lost_every = 1;
+  PreemptionRun run = run_preemption(sim, {0, 0, 0});
+  ASSERT_EQ(run.first_preempted, (std::vector<uint64_t>{3}));
+  EXPECT_EQ(run.victim_after.status, SeqStatus::Swapped);
+  ASSERT_TRUE(sim.run(500));
+  EXPECT_GE(sim.kv.n_swap_lost, 1);
+  EXPECT_EQ(sim.kv.n_swap_in, 0);
+  EXPECT_EQ(sim.sched.stats().n_swaps_lost, sim.kv.n_swap_lost);
+  // Recomputed: more tokens than its own, since the lost ones ran again.
+  EXPECT_GT(sim.tokens_of[3], 31 + 20 - 1);
 }
 
 // A running prefill short of blocks takes the tokens that fit in its last
