@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -75,7 +76,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(srv.port()));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) fail("cannot connect");
+  if (fd < 0) fail("socket");
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    // Interrupted (SIGALRM), the connection goes on in the background: wait for it.
+    if (errno != EINTR) fail("cannot connect");
+    pollfd p{fd, POLLOUT, 0};
+    while (::poll(&p, 1, 1000) <= 0) if (errno != EINTR) fail("cannot connect");
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) fail("cannot connect");
+  }
   // Send and read together: a server answering pipelined requests may wait for us to read.
   std::string got;
   size_t sent = 0;
@@ -84,16 +94,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (;;) {
     if (sent == size && !half_closed) ::shutdown(fd, SHUT_WR), half_closed = true;
     pollfd p{fd, static_cast<short>(POLLIN | (half_closed ? 0 : POLLOUT)), 0};
-    if (::poll(&p, 1, 100) < 0) fail("poll");
+    // libFuzzer's -timeout ticks with SIGALRM: an interrupted call is tried again.
+    if (::poll(&p, 1, 100) < 0) {
+      if (errno == EINTR) continue;
+      fail("poll");
+    }
     if (std::chrono::steady_clock::now() > deadline) fail("the server kept the connection open for 5 s");
     if (p.revents & POLLOUT) {
       const ssize_t n = ::send(fd, data + sent, size - sent, MSG_NOSIGNAL);
       if (n > 0) sent += static_cast<size_t>(n);
-      else sent = size;  // the server closed its side: the rest cannot go
+      else if (errno != EINTR) sent = size;  // the server closed its side: the rest cannot go
     }
     if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
       char buf[16384];
       const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) break;
       got.append(buf, static_cast<size_t>(n));
     }
