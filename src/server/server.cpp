@@ -8,6 +8,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <cctype>
 #include <filesystem>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
@@ -176,10 +177,21 @@ std::optional<Route> find_route(const std::string& path) {
 // Parsing JSON and tokenising can take long for big bodies: the routes that do
 // it run on the worker pool, so the I/O threads keep answering (/health too).
 // After a big body the heap holds its parse tree's pages: give them back.
+// A request whose parsing or tokenizing runs out of memory gets 503 (the
+// exception would otherwise end the process; a Responder answers once, so a
+// handler that already answered is not answered twice).
 template <typename Fn>
-void on_workers(const std::shared_ptr<Server::State>& sp, size_t body_bytes, Fn fn) {
-  boost::asio::post(*sp->workers, [sp, body_bytes, fn = std::move(fn)]() mutable {
-    fn();
+void on_workers(const std::shared_ptr<Server::State>& sp, size_t body_bytes, Responder r, const char* label, Fn fn) {
+  boost::asio::post(*sp->workers, [sp, body_bytes, r = std::move(r), label, fn = std::move(fn)]() mutable {
+    try {
+      fn();
+    } catch (const std::bad_alloc&) {
+      ApiError e;
+      e.status = 503;
+      e.type = "server_error";
+      e.message = "the server ran out of memory for this request; retry later";
+      send_error(*sp, r, label, e);
+    }
     if (body_bytes >= kTrimAfterBodyBytes) malloc_trim(0);
   });
 }
@@ -235,7 +247,7 @@ void route(const std::shared_ptr<Server::State>& sp, HttpRequest req, Responder 
   }
   if (path == "/stats") return send_json(st, r, label, 200, dump(stats_json(st)));
   const size_t body_bytes = req.body.size();
-  on_workers(sp, body_bytes, [sp, req = std::move(req), r = std::move(r)]() mutable {
+  on_workers(sp, body_bytes, r, label, [sp, req = std::move(req), r]() mutable {
     const std::string& p = req.path;
     if (p == "/v1/chat/completions") return handle_chat(sp, std::move(req), std::move(r));
     if (p == "/v1/completions") return handle_completion(sp, std::move(req), std::move(r));

@@ -1,6 +1,7 @@
 // tern — command-line entry point: dispatches to one subcommand.
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "commands.h"
 #include "output.h"
@@ -56,7 +57,15 @@ int main(int argc, char** argv) {
   }
   for (const auto& c : kCommands) {
     if (std::strcmp(argv[1], c.name) != 0) continue;
-    const int rc = c.fn(argc - 2, argv + 2);
+    int rc = 1;
+    try {
+      rc = c.fn(argc - 2, argv + 2);
+    } catch (const std::bad_alloc&) {
+      // An allocation the limits did not foresee (ulimit -v, a container's
+      // memory limit): one clear line and exit 1, not an abort.
+      std::fprintf(stderr, "tern: %s: out of memory\n", c.name);
+      return 1;
+    }
     // Output that never reached its destination is a failure even when the
     // command itself succeeded (tern info > /dev/full must not exit 0). A
     // command that failed has already said why; one message is enough.

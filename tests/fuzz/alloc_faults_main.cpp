@@ -1,0 +1,114 @@
+// Allocation failure at every point (issue 19): a harness's entry point (fuzz.h) run on each seed
+// with its n-th allocation failing — operator new throws std::bad_alloc, as it does when memory
+// runs out — for n = 0, 1, 2, ... up to the allocations the seed makes (every one of the first
+// 400, then evenly spaced ones up to 1,500 points). Each run must end in an error or in
+// std::bad_alloc reaching the caller (the boundaries — tern's main, the server's workers — turn it
+// into "out of memory" / 503): never a crash, a hang or, under ASan, a leak. Afterwards the seed
+// runs once more without failures, so no half-built state (a cache, a static) survives a failure.
+// Only the calling thread's allocations are counted and failed.
+//   fuzz_<harness>_alloc FILE_OR_DIR...
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "fuzz.h"
+
+namespace {
+
+thread_local long t_fail_at = -1;  // the allocation to fail (counted from arming), -1 = none
+thread_local long t_count = 0;     // allocations since arming
+
+void* allocate(std::size_t n, std::size_t align) {
+  if (t_fail_at >= 0 && t_count++ == t_fail_at) throw std::bad_alloc();
+  if (n == 0) n = 1;
+  void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align)
+                                              : std::malloc(n);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void arm(long fail_at) {
+  t_fail_at = fail_at;
+  t_count = 0;
+}
+
+std::string slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+void run(const std::string& s) { LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
+
+}  // namespace
+
+void* operator new(std::size_t n) { return allocate(n, 0); }
+void* operator new[](std::size_t n) { return allocate(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) { return allocate(n, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return allocate(n, static_cast<std::size_t>(a)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return allocate(n, 0);
+  } catch (const std::bad_alloc&) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+int main(int argc, char** argv) {
+  std::vector<std::filesystem::path> files;
+  for (int i = 1; i < argc; ++i) {
+    if (std::filesystem::is_directory(argv[i])) {
+      for (const auto& e : std::filesystem::directory_iterator(argv[i]))
+        if (e.is_regular_file()) files.push_back(e.path());
+    } else {
+      files.emplace_back(argv[i]);
+    }
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    std::fprintf(stderr, "usage: %s FILE_OR_DIR...\n", argv[0]);
+    return 2;
+  }
+  constexpr long kEvery = 400, kMaxPoints = 1500;
+  long points = 0, thrown = 0;
+  for (const auto& f : files) {
+    const std::string seed = slurp(f);
+    run(seed);  // first: statics and caches built outside the count
+    arm(-1);
+    t_count = 0;
+    t_fail_at = 1L << 62;  // count without failing
+    run(seed);
+    const long total = t_count;
+    arm(-1);
+    const long stride = total <= kMaxPoints ? 1 : std::max(1L, (total - kEvery) / (kMaxPoints - kEvery));
+    for (long n = 0; n < total; n += n < kEvery ? 1 : stride) {
+      arm(n);
+      try {
+        run(seed);
+      } catch (const std::bad_alloc&) {
+        ++thrown;
+      }
+      arm(-1);
+      ++points;
+    }
+    run(seed);
+    std::printf("%s: %ld allocations\n", f.filename().c_str(), total);
+  }
+  std::printf("%ld failure points from %zu seeds (%ld reached the caller as std::bad_alloc): no crash\n", points,
+              files.size(), thrown);
+  return 0;
+}
