@@ -4,9 +4,10 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <utility>
+
+#include "core/config.h"
 
 namespace tern {
 
@@ -15,10 +16,7 @@ namespace {
 // True for the I/O step TERN_FAULT_IO_STEP names (see the header); sets errno
 // as a full disk would.
 bool injected_fault() {
-  static const int64_t target = [] {
-    const char* v = std::getenv("TERN_FAULT_IO_STEP");
-    return v && *v ? std::strtoll(v, nullptr, 10) : int64_t{-1};
-  }();
+  static const int64_t target = env_config().fault_io_step;
   static std::atomic<int64_t> step{0};
   if (target < 0 || step.fetch_add(1) != target) return false;
   errno = ENOSPC;

@@ -18,6 +18,7 @@ const EnvConfig& env_config() {
     if (std::string v = get("TERN_LOG_LEVEL"); !v.empty()) c.log_level = v;
     c.cpu_level = get("TERN_CPU_LEVEL");
     c.pack_weights = get("TERN_PACK") != "0";
+    if (std::string v = get("TERN_FAULT_IO_STEP"); !v.empty()) c.fault_io_step = std::strtoll(v.c_str(), nullptr, 10);
     return c;
   }();
   return config;
