@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fuzz.h"
+#include "seed_files.h"
 
 namespace {
 
@@ -36,11 +37,6 @@ void* allocate(std::size_t n, std::size_t align) {
 void arm(long fail_at) {
   t_fail_at = fail_at;
   t_count = 0;
-}
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 
 void run(const std::string& s) { LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
@@ -70,14 +66,7 @@ void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::f
 
 int main(int argc, char** argv) {
   std::vector<std::filesystem::path> files;
-  for (int i = 1; i < argc; ++i) {
-    if (std::filesystem::is_directory(argv[i])) {
-      for (const auto& e : std::filesystem::directory_iterator(argv[i]))
-        if (e.is_regular_file()) files.push_back(e.path());
-    } else {
-      files.emplace_back(argv[i]);
-    }
-  }
+  for (int i = 1; i < argc; ++i) tern::fuzz::add_seed_files(argv[i], files);
   std::sort(files.begin(), files.end());
   if (files.empty()) {
     std::fprintf(stderr, "usage: %s FILE_OR_DIR...\n", argv[0]);
@@ -86,7 +75,7 @@ int main(int argc, char** argv) {
   constexpr long kEvery = 400, kMaxPoints = 1500;
   long points = 0, thrown = 0;
   for (const auto& f : files) {
-    const std::string seed = slurp(f);
+    const std::string seed = tern::fuzz::slurp(f);
     run(seed);  // first: statics and caches built outside the count
     arm(-1);
     t_count = 0;

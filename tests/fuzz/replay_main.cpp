@@ -14,13 +14,9 @@
 #include <vector>
 
 #include "fuzz.h"
+#include "seed_files.h"
 
 namespace {
-
-std::string slurp(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
 std::string mutate(std::string s, const std::vector<std::string>& seeds, std::mt19937& rng) {
   const int n_edits = 1 + static_cast<int>(rng() % 4);
@@ -65,11 +61,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--mutations") == 0 && i + 1 < argc) {
       mutations = std::atoi(argv[++i]);
-    } else if (std::filesystem::is_directory(argv[i])) {
-      for (const auto& e : std::filesystem::directory_iterator(argv[i]))
-        if (e.is_regular_file()) files.push_back(e.path());
     } else {
-      files.emplace_back(argv[i]);
+      tern::fuzz::add_seed_files(argv[i], files);
     }
   }
   std::sort(files.begin(), files.end());
@@ -78,7 +71,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   std::vector<std::string> seeds;
-  for (const auto& f : files) seeds.push_back(slurp(f));
+  for (const auto& f : files) seeds.push_back(tern::fuzz::slurp(f));
   size_t runs = 0;
   for (size_t i = 0; i < seeds.size(); ++i) {
     LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(seeds[i].data()), seeds[i].size());
