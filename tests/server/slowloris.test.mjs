@@ -7,7 +7,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import http from 'node:http';
+import { request } from './http_client.mjs';
 import net from 'node:net';
 import { startServer, skipReason } from './live_server.mjs';
 
@@ -16,34 +16,9 @@ const kConns = Number(process.env.TERN_SLOWLORIS_CONNS ?? 500);
 const kSeconds = Number(process.env.TERN_SLOWLORIS_SECONDS ?? 15);
 const kHeaderTimeoutS = 5;
 
-function completion(port) {
-  return new Promise((resolve, reject) => {
-    const body = JSON.stringify({ prompt: 'Once upon a time', max_tokens: 8, temperature: 0 });
-    const t0 = performance.now();
-    const req = http.request({
-      host: '127.0.0.1', port, method: 'POST', path: '/v1/completions', agent: false,
-      headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Connection: 'close' },
-    }, (res) => {
-      let text = '';
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => resolve({ status: res.statusCode, ms: performance.now() - t0, body: text }));
-    });
-    req.on('error', reject);
-    req.setTimeout(60_000, () => req.destroy(new Error('no answer in 60 s')));
-    req.end(body);
-  });
-}
-
-async function stats(port) {
-  const r = await new Promise((resolve, reject) => {
-    http.get({ host: '127.0.0.1', port, path: '/stats', agent: false }, (res) => {
-      let t = '';
-      res.on('data', (d) => { t += d; });
-      res.on('end', () => resolve(t));
-    }).on('error', reject);
-  });
-  return JSON.parse(r);
-}
+const completion = (port) =>
+  request(port, 'POST', '/v1/completions', { prompt: 'Once upon a time', max_tokens: 8, temperature: 0 }, { timeoutMs: 60_000 });
+const stats = async (port) => JSON.parse((await request(port, 'GET', '/stats')).body);
 
 function pct(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];

@@ -10,9 +10,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
+import { request } from './http_client.mjs';
 import { startServer, skipReason } from './live_server.mjs';
 
 const why = skipReason();
@@ -24,35 +24,6 @@ const kRssGrowthMiB = 64;
 function procStatus(pid, field) {
   const m = new RegExp(`${field}:\\s+(\\d+)`).exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
   return m ? Number(m[1]) : NaN;
-}
-
-// One HTTP request on its own connection (no keep-alive: every descriptor the server opened for
-// us must be closed again). Resolves to {status, body}; `onData` sees the body as it arrives and
-// may return true to abort the request there (the client going away).
-function request(port, method, urlPath, body, onData) {
-  return new Promise((resolve, reject) => {
-    const data = body === undefined ? undefined : JSON.stringify(body);
-    const req = http.request({
-      host: '127.0.0.1', port, method, path: urlPath, agent: false,
-      headers: { 'Content-Type': 'application/json', Connection: 'close', ...(data ? { 'Content-Length': Buffer.byteLength(data) } : {}) },
-    }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => {
-        text += d;
-        if (onData && onData(text)) {
-          req.destroy();
-          resolve({ status: res.statusCode, body: text, aborted: true });
-        }
-      });
-      res.on('end', () => resolve({ status: res.statusCode, body: text }));
-      res.on('error', () => resolve({ status: res.statusCode, body: text, aborted: true }));
-    });
-    req.on('error', (e) => (req.destroyed ? null : reject(e)));
-    req.setTimeout(120_000, () => req.destroy(new Error('no answer in 120 s')));
-    if (data) req.write(data);
-    req.end();
-  });
 }
 
 async function metric(port, name, labels = '') {
@@ -85,7 +56,7 @@ const kinds = {
   async cancel(port, i) {
     // Goes away after the first few events: the server must cancel and free it.
     const r = await request(port, 'POST', '/v1/completions', { prompt: 'Once', stream: true, max_tokens: 200, ignore_eos: true, seed: i },
-      (text) => text.split('data: ').length > 4);
+      { onData: (text) => text.split('data: ').length > 4 });
     assert.ok(r.aborted || r.status === 200, r.body);
   },
   async vanish(port, i) {
