@@ -139,11 +139,26 @@ TEST(CliQuantize, CalibrateThenCalibratedMethods) {
     EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight")->type, gguf::GgmlType::Q4_0);
     std::filesystem::remove(out);
   }
+  // --auto: the per-tensor table on stdout, predicted and measured KL in the summary.
+  auto a = tern("quantize " + m + " " + quote(out) + " --auto --target-bpw 12 --calib " + quote(calib) +
+                " --auto-types Q8_0,F16 --auto-chunks 2 --method rtn");
+  EXPECT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_NE(a.out.find("| blk.0.attn_q.weight | "), std::string::npos) << a.out;
+  EXPECT_NE(a.err.find("KL predicted"), std::string::npos) << a.err;
+  EXPECT_TRUE(gguf::GgufFile::open(out));
+  std::filesystem::remove(out);
   struct Case {
     std::string args, needle;
   };
   const Case cases[] = {
       {"quantize " + m + " " + quote(out) + " Q4_0 --method gptq", "needs --calib CALIB.gguf"},
+      {"quantize " + m + " " + quote(out) + " --auto --target-bpw 8", "--auto needs --calib"},
+      {"quantize " + m + " " + quote(out) + " Q4_0 --auto --target-bpw 8 --calib " + quote(calib), "give no TYPE"},
+      {"quantize " + m + " " + quote(out) + " --auto --calib " + quote(calib), "needs --target-bpw"},
+      {"quantize " + m + " " + quote(out) + " --auto --target-bpw 3 --calib " + quote(calib) + " --auto-types Q8_0",
+       "the smallest mix takes"},
+      {"quantize " + m + " " + quote(out) + " --auto --target-bpw 8 --calib " + quote(calib) + " --auto-types Q9",
+       "unknown type 'Q9'"},
       {"quantize " + m + " " + quote(out) + " Q4_0 --calib " + quote(calib) + " --method best", "unknown quantization method"},
       {"quantize " + m + " " + quote(out) + " Q4_0 --calib " + m, "not a tern calibration file"},
       {"quantize " + m + " " + quote(out) + " Q4_0 --calib " + quote(calib) + " --method gptq --calib-text " + m,

@@ -6,10 +6,12 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <set>
 #include <filesystem>
 #include <fstream>
 
 #include "core/input_file.h"
+#include "engine/auto_mix.h"
 #include "engine/calibrate.h"
 #include "engine/perplexity.h"
 #include "gguf/reader.h"
@@ -200,6 +202,20 @@ double mean_kl(const Model& base, const Model& q, const std::vector<TokenId>& to
   return kl / static_cast<double>(row);
 }
 
+// Mean KL of the model at `path` from `base` over 24 windows of 128 tokens of the evaluation half.
+double held_out_kl(const Model& base, const std::string& path) {
+  auto q = Model::load(path);
+  EXPECT_TRUE(q) << path;
+  if (!q) return INFINITY;
+  auto tok = Tokenizer::from_gguf(base.file());
+  const std::vector<TokenId> tokens = (*tok)->encode(split().eval, true, false);
+  PerplexityOptions po;
+  po.n_ctx = 128;
+  po.max_windows = 24;
+  po.bos = (*tok)->bos_id();
+  return mean_kl(base, **q, tokens, po);
+}
+
 TEST(QuantizeCalibrated, ImatrixAndGptqBeatRoundToNearestOnHeldOutText) {
   TERN_REQUIRE_STORIES();
   auto run = calibrate(options());
@@ -243,17 +259,9 @@ TEST(QuantizeCalibrated, ImatrixAndGptqBeatRoundToNearestOnHeldOutText) {
 
   auto base = Model::load(in);
   ASSERT_TRUE(base);
-  auto tok = Tokenizer::from_gguf((*base)->file());
-  const std::vector<TokenId> tokens = (*tok)->encode(split().eval, true, false);
-  PerplexityOptions po;
-  po.n_ctx = 128;
-  po.max_windows = 24;
-  po.bos = (*tok)->bos_id();
   std::map<std::string, double> kl;
   for (const auto& [name, path] : out) {
-    auto q = Model::load(path);
-    ASSERT_TRUE(q);
-    kl[name] = mean_kl(**base, **q, tokens, po);
+    kl[name] = held_out_kl(**base, path);
     std::filesystem::remove(path);
   }
   std::printf("mean KL on held-out text: rtn %.5f, imatrix %.5f, gptq %.5f\n", kl["rtn"], kl["imatrix"], kl["gptq"]);
@@ -346,12 +354,18 @@ TEST(QuantizeAwq, ScaledQuantizationWritesTheSchemeTypes) {
   std::filesystem::remove(q);
 }
 
+// The calibration of options(), written to a scratch file (the caller removes it).
+std::string write_test_calibration(const std::string& name) {
+  auto run = calibrate(options());
+  EXPECT_TRUE(run) << run.status().message();
+  const std::string path = scratch_path(name) + ".gguf";
+  EXPECT_TRUE(run && write_calibration(run->calibration, path));
+  return path;
+}
+
 TEST(QuantizeCalibrated, GptqRefusesAChangedCalibrationText) {
   TERN_REQUIRE_STORIES();
-  auto run = calibrate(options());
-  ASSERT_TRUE(run);
-  const std::string calib_path = scratch_path("calib_t") + ".gguf";
-  ASSERT_TRUE(write_calibration(run->calibration, calib_path));
+  const std::string calib_path = write_test_calibration("calib_t");
   auto file = gguf::GgufFile::open(test::stories_gguf());
   auto plan = gptq_plan(*file, *find_quant_scheme("Q4_0"));
   auto src = CalibrationSource::open(calib_path, test::stories_gguf(), true, *plan, split().eval_path, 1ull << 30, 2);
@@ -360,6 +374,84 @@ TEST(QuantizeCalibrated, GptqRefusesAChangedCalibrationText) {
   auto got = (*src)->get("blk.0.attn_q.weight");
   ASSERT_FALSE(got);
   EXPECT_NE(got.status().message().find("is not the text the calibration file was made from"), std::string::npos);
+}
+
+// --auto: the mix chosen by measured sensitivity on the calibration half stays
+// inside its budget (the size of the fixed Q4_0 mix) and is at least as good on
+// the held-out half; the file holds the chosen types; the measured KL of the
+// mix is near the sum the choice predicted; the work directory is removed.
+TEST(QuantizeAuto, WithinBudgetAndBetterThanTheFixedMixOfTheSameSize) {
+  TERN_REQUIRE_STORIES();
+  const std::string calib_path = write_test_calibration("calib_auto");
+  const std::string in = test::stories_gguf();
+  ThreadPool pool(2);
+  QuantizeOptions fo{in, scratch_path("fixed_q4") + ".gguf", *find_quant_scheme("Q4_0")};
+  auto fixed = quantize_gguf(fo, pool);
+  ASSERT_TRUE(fixed);
+
+  AutoMixOptions ao;
+  ao.in_path = in;
+  ao.out_path = scratch_path("auto") + ".gguf";
+  for (const char* t : {"Q4_0", "Q5_0", "Q8_0", "F16"}) ao.candidates.push_back(find_quant_scheme(t));
+  ao.target_bpw = fixed->bits_per_weight();
+  ao.method = QuantMethod::Rtn;
+  ao.calib_path = calib_path;
+  ao.n_chunks = 8;
+  auto r = quantize_auto(ao, pool);
+  std::filesystem::remove(calib_path);
+  ASSERT_TRUE(r) << r.status().message();
+  EXPECT_LE(r->written.n_bytes_out, static_cast<uint64_t>(ao.target_bpw * static_cast<double>(fixed->n_elements) / 8.0));
+  EXPECT_EQ(r->written.n_elements, fixed->n_elements);
+  EXPECT_EQ(r->tensors.size(), 36u);  // 35 layer matrices and the tied embedding
+  EXPECT_GT(r->n_passes, 100);
+  auto f = gguf::GgufFile::open(ao.out_path);
+  ASSERT_TRUE(f);
+  std::set<gguf::GgmlType> used;
+  for (const auto& t : r->tensors) {
+    EXPECT_EQ(f->find_tensor(t.name)->type, t.types[t.chosen]) << t.name;
+    used.insert(t.types[t.chosen]);
+    // More bits never measured worse by much: F16 is the base's own rounding.
+    EXPECT_GE(t.kl.front() + 1e-9, t.kl.back()) << t.name;
+  }
+  EXPECT_GE(used.size(), 2u);  // a mix, not one type
+  EXPECT_NEAR(r->measured_kl, r->predicted_kl, 0.25 * r->predicted_kl);
+  EXPECT_FALSE(std::filesystem::exists(ao.out_path + ".auto-" + std::to_string(::getpid())));
+
+  auto base = Model::load(in);
+  ASSERT_TRUE(base);
+  const double kl_auto = held_out_kl(**base, ao.out_path), kl_fixed = held_out_kl(**base, fo.out_path);
+  std::printf("held-out KL at %.3f bits/weight: auto %.5f, fixed Q4_0 %.5f\n", ao.target_bpw, kl_auto, kl_fixed);
+  EXPECT_LE(kl_auto, kl_fixed);
+  std::filesystem::remove(ao.out_path);
+  std::filesystem::remove(fo.out_path);
+}
+
+// What --auto refuses, before any work: AWQ, a budget below the smallest mix.
+TEST(QuantizeAuto, RefusesAwqAndABudgetNothingFits) {
+  TERN_REQUIRE_STORIES();
+  const std::string calib_path = write_test_calibration("calib_auto2");
+  ThreadPool pool(2);
+  AutoMixOptions ao;
+  ao.in_path = test::stories_gguf();
+  ao.out_path = scratch_path("auto_refused") + ".gguf";
+  ao.candidates = {find_quant_scheme("Q8_0")};
+  ao.calib_path = calib_path;
+  ao.target_bpw = 4.0;
+  auto tight = quantize_auto(ao, pool);
+  ASSERT_FALSE(tight);
+  EXPECT_NE(tight.status().message().find("the smallest mix takes"), std::string::npos) << tight.status().message();
+  ao.method = QuantMethod::Awq;
+  auto awq = quantize_auto(ao, pool);
+  ASSERT_FALSE(awq);
+  EXPECT_NE(awq.status().message().find("awq"), std::string::npos);
+  ao.method = QuantMethod::Gptq;
+  ao.candidates = {find_quant_scheme("Q4_K")};
+  ao.target_bpw = 16.0;
+  auto k = quantize_auto(ao, pool);
+  ASSERT_FALSE(k);
+  EXPECT_NE(k.status().message().find("is not a type gptq writes"), std::string::npos) << k.status().message();
+  EXPECT_FALSE(std::filesystem::exists(ao.out_path));
+  std::filesystem::remove(calib_path);
 }
 
 }  // namespace

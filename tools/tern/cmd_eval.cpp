@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "core/atomic_file.h"
 #include "core/input_file.h"
+#include "core/work_dir.h"
 #include "engine/bench.h"
 #include "engine/calibrate.h"
 #include "eval/report.h"
@@ -205,19 +206,11 @@ int eval_quant(int argc, char** argv) {
     result.rows.push_back({});
     result.rows[0].type = "base (" + main_type(**base) + ")";
   }
-  const bool temp_dir = a.out_dir.empty();
-  const fs::path dir = temp_dir ? fs::temp_directory_path() / ("tern-eval-" + std::to_string(::getpid())) : fs::path(a.out_dir);
+  auto work = WorkDir::make(a.out_dir, fs::temp_directory_path() / ("tern-eval-" + std::to_string(::getpid())));
+  if (!work) return report(work.status().with_context("eval quant"));
+  const fs::path& dir = work->path();
+  const bool temp_dir = work->owned();
   std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return report(error(ErrorKind::IoError, "eval quant: cannot create " + dir.string() + ": " + ec.message()));
-  struct Cleanup {
-    fs::path dir;
-    bool on;
-    ~Cleanup() {
-      std::error_code e;
-      if (on) fs::remove_all(dir, e);
-    }
-  } cleanup{dir, temp_dir};
 
   ThreadPool pool(a.n_threads > 0 ? a.n_threads : ThreadPool::default_threads());
   const std::string logits_path = (dir / "base.logits").string();

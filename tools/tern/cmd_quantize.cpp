@@ -1,13 +1,71 @@
 // tern quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [--calib CALIB.gguf [--method imatrix|gptq|awq]]
+// tern quantize IN.gguf OUT.gguf --auto --target-bpw B --calib CALIB.gguf [--auto-types T,...] [--method rtn|imatrix|gptq]
+#include <unistd.h>
+
 #include <cstdio>
+#include <sstream>
 
 #include "args.h"
 #include "commands.h"
+#include "engine/auto_mix.h"
 #include "engine/calibrate.h"
 #include "model/quantize.h"
 #include "quant_report.h"
 
 namespace tern::cli {
+namespace {
+
+std::string kl_text(double kl) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6f", kl);
+  return buf;
+}
+
+// stdout: one row per matrix (its options' measured KL, the chosen one in bold);
+// stderr: the summary with the predicted and measured KL of the mix.
+void print_auto(const AutoMixReport& r, const AutoMixOptions& o) {
+  std::printf("| tensor | type | KL alone | options: KL with only this tensor as that type |\n|---|---|---:|---|\n");
+  for (const auto& t : r.tensors) {
+    std::string opts;
+    for (size_t j = 0; j < t.types.size(); ++j) {
+      const std::string item = std::string(gguf::type_name(t.types[j])) + " " + kl_text(t.kl[j]);
+      opts += (opts.empty() ? "" : ", ") + (static_cast<int>(j) == t.chosen ? "**" + item + "**" : item);
+    }
+    std::printf("| %s | %s | %s | %s |\n", t.name.c_str(), std::string(gguf::type_name(t.types[t.chosen])).c_str(),
+                kl_text(t.kl[t.chosen]).c_str(), opts.c_str());
+  }
+  std::fprintf(stderr,
+               "tern: quantize --auto: %zu matrices, %d sensitivity passes over %d windows (%lld tokens scored) of the "
+               "calibration text; target %.3f bits/weight, written %.3f; KL predicted %s (sum over tensors), measured %s "
+               "(top-1 %.2f%%)\n",
+               r.tensors.size(), r.n_passes, r.n_windows, static_cast<long long>(r.n_scored), o.target_bpw,
+               r.written.bits_per_weight(), kl_text(r.predicted_kl).c_str(), kl_text(r.measured_kl).c_str(),
+               100.0 * r.measured_top1);
+}
+
+int quantize_auto_cmd(AutoMixOptions o, const std::string& types_text, int n_threads) {
+  std::stringstream ss(types_text.empty() ? default_auto_candidates(o.method) : types_text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    const QuantScheme* s = find_quant_scheme(item);
+    if (!s)
+      return report(error(ErrorKind::InvalidArgument,
+                          "quantize: unknown type '" + item + "' in --auto-types (known: " + quant_scheme_names() + ")"));
+    o.candidates.push_back(s);
+  }
+  ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  auto r = quantize_auto(o, pool, [&](const std::string& what) {
+    if (tty) std::fprintf(stderr, "\r\x1b[K%s", what.c_str());
+  });
+  if (tty) std::fprintf(stderr, "\r\x1b[K");
+  if (!r) return report(r.status());
+  print_auto(*r, o);
+  QuantReportPrinter().print_summary("wrote " + o.out_path + " (auto mix, " + quant_method_name(o.method) + ")",
+                                     r->written);
+  return 0;
+}
+
+}  // namespace
 
 int cmd_quantize(int argc, char** argv) {
   std::string in_path, out_path, type_name;
@@ -16,10 +74,19 @@ int cmd_quantize(int argc, char** argv) {
   std::string calib_path, method_name, calib_text;
   float damp = 0.01f;
   uint64_t gptq_memory = 4ull << 30;
-  ArgParser args("quantize", "tern quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [--calib CALIB.gguf [--method imatrix|gptq|awq]]");
+  bool automatic = false;
+  float target_bpw = 0;
+  std::string auto_types;
+  int auto_chunks = 16;
+  ArgParser args("quantize", "tern quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [--calib CALIB.gguf [--method imatrix|gptq|awq]]\n"
+                             "       tern quantize IN.gguf OUT.gguf --auto --target-bpw B --calib CALIB.gguf [--auto-types T,...] [--method rtn|imatrix|gptq]");
   args.add_positional("IN.gguf", &in_path, "model to read (any supported tensor types)");
   args.add_positional("OUT.gguf", &out_path, "model to write (atomically: OUT.gguf.tmp, then renamed)");
-  args.add_positional("TYPE", &type_name, "block type or llama.cpp mix: " + quant_scheme_names());
+  args.add_positional("TYPE", &type_name, "block type or llama.cpp mix: " + quant_scheme_names(), false);
+  args.add_flag("--auto", &automatic, "choose each matrix's type by measured sensitivity (KL on the calibration text) within --target-bpw");
+  args.add("--target-bpw", &target_bpw, "--auto: bits per weight of the whole file's tensor data");
+  args.add("--auto-types", &auto_types, "--auto: candidate types (default per method; rtn: " + default_auto_candidates(QuantMethod::Rtn) + ")");
+  args.add("--auto-chunks", &auto_chunks, "--auto: calibration windows per sensitivity measurement (default 16)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   args.add_flag("--pure", &pure, "every matrix TYPE's base type: no mix upgrades (only the row-length fallback)");
   args.add("--calib", &calib_path, "calibration file from tern calibrate: rounding weighted by input statistics");
@@ -32,11 +99,36 @@ int cmd_quantize(int argc, char** argv) {
     std::fputs(args.help_text().c_str(), stdout);
     return 0;
   }
+  if (n_threads < 0) return report(error(ErrorKind::InvalidArgument, "quantize: -t must not be negative"));
+  if (automatic) {
+    if (!type_name.empty())
+      return report(error(ErrorKind::InvalidArgument, "quantize: --auto chooses the types; give no TYPE (candidates: --auto-types)"));
+    if (calib_path.empty())
+      return report(error(ErrorKind::InvalidArgument, "quantize: --auto needs --calib CALIB.gguf: sensitivity is measured on "
+                                                      "its text (write one with tern calibrate)"));
+    if (target_bpw <= 0) return report(error(ErrorKind::InvalidArgument, "quantize: --auto needs --target-bpw B (bits per weight)"));
+    if (pure) return report(error(ErrorKind::InvalidArgument, "quantize: --pure has no meaning with --auto"));
+    AutoMixOptions o;
+    o.in_path = in_path;
+    o.out_path = out_path;
+    o.target_bpw = target_bpw;
+    auto method = parse_quant_method(method_name.empty() ? "imatrix" : method_name);
+    if (!method) return report(method.status());
+    o.method = *method;
+    o.calib_path = calib_path;
+    o.calib_text = calib_text;
+    o.n_chunks = auto_chunks;
+    if (!(damp > 0.0f && damp < 10.0f)) return report(error(ErrorKind::InvalidArgument, "quantize: --gptq-damp must be in (0, 10)"));
+    o.gptq_damp = damp;
+    o.gptq_memory = gptq_memory;
+    return quantize_auto_cmd(std::move(o), auto_types, n_threads);
+  }
+  if (type_name.empty())
+    return report(error(ErrorKind::InvalidArgument, "quantize: missing TYPE (a block type or mix; or --auto --target-bpw B)"));
   const QuantScheme* scheme = find_quant_scheme(type_name);
   if (!scheme)
     return report(error(ErrorKind::InvalidArgument,
                         "quantize: unknown type '" + type_name + "' (known: " + quant_scheme_names() + ")"));
-  if (n_threads < 0) return report(error(ErrorKind::InvalidArgument, "quantize: -t must not be negative"));
   QuantizeOptions o{in_path, out_path, pure ? pure_scheme(*scheme) : *scheme};
   if (method_name.empty()) method_name = calib_path.empty() ? "rtn" : "imatrix";
   auto method = parse_quant_method(method_name);
