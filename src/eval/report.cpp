@@ -220,6 +220,8 @@ std::string quant_table(const QuantEval& q) {
   for (const auto& r : q.rows) {
     std::string types = r.tensor_types;
     if (r.n_fallback > 0) types += " (" + std::to_string(r.n_fallback) + " fallback)";
+    if (std::isfinite(r.auto_kl_predicted))
+      types += "; calibration KL predicted " + fmt_sig(r.auto_kl_predicted) + ", measured " + fmt_sig(r.auto_kl_calib);
     std::vector<std::string> row = {r.type, format_bytes(r.file_bytes), fmt(r.bits_per_weight, 2), types, fmt(r.ppl, 4),
                                     fmt(r.ppl_ratio, 4), fmt_sig(r.kl_mean), fmt_sig(r.kl_median), fmt_sig(r.kl_p99),
                                     fmt(100.0 * r.top1, 2), fmt(r.pp_tok_s, 1), fmt(r.tg_tok_s, 1),

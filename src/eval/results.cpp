@@ -95,6 +95,8 @@ QuantEval quant_from_json(const json& j) {
     row.pp_tok_s_per_core = num(r, "pp_tok_s_per_core");
     row.tg_tok_s_per_core = num(r, "tg_tok_s_per_core");
     row.cost_per_mtok = num(r, "cost_per_mtok");
+    row.auto_kl_predicted = num(r, "auto_kl_predicted");
+    row.auto_kl_calib = num(r, "auto_kl_calibration");
     q.rows.push_back(row);
   }
   return q;
@@ -227,7 +229,9 @@ std::string quant_eval_to_json(const QuantEval& q) {
                     {"tg_tok_s", number_or_null(r.tg_tok_s)},
                     {"pp_tok_s_per_core", number_or_null(r.pp_tok_s_per_core)},
                     {"tg_tok_s_per_core", number_or_null(r.tg_tok_s_per_core)},
-                    {"cost_per_mtok", number_or_null(r.cost_per_mtok)}});
+                    {"cost_per_mtok", number_or_null(r.cost_per_mtok)},
+                    {"auto_kl_predicted", number_or_null(r.auto_kl_predicted)},
+                    {"auto_kl_calibration", number_or_null(r.auto_kl_calib)}});
   const json j = {{"kind", "tern.eval.quant"}, {"version", 1},
                   {"setup", setup_to_json(q.setup)},
                   {"text", q.text_path},  {"n_ctx", q.n_ctx}, {"chunks", q.n_chunks},

@@ -53,6 +53,9 @@ struct QuantEvalRow {
   double pp_tok_s = kNaN, tg_tok_s = kNaN;
   double pp_tok_s_per_core = kNaN, tg_tok_s_per_core = kNaN;
   double cost_per_mtok = kNaN;  // currency units per million generated tokens (with a price)
+  // Automatic mixes (quantize --auto): on the calibration windows, the KL the
+  // choice predicted (sum over tensors) and the KL the mix measured there.
+  double auto_kl_predicted = kNaN, auto_kl_calib = kNaN;
 };
 
 struct QuantEval {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -143,6 +144,43 @@ TEST_F(EvalCli, EvalQuantThenReport) {
   EXPECT_TRUE(test::check_xml(slurp(dir() / "REPORT-1.svg")).ok);
   const Output bad = tern("report " + quote(md.string()) + " -o " + quote((dir() / "x.md").string()));
   EXPECT_NE(bad.exit_code, 0);
+}
+
+// --auto-bpw: an automatic mix per bits/weight, chosen on calibration text
+// disjoint from the evaluated text, measured as one more row.
+TEST_F(EvalCli, EvalQuantWithAnAutomaticMix) {
+  TERN_REQUIRE_STORIES();
+  const std::string all = slurp(std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt");
+  const size_t cut = all.find("\n\n", all.size() / 2) + 2;
+  const fs::path calib_txt = dir() / "calib.txt", eval_txt = dir() / "eval.txt", calib = dir() / "calib.gguf";
+  std::ofstream(calib_txt, std::ios::binary) << all.substr(0, cut);
+  std::ofstream(eval_txt, std::ios::binary) << all.substr(cut);
+  const std::string m = quote(test::stories_gguf());
+  const Output c = tern("calibrate -m " + m + " -f " + quote(calib_txt.string()) + " -c 64 --chunks 4 -o " + quote(calib.string()));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  const fs::path json = dir() / "auto.json";
+  const std::string base = "eval quant -m " + m + " -f " + quote(eval_txt.string()) + " -c 128 --chunks 2 -p 0 -n 0 -r 1 -t 2 ";
+  const Output o = tern(base + "--types Q8_0 --calib " + quote(calib.string()) +
+                        " --auto-bpw 9.5 --auto-types Q4_0,Q8_0,F16 --json " + quote(json.string()));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("| auto 9.50 |"), std::string::npos) << o.out;
+  auto parsed = eval::parse_result_json(slurp(json), json.string());
+  ASSERT_TRUE(parsed) << parsed.status().message();
+  const auto& rows = parsed->quant.rows;
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[2].type, "auto 9.50");
+  EXPECT_LE(rows[2].bits_per_weight, 9.5);
+  EXPECT_GT(rows[2].kl_mean, 0.0);
+  EXPECT_TRUE(std::isfinite(rows[2].auto_kl_predicted));
+  EXPECT_TRUE(std::isnan(rows[1].auto_kl_predicted));
+  for (const auto& [args, needle] : std::vector<std::pair<std::string, std::string>>{
+           {"--types Q8_0 --auto-bpw 9.5", "--auto-bpw needs --calib"},
+           {"--types Q8_0 --auto-bpw 9.5x --calib " + quote(calib.string()), "is not a number"},
+       }) {
+    const Output e = tern(base + args);
+    EXPECT_NE(e.exit_code, 0) << args;
+    EXPECT_NE(e.err.find(needle), std::string::npos) << args << " -> " << e.err;
+  }
 }
 
 }  // namespace

@@ -36,7 +36,10 @@ QuantEval sample_eval() {
   q8.tensor_types = "Q8_0 x7, F32 x5";
   q8.n_fallback = 1;
   q8.kl_mean = 0.000123, q8.ppl_ratio = 1.001, q8.top1 = 0.99;
-  q.rows = {base, q8};
+  QuantEvalRow mix = q8;
+  mix.type = "auto 7.50";
+  mix.auto_kl_predicted = 0.0166, mix.auto_kl_calib = 0.0177;
+  q.rows = {base, q8, mix};
   return q;
 }
 
@@ -49,12 +52,15 @@ TEST(Results, QuantEvalJsonRoundTrip) {
   EXPECT_EQ(r.setup.cpu_model, "Test CPU @ 3GHz");
   EXPECT_EQ(r.setup.command, q.setup.command);
   EXPECT_EQ(r.n_ctx, 256);
-  ASSERT_EQ(r.rows.size(), 2u);
+  ASSERT_EQ(r.rows.size(), 3u);
   EXPECT_TRUE(r.rows[0].is_base);
   EXPECT_EQ(r.rows[1].type, "Q8_0");
   EXPECT_DOUBLE_EQ(r.rows[1].kl_mean, 0.000123);
   EXPECT_EQ(r.rows[1].n_fallback, 1);
   EXPECT_TRUE(std::isnan(r.rows[1].kl_max));      // NaN -> null -> NaN
+  EXPECT_TRUE(std::isnan(r.rows[1].auto_kl_predicted));
+  EXPECT_DOUBLE_EQ(r.rows[2].auto_kl_predicted, 0.0166);
+  EXPECT_DOUBLE_EQ(r.rows[2].auto_kl_calib, 0.0177);
   EXPECT_TRUE(std::isnan(r.price_per_hour));
 }
 
@@ -97,6 +103,8 @@ TEST(Report, QuantTableHasOneRowPerType) {
   EXPECT_NE(t.find("| Q8_0 |"), std::string::npos);
   EXPECT_NE(t.find("Q8_0 x7, F32 x5 (1 fallback)"), std::string::npos);
   EXPECT_NE(t.find("tg tok/s/core"), std::string::npos);
+  EXPECT_NE(t.find("calibration KL predicted 0.0166, measured 0.0177"), std::string::npos) << t;
+  EXPECT_EQ(t.find("(1 fallback); calibration"), t.rfind("(1 fallback); calibration"));  // the mix's row only
   EXPECT_EQ(t.find("cost"), std::string::npos);  // no price given
   QuantEval priced = sample_eval();
   priced.price_per_hour = 2.0;
@@ -144,7 +152,7 @@ TEST(Report, BuildsSetupTablesAndCharts) {
   std::vector<std::string> series;
   for (const auto& e : x.elements)
     if (e.attrs.count("class") && e.attrs.at("class") == "series") series.push_back(e.attrs.at("data-name"));
-  EXPECT_EQ(series, (std::vector<std::string>{"base (F32)", "Q8_0"}));
+  EXPECT_EQ(series, (std::vector<std::string>{"base (F32)", "Q8_0", "auto 7.50"}));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "core/atomic_file.h"
 #include "core/input_file.h"
 #include "core/work_dir.h"
+#include "engine/auto_mix.h"
 #include "engine/bench.h"
 #include "engine/calibrate.h"
 #include "eval/report.h"
@@ -33,7 +34,7 @@ namespace fs = std::filesystem;
 struct EvalQuantArgs {
   std::string model_path, text_path, types_text = "Q8_0,Q6_K,Q5_K_M,Q4_K_M,Q4_0", out_dir, json_path, plot_path;
   std::string plot_metric = "kl";
-  std::string calib_path, methods_text = "rtn", calib_text;
+  std::string calib_path, methods_text = "rtn", calib_text, auto_bpw_text, auto_types;
   int n_ctx = 0, n_chunks = 0, n_threads = 0;
   BenchOptions bench{.n_prompt = 128, .n_gen = 32, .batches = {}, .n_batch = 512, .repetitions = 3, .seed = 42};
   float price_per_hour = 0;
@@ -140,6 +141,8 @@ int eval_quant(int argc, char** argv) {
   args.add("--calib", &a.calib_path, "calibration file (tern calibrate) for the calibrated methods; the text must not overlap it");
   args.add("--methods", &a.methods_text, "comma-separated rtn, imatrix, gptq, awq: each type is made by each (default rtn)");
   args.add("--calib-text", &a.calib_text, "gptq: the calibration text, if it moved since tern calibrate");
+  args.add("--auto-bpw", &a.auto_bpw_text, "comma-separated bits/weight: also an automatic mix (quantize --auto) at each, by each method but awq (needs --calib)");
+  args.add("--auto-types", &a.auto_types, "candidate types of the automatic mixes (default: quantize --auto's per method)");
   args.add("--out-dir", &a.out_dir, "keep the quantized files and base logits here (default: a temporary directory, removed)");
   args.add("-p,--n-prompt", &a.bench.n_prompt, "prompt tokens for pp (default 128, 0 skips)");
   args.add("-n,--n-gen", &a.bench.n_gen, "generated tokens for tg (default 32, 0 skips)");
@@ -180,6 +183,28 @@ int eval_quant(int argc, char** argv) {
   if (calibrated && a.calib_path.empty())
     return report(error(ErrorKind::InvalidArgument, "eval quant: --methods imatrix/gptq/awq need --calib CALIB.gguf"));
 
+  std::vector<double> auto_bpw;
+  {
+    std::stringstream ss(a.auto_bpw_text);
+    for (std::string item; std::getline(ss, item, ',');) {
+      char* end = nullptr;
+      const double v = std::strtod(item.c_str(), &end);
+      if (item.empty() || *end || !(v > 0 && v <= 32))
+        return report(error(ErrorKind::InvalidArgument, "eval quant: --auto-bpw '" + item + "' is not a number in (0, 32]"));
+      auto_bpw.push_back(v);
+    }
+  }
+  if (!auto_bpw.empty() && a.calib_path.empty())
+    return report(error(ErrorKind::InvalidArgument, "eval quant: --auto-bpw needs --calib CALIB.gguf (sensitivity is measured on its text)"));
+  std::vector<const QuantScheme*> auto_candidates;
+  {
+    std::stringstream ss(a.auto_types);
+    for (std::string item; std::getline(ss, item, ',');) {
+      const QuantScheme* sc = find_quant_scheme(item);
+      if (!sc) return report(error(ErrorKind::InvalidArgument, "eval quant: unknown type '" + item + "' in --auto-types"));
+      auto_candidates.push_back(sc);
+    }
+  }
   auto text = read_file(a.text_path);
   if (!text) return report(text.status());
   if (!a.calib_path.empty()) {
@@ -243,6 +268,36 @@ int eval_quant(int argc, char** argv) {
     row->n_fallback = static_cast<int>(q->n_fallback);
     result.rows.push_back(*row);
     if (temp_dir) fs::remove(qpath, ec);
+  }
+  // Automatic mixes: chosen on the calibration text, measured here like every other row.
+  for (double bpw : auto_bpw) {
+    for (QuantMethod method : methods) {
+      if (method == QuantMethod::Awq) continue;  // quantize --auto refuses it (folded norms)
+      char label[64];
+      std::snprintf(label, sizeof label, "auto %.2f%s%s", bpw, method == QuantMethod::Rtn ? "" : " ",
+                    method == QuantMethod::Rtn ? "" : quant_method_name(method));
+      status_line(std::string("eval: quantizing ") + label);
+      AutoMixOptions ao;
+      ao.in_path = a.model_path;
+      ao.out_path = (dir / (stem + "-auto-" + std::to_string(bpw) + "-" + quant_method_name(method) + ".gguf")).string();
+      ao.target_bpw = bpw;
+      ao.method = method;
+      ao.calib_path = a.calib_path;
+      ao.calib_text = a.calib_text;
+      ao.candidates = auto_candidates;
+      if (ao.candidates.empty()) {
+        std::stringstream ss(default_auto_candidates(method));
+        for (std::string item; std::getline(ss, item, ',');) ao.candidates.push_back(find_quant_scheme(item));
+      }
+      auto q = quantize_auto(ao, pool, [](const std::string& what) { status_line(what); });
+      if (!q) return report(q.status().with_context(label));
+      auto row = measure(label, ao.out_path, tokens, ppl, logits_path, false, a, pool);
+      if (!row) return report(row.status());
+      row->auto_kl_predicted = q->predicted_kl;
+      row->auto_kl_calib = q->measured_kl;
+      result.rows.push_back(*row);
+      if (temp_dir) fs::remove(ao.out_path, ec);
+    }
   }
   if (isatty(STDERR_FILENO)) std::fprintf(stderr, "\r\033[K");
 
