@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "core/fp16.h"
 
@@ -12,20 +13,21 @@ const char* kv_type_name(KvType t) {
     case KvType::F32: return "f32";
     case KvType::F16: return "f16";
     case KvType::Q8_0: return "q8_0";
+    case KvType::Q4_0: return "q4_0";
   }
   return "?";
 }
 
 std::optional<KvType> parse_kv_type(std::string_view name) {
-  for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0})
+  for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0})
     if (name == kv_type_name(t)) return t;
   return std::nullopt;
 }
 
-const char* kv_type_choices() { return "f16, f32 or q8_0"; }
+const char* kv_type_choices() { return "f16, f32, q8_0 or q4_0"; }
 
 int kv_group_elems(KvType t, int head_dim) {
-  if (t != KvType::Q8_0) return 0;
+  if (!kv_is_int(t)) return 0;
   return head_dim % 32 == 0 ? 32 : head_dim;
 }
 
@@ -37,6 +39,10 @@ size_t kv_head_bytes(KvType t, int head_dim) {
     case KvType::Q8_0: {
       const size_t g = static_cast<size_t>(kv_group_elems(t, head_dim));
       return g == 0 ? 0 : n / g * (2 + g);
+    }
+    case KvType::Q4_0: {
+      const size_t g = static_cast<size_t>(kv_group_elems(t, head_dim));
+      return g == 0 || g % 2 ? 0 : n / g * (2 + g / 2);
     }
   }
   return 0;
@@ -98,6 +104,34 @@ void kv_encode_head(KvType t, const float* x, int head_dim, void* dst) {
       }
       return;
     }
+    case KvType::Q4_0: {
+      const int g = kv_group_elems(t, head_dim), n_groups = head_dim / g, half = g / 2;
+      auto* scales = static_cast<uint8_t*>(dst);
+      auto* packed = scales + 2 * n_groups;
+      for (int k = 0; k < n_groups; ++k) {
+        const float* xg = x + k * g;
+        float m = 0.0f, amax = 0.0f;  // the element of largest magnitude, signed (the first on ties)
+        for (int i = 0; i < g; ++i) {
+          const float a = xg[i] < 0.0f ? -xg[i] : xg[i];
+          if (a > amax) amax = a, m = xg[i];
+        }
+        const uint16_t dh = float_to_fp16(m / -8.0f);
+        const float d = fp16_to_float(dh);
+        std::memcpy(scales + 2 * k, &dh, 2);
+        const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+        uint8_t* out = packed + k * half;
+        for (int i = 0; i < half; ++i) {
+          const auto code = [&](float v) {
+            float r = v * inv;
+            r = r > -8.0f ? r : -8.0f;  // a NaN becomes -8
+            r = r < 7.0f ? r : 7.0f;
+            return static_cast<uint8_t>(static_cast<int32_t>(r + (r >= 0.0f ? 0.5f : -0.5f)) + 8);
+          };
+          out[i] = static_cast<uint8_t>(code(xg[i]) | (code(xg[i + half]) << 4));
+        }
+      }
+      return;
+    }
   }
 }
 
@@ -120,6 +154,14 @@ void kv_decode_head(KvType t, const void* src, int head_dim, float* x) {
       }
       return;
     }
+    case KvType::Q4_0: {
+      const int g = kv_group_elems(t, head_dim);
+      std::vector<int8_t> codes(static_cast<size_t>(head_dim));
+      std::vector<float> scales(static_cast<size_t>(head_dim / g));
+      kv_codes(t, src, head_dim, codes.data(), scales.data());
+      for (int i = 0; i < head_dim; ++i) x[i] = scales[i / g] * static_cast<float>(codes[i]);
+      return;
+    }
   }
 }
 
@@ -138,15 +180,29 @@ void kv_quantize_query(const float* q, int head_dim, int8_t* codes, float* scale
   }
 }
 
-void kv_q8_codes(const void* head, int head_dim, int8_t* codes, float* scales) {
-  const int g = kv_group_elems(KvType::Q8_0, head_dim), n_groups = head_dim / g;
+void kv_q4_unpack(const void* head, int head_dim, int8_t* codes) {
+  const int g = kv_group_elems(KvType::Q4_0, head_dim), n_groups = head_dim / g, half = g / 2;
+  const auto* packed = static_cast<const uint8_t*>(head) + 2 * n_groups;
+  for (int k = 0; k < n_groups; ++k)
+    for (int i = 0; i < half; ++i) {
+      const uint8_t b = packed[k * half + i];
+      codes[k * g + i] = static_cast<int8_t>((b & 15) - 8);
+      codes[k * g + i + half] = static_cast<int8_t>((b >> 4) - 8);
+    }
+}
+
+void kv_codes(KvType t, const void* head, int head_dim, int8_t* codes, float* scales) {
+  const int g = kv_group_elems(t, head_dim), n_groups = head_dim / g;
   const auto* in = static_cast<const uint8_t*>(head);
   for (int k = 0; k < n_groups; ++k) {
     uint16_t dh;
     std::memcpy(&dh, in + 2 * k, 2);
     scales[k] = fp16_to_float(dh);
   }
-  std::memcpy(codes, in + 2 * n_groups, static_cast<size_t>(head_dim));
+  if (t == KvType::Q4_0)
+    kv_q4_unpack(head, head_dim, codes);
+  else
+    std::memcpy(codes, in + 2 * n_groups, static_cast<size_t>(head_dim));
 }
 
 }  // namespace tern

@@ -35,7 +35,7 @@ QueryBlockView view_of(const QueryBlock& b) {
   return {b.q, b.n_q, b.pos0, b.runs.data(), static_cast<int>(b.runs.size())};
 }
 
-// A q8_0 cache's query rows (QueryBlockView::q8_*), every block's, made once
+// A q8_0 or q4_0 cache's query rows (QueryBlockView::q8_*), every block's, made once
 // per call: every work item and tile of a head then reads the same codes.
 struct QueryCodes {
   std::vector<int8_t> codes;
@@ -44,7 +44,7 @@ struct QueryCodes {
   std::vector<size_t> head0;  // per block: its first head's index
 
   void build(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool& pool) {
-    const int hd = s.head_dim, g = kv_group_elems(KvType::Q8_0, hd), n_groups = hd / g;
+    const int hd = s.head_dim, g = kv_group_elems(s.kv_type, hd), n_groups = hd / g;
     size_t n_heads = 0;
     head0.clear();
     for (const QueryBlock& b : blocks) {
@@ -78,7 +78,7 @@ struct QueryCodes {
       pool.parallel_for(n_heads, run);
   }
   void point(const AttentionShape& s, size_t ib, QueryBlockView& v) const {
-    const int hd = s.head_dim, n_groups = hd / kv_group_elems(KvType::Q8_0, hd);
+    const int hd = s.head_dim, n_groups = hd / kv_group_elems(s.kv_type, hd);
     v.q8_codes = codes.data() + head0[ib] * hd;
     v.q8_floats = floats.data() + head0[ib] * hd;
     v.q8_scales = scales.data() + head0[ib] * n_groups;
@@ -137,7 +137,7 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
   const AttentionKernels& k = kernels ? *kernels : attention_kernels();
   thread_local QueryCodes q8_rows;
   // The caller's instance: a thread_local named inside the workers' lambda would be theirs.
-  QueryCodes* const q8 = s.kv_type == KvType::Q8_0 ? &q8_rows : nullptr;
+  QueryCodes* const q8 = kv_is_int(s.kv_type) ? &q8_rows : nullptr;
   if (q8) q8->build(s, blocks, pool);
 
   pool.parallel_for(items.size(), [&](size_t begin, size_t end, int tid) {
@@ -215,7 +215,7 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
         std::vector<double> w;
         std::vector<float> k(static_cast<size_t>(hd)), vs;  // vs: the value rows attended to, decoded
         // q8_0: the query's codes and scales, the keys' (core/kv_format.h's score rule).
-        const bool q8 = s.kv_type == KvType::Q8_0;
+        const bool q8 = kv_is_int(s.kv_type);
         const int g = q8 ? kv_group_elems(s.kv_type, hd) : hd;
         std::vector<int8_t> qc(static_cast<size_t>(hd)), kc(qc.size());
         std::vector<float> qd(static_cast<size_t>(hd)), kd(qd.size());
@@ -227,8 +227,8 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
             double dot = 0;
             if (q8) {  // core/kv_format.h: per group, d_key * d_query * the integer dot product
               const size_t head = kv_head_bytes(s.kv_type, hd);
-              kv_q8_codes(static_cast<const char*>(run.k) + (static_cast<size_t>(j) * s.n_head_kv + h / group) * head, hd,
-                          kc.data(), kd.data());
+              kv_codes(s.kv_type, static_cast<const char*>(run.k) + (static_cast<size_t>(j) * s.n_head_kv + h / group) * head,
+                       hd, kc.data(), kd.data());
               for (int i0 = 0; i0 < hd; i0 += g) {
                 int64_t ints = 0;
                 for (int i = i0; i < i0 + g; ++i) ints += int64_t{qc[static_cast<size_t>(i)]} * kc[static_cast<size_t>(i)];

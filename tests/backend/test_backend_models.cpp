@@ -249,6 +249,10 @@ std::vector<ArchCase> arch_cases() {
   q8_kv.name = "llama_q8_0_kv_cache";
   q8_kv.kv = KvType::Q8_0;
   cases.push_back(q8_kv);
+  ArchCase q4_kv = cases.front();
+  q4_kv.name = "llama_q4_0_kv_cache";
+  q4_kv.kv = KvType::Q4_0;
+  cases.push_back(q4_kv);
   return cases;
 }
 

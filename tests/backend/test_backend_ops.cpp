@@ -481,6 +481,14 @@ struct TestPool {
     }
     // q8_0: per head, [one half scale per group of g (32, or the head size)][head size int8 codes].
     const int hd = view.head_dim, head = i / hd, e = i % hd, g = hd % 32 == 0 ? 32 : hd, n_groups = hd / g;
+    if (view.type == KvType::Q4_0) {
+      // q4_0: [half scales][per group, g/2 bytes: element k in the low nibble, k + g/2 in the high one, as q + 8].
+      const std::byte* slice = row + static_cast<size_t>(head) * (2 * n_groups + hd / 2);
+      std::memcpy(&h, slice + 2 * (e / g), sizeof h);
+      const int k = e % g, half = g / 2;
+      const auto b = static_cast<uint8_t>(slice[2 * n_groups + (e / g) * half + k % half]);
+      return fp16_to_float(h) * static_cast<float>((k < half ? b & 15 : b >> 4) - 8);
+    }
     const std::byte* slice = row + static_cast<size_t>(head) * (2 * n_groups + hd);
     std::memcpy(&h, slice + 2 * (e / g), sizeof h);
     return fp16_to_float(h) * static_cast<float>(static_cast<int8_t>(slice[2 * n_groups + e]));
@@ -488,13 +496,13 @@ struct TestPool {
 };
 
 // Rows stored to scattered slots of layer 1 read back as written (F32 exactly,
-// F16 as the nearest half, q8_0 within half a step of its group's scale), and
+// F16 as the nearest half, q8_0 and q4_0 within half a step of their group's scale), and
 // identical bytes from both backends.
 TEST_F(BackendOps, StoreKvEveryType) {
   constexpr int kKvHead = 2, kHeadDim = 8, kRow = kKvHead * kHeadDim;
   const std::vector<int64_t> slots = {37, 0, 5, 16, 63};
   const auto k = random_floats(slots.size() * kRow, 1), v = random_floats(slots.size() * kRow, 2);
-  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
+  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0}) {
     SCOPED_TRACE(kv_type_name(type));
     TestPool a(type, 4, 2, 16, kKvHead, kHeadDim), b(type, 4, 2, 16, kKvHead, kHeadDim);
     cpu_->store_kv(a.view, 1, slots, k.data(), v.data());
@@ -514,7 +522,10 @@ TEST_F(BackendOps, StoreKvEveryType) {
             const float* head = (kv == 0 ? k : v).data() + t * kRow + static_cast<size_t>(i / kHeadDim) * kHeadDim;
             float amax = 0;
             for (int j = 0; j < kHeadDim; ++j) amax = std::max(amax, std::fabs(head[j]));
-            ASSERT_LE(std::fabs(got - want), 0.5f * amax / 127.0f * (1.0f + 0x1p-10f) + 1e-7f) << "half a step";
+            // q4_0's step is amax / 8 and its codes stop at +7 on the side opposite the largest
+            // element (core/kv_format.h), so an element there may lose up to a whole step.
+            const float step = type == KvType::Q4_0 ? amax / 8.0f : 0.5f * amax / 127.0f;
+            ASSERT_LE(std::fabs(got - want), step * (1.0f + 0x1p-10f) + 1e-7f) << "within the rounding";
             ASSERT_GT(amax, 0.0f);
           }
           ASSERT_EQ(a.at(slots[t], 0, kv, i), 0.0f) << "layer 0 untouched";
@@ -551,7 +562,7 @@ void naive_attention(const float* q_in, const std::vector<float>& k, const std::
                      int32_t qpos, int kv_head, int n_kv_head, int head_dim, double scale, double* out,
                      KvType type = KvType::F32) {
   std::vector<double> q(q_in, q_in + head_dim);
-  if (type == KvType::Q8_0) {
+  if (kv_is_int(type)) {
     std::vector<int8_t> codes(static_cast<size_t>(head_dim));
     std::vector<float> d(static_cast<size_t>(head_dim));
     kv_quantize_query(q_in, head_dim, codes.data(), d.data());
@@ -579,7 +590,7 @@ TEST_F(BackendOps, AttentionOverBlockTables) {
   constexpr int kHead = 8, kKvHead = 2, kHeadDim = 32, kBlock = 16, kLayers = 2, kLayer = 1;
   constexpr int kRow = kKvHead * kHeadDim, kQRow = kHead * kHeadDim;
   const std::vector<AttnSeq> seqs = {{120, 0, 37}, {150, 149, 1}, {100, 70, 30}, {120, 90, 5}};
-  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0}) {
+  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0}) {
     for (int window : {0, 24}) {
       SCOPED_TRACE(::testing::Message() << kv_type_name(type) << " window " << window);
       TestPool pool(type, 40, kLayers, kBlock, kKvHead, kHeadDim);

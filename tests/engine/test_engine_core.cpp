@@ -112,13 +112,16 @@ INSTANTIATE_TEST_SUITE_P(
                       // The q8_0 cache: prefix sharing, and its blocks swapped out and back.
                       InvarianceCase{"q8_0_prefix_recompute", 32, 96, true, 40, "recompute", "none", KvType::Q8_0},
                       InvarianceCase{"q8_0_swap_lz4", 32, 128, true, 40, "swap", "lz4", KvType::Q8_0},
+                      InvarianceCase{"q4_0_prefix_recompute", 32, 96, true, 40, "recompute", "none", KvType::Q4_0},
+                      InvarianceCase{"q4_0_swap_zstd", 32, 128, true, 40, "swap", "zstd", KvType::Q4_0},
                       InvarianceCase{"swap_damaged", 32, 128, false, 40, "swap", "none", KvType::F16, true},
                       InvarianceCase{"swap_lz4_damaged", 32, 128, true, 40, "swap", "lz4", KvType::F16, true}),
     [](const auto& param_info) { return std::string(param_info.param.name); });
 
 // The same --kv-memory holds 1.6x the blocks with a q8_0 cache: stories260K's
 // head size 8 stores 10 bytes a head (8 int8 and a half scale) where f16
-// stores 16. (Head size 128: 136 bytes against 256, 1.88x.)
+// stores 16 (head size 128: 136 bytes against 256, 1.88x); 2.67x with q4_0
+// (6 bytes; head size 128: 72 bytes, 3.56x).
 TEST(EngineCore, Q8_0CacheHoldsMoreBlocksInTheSameMemory) {
   TERN_REQUIRE_STORIES();
   EngineConfig c = base_config();
@@ -126,10 +129,15 @@ TEST(EngineCore, Q8_0CacheHoldsMoreBlocksInTheSameMemory) {
   auto f16 = make_core(c);
   c.kv_type = KvType::Q8_0;
   auto q8 = make_core(c);
-  ASSERT_TRUE(f16 && q8);
+  c.kv_type = KvType::Q4_0;
+  auto q4 = make_core(c);
+  ASSERT_TRUE(f16 && q8 && q4);
   EXPECT_EQ(q8->stats().kv_block_bytes * 16, f16->stats().kv_block_bytes * 10);
   const double ratio = static_cast<double>(q8->stats().kv_blocks_total) / f16->stats().kv_blocks_total;
   EXPECT_NEAR(ratio, 1.6, 0.01);
+  // q4_0: 4 bytes of codes and a half scale, 6 bytes a head.
+  EXPECT_EQ(q4->stats().kv_block_bytes * 16, f16->stats().kv_block_bytes * 6);
+  EXPECT_NEAR(static_cast<double>(q4->stats().kv_blocks_total) / f16->stats().kv_blocks_total, 16.0 / 6.0, 0.02);
 }
 
 TEST(EngineCore, CancelFreesBlocksAtNextStep) {

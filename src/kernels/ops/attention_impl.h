@@ -113,7 +113,8 @@ __attribute__((always_inline)) inline f32x16 load16_half(const uint16_t* p) {
 
 // Stored key/value formats (core/kv_format.h), as template arguments.
 enum KvFmt : int { kFmtF32, kFmtF16, kFmtQ8 };
-inline int kv_fmt(KvType t) { return t == KvType::F16 ? kFmtF16 : t == KvType::Q8_0 ? kFmtQ8 : kFmtF32; }
+// q4_0 runs the q8_0 kernel: its codes are unpacked to int8 as a tile is gathered.
+inline int kv_fmt(KvType t) { return t == KvType::F16 ? kFmtF16 : kv_is_int(t) ? kFmtQ8 : kFmtF32; }
 
 inline float half_to_float1(const void* p) {
   float x;
@@ -138,6 +139,26 @@ __attribute__((always_inline)) inline f32x16 int8x16_to_float(const void* p) {
   for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(static_cast<const int8_t*>(p)[i]);
   return v;
 #endif
+}
+
+// A q4_0 head slice's codes as int8 (core/kv_format.h's kv_q4_unpack): groups
+// of 32 with two masks and a shift per 16 bytes (the AVX levels; SSE2 would
+// do, but the scalar level includes no intrinsics); other group sizes scalar.
+inline void unpack_q4_head(const void* head, int hd, int g, int8_t* out) {
+#if defined(__F16C__)
+  if (g == 32) {
+    const auto* packed = static_cast<const uint8_t*>(head) + 2 * (hd / g);
+    const __m128i low4 = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+    for (int k = 0; k < hd / 32; ++k) {
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(packed + 16 * k));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * k), _mm_sub_epi8(_mm_and_si128(b, low4), eight));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * k + 16),
+                       _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(b, 4), low4), eight));
+    }
+    return;
+  }
+#endif
+  kv_q4_unpack(head, hd, out);
 }
 
 // A q8_0 head slice is [hd / g half scales][hd int8 codes]: scale k, and
@@ -496,7 +517,12 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   float k_row[kMaxHeadDim];
   Q8Scales q8_tile;
   Q8Scales* q8 = fmt == kFmtQ8 ? &q8_tile : nullptr;
-  const int q8_off = q8 ? q8_codes_offset(hd, g) : 0;  // where a q8_0 head slice's codes start
+  const bool q4 = s.kv_type == KvType::Q4_0;
+  const int q8_off = q8 && !q4 ? q8_codes_offset(hd, g) : 0;  // where a q8_0 head slice's codes start
+  const void* khead[kKvTile];  // this tile's key head slices as stored (their scales)
+  // q4_0: this tile's codes unpacked to int8, then read as q8_0 codes are.
+  alignas(64) int8_t k4[kKvTile][kMaxHeadDim];
+  alignas(64) int8_t v4[kKvTile][kMaxHeadDim];
 #if defined(__AVX512VNNI__)
   const bool vnni = q8 && hd % 64 == 0;  // groups of 32, whole 64-byte rows of codes
   uint32_t* kt8 = reinterpret_cast<uint32_t*>(k_t);  // [hd / 4][kKvTile] when vnni
@@ -531,8 +557,15 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       const size_t off = static_cast<size_t>(pos - run.pos0) * row_bytes + head_offset;
       const void* k = static_cast<const char*>(run.k) + off;
       const void* v = static_cast<const char*>(run.v) + off;
-      kp[j] = static_cast<const char*>(k) + q8_off;  // q8_0: the codes
+      khead[j] = k;
       vhead[j] = v;
+      if (q4) {
+        unpack_q4_head(k, hd, g, k4[j]);
+        unpack_q4_head(v, hd, g, v4[j]);
+        k = k4[j];
+        v = v4[j];
+      }
+      kp[j] = static_cast<const char*>(k) + q8_off;  // q8_0: the codes
       if (fmt == kFmtF32 || v_direct) {
         vp[j] = static_cast<const char*>(v) + q8_off;
       } else {
@@ -549,7 +582,7 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
     if (q8) {  // this tile's scales (values' only when P·V reads the codes)
       for (int gi = 0; gi < hd / g; ++gi) {
         for (int j = 0; j < n_pos; ++j) {
-          q8->k[gi][j] = q8_scale(static_cast<const char*>(kp[j]) - q8_off, gi);
+          q8->k[gi][j] = q8_scale(khead[j], gi);
           q8->v[gi][j] = q8_scale(static_cast<const char*>(vhead[j]), gi);
         }
         for (int j = n_pos; j < kKvTile; ++j) q8->k[gi][j] = q8->v[gi][j] = 0.0f;
