@@ -5,7 +5,7 @@
 // cache totalling >= 256 MiB so every call streams from DRAM as decode does.
 //
 //   bench_attention [--depths 512,4096,16384] [--heads 12] [--kv-heads 4] [--head-dim 64]
-//                   [--threads 2] [--f32 | --kv f16|f32|q8_0|q4_0] [--block 16] [--n-q 1] [--level avx2] [--huge] [--hot] [--reps 5]
+//                   [--threads 2] [--f32 | --kv f16|f32|q8_0|q4_0|fp8] [--block 16] [--n-q 1] [--level avx2] [--huge] [--hot] [--reps 5]
 #include <algorithm>
 #include <chrono>
 #include <cmath>

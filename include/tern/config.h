@@ -11,8 +11,8 @@ namespace tern {
 enum class BackendKind { Cpu, Ref };  // SIMD kernels on a thread pool | the scalar reference
 
 // How stored keys and values are encoded (core/kv_format.h): f32, IEEE half,
-// int8 or 4-bit codes with a half scale per 32 elements.
-enum class KvType : uint8_t { F32, F16, Q8_0, Q4_0 };
+// int8 or 4-bit codes with a half scale per 32 elements, or FP8 E4M3.
+enum class KvType : uint8_t { F32, F16, Q8_0, Q4_0, Fp8 };
 
 // Order between requests (docs/scheduler.md).
 enum class SchedulePolicy { Fcfs, Priority, ShortestJobFirst, FairShare };

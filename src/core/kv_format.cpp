@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/fp8.h"
 
 namespace tern {
 
@@ -14,17 +15,18 @@ const char* kv_type_name(KvType t) {
     case KvType::F16: return "f16";
     case KvType::Q8_0: return "q8_0";
     case KvType::Q4_0: return "q4_0";
+    case KvType::Fp8: return "fp8";
   }
   return "?";
 }
 
 std::optional<KvType> parse_kv_type(std::string_view name) {
-  for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0})
+  for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0, KvType::Fp8})
     if (name == kv_type_name(t)) return t;
   return std::nullopt;
 }
 
-const char* kv_type_choices() { return "f16, f32, q8_0 or q4_0"; }
+const char* kv_type_choices() { return "f16, f32, q8_0, q4_0 or fp8"; }
 
 int kv_group_elems(KvType t, int head_dim) {
   if (!kv_is_int(t)) return 0;
@@ -36,6 +38,7 @@ size_t kv_head_bytes(KvType t, int head_dim) {
   switch (t) {
     case KvType::F32: return 4 * n;
     case KvType::F16: return 2 * n;
+    case KvType::Fp8: return n;
     case KvType::Q8_0: {
       const size_t g = static_cast<size_t>(kv_group_elems(t, head_dim));
       return g == 0 ? 0 : n / g * (2 + g);
@@ -91,6 +94,11 @@ void kv_encode_head(KvType t, const float* x, int head_dim, void* dst) {
       for (int i = 0; i < head_dim; ++i) h[i] = float_to_fp16(x[i]);
       return;
     }
+    case KvType::Fp8: {
+      auto* b = static_cast<uint8_t*>(dst);
+      for (int i = 0; i < head_dim; ++i) b[i] = float_to_fp8_e4m3(x[i]);
+      return;
+    }
     case KvType::Q8_0: {
       const int g = kv_group_elems(t, head_dim), n_groups = head_dim / g;
       auto* scales = static_cast<uint8_t*>(dst);
@@ -141,6 +149,11 @@ void kv_decode_head(KvType t, const void* src, int head_dim, float* x) {
     case KvType::F16: {
       const auto* h = static_cast<const uint16_t*>(src);
       for (int i = 0; i < head_dim; ++i) x[i] = fp16_to_float(h[i]);
+      return;
+    }
+    case KvType::Fp8: {
+      const auto* b = static_cast<const uint8_t*>(src);
+      for (int i = 0; i < head_dim; ++i) x[i] = fp8_e4m3_to_float(b[i]);
       return;
     }
     case KvType::Q8_0: {

@@ -16,6 +16,11 @@
 //              largest magnitude (rounded to half), so m itself is exactly
 //              -8 d and the range's extra negative step is not wasted (ggml's
 //              Q4_0 rule), and q the nearest integer to x / d, clamped.
+//   Fp8        head_dim OCP FP8 E4M3 bytes (core/fp8.h: nearest, ties to
+//              even, saturating at ±448; no scale, as vLLM's fp8 cache with
+//              its default scale of 1). Attention reads them as the halves
+//              they exactly are, so scores and P·V are the f16 cache's
+//              arithmetic on those values.
 //
 // These scalar codecs are the reference: the attention kernels read the same
 // bytes and compute each value element as the same f32 product d * q.
@@ -38,9 +43,9 @@
 namespace tern {
 
 const char* kv_type_name(KvType t);
-// "f32", "f16", "q8_0", "q4_0" (what --kv-type accepts), or nullopt.
+// "f32", "f16", "q8_0", "q4_0", "fp8" (what --kv-type accepts), or nullopt.
 std::optional<KvType> parse_kv_type(std::string_view name);
-// The accepted names for an error message: "f16, f32, q8_0 or q4_0".
+// The accepted names for an error message: "f16, f32, q8_0, q4_0 or fp8".
 const char* kv_type_choices();
 
 // Whether keys and values are integer codes with a scale per group (q8_0,

@@ -253,6 +253,10 @@ std::vector<ArchCase> arch_cases() {
   q4_kv.name = "llama_q4_0_kv_cache";
   q4_kv.kv = KvType::Q4_0;
   cases.push_back(q4_kv);
+  ArchCase fp8_kv = cases.front();
+  fp8_kv.name = "llama_fp8_kv_cache";
+  fp8_kv.kv = KvType::Fp8;
+  cases.push_back(fp8_kv);
   return cases;
 }
 

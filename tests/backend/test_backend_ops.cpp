@@ -474,6 +474,12 @@ struct TestPool {
       std::memcpy(&f, row + 4 * static_cast<size_t>(i), sizeof f);
       return f;
     }
+    if (view.type == KvType::Fp8) {  // E4M3: sign, 4 exponent bits (bias 7), 3 mantissa bits
+      const auto c = static_cast<uint8_t>(row[static_cast<size_t>(i)]);
+      const int e = (c >> 3) & 15, m = c & 7;
+      const float mag = e == 0 ? std::ldexp(static_cast<float>(m), -9) : std::ldexp(1.0f + m / 8.0f, e - 7);
+      return c & 0x80 ? -mag : mag;
+    }
     uint16_t h;
     if (view.type == KvType::F16) {
       std::memcpy(&h, row + 2 * static_cast<size_t>(i), sizeof h);
@@ -496,13 +502,13 @@ struct TestPool {
 };
 
 // Rows stored to scattered slots of layer 1 read back as written (F32 exactly,
-// F16 as the nearest half, q8_0 and q4_0 within half a step of their group's scale), and
+// F16 as the nearest half, fp8 within half an E4M3 ulp, q8_0 and q4_0 within their group's rounding), and
 // identical bytes from both backends.
 TEST_F(BackendOps, StoreKvEveryType) {
   constexpr int kKvHead = 2, kHeadDim = 8, kRow = kKvHead * kHeadDim;
   const std::vector<int64_t> slots = {37, 0, 5, 16, 63};
   const auto k = random_floats(slots.size() * kRow, 1), v = random_floats(slots.size() * kRow, 2);
-  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0}) {
+  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0, KvType::Fp8}) {
     SCOPED_TRACE(kv_type_name(type));
     TestPool a(type, 4, 2, 16, kKvHead, kHeadDim), b(type, 4, 2, 16, kKvHead, kHeadDim);
     cpu_->store_kv(a.view, 1, slots, k.data(), v.data());
@@ -517,6 +523,10 @@ TEST_F(BackendOps, StoreKvEveryType) {
             ASSERT_EQ(got, want);
           } else if (type == KvType::F16) {
             ASSERT_LE(std::fabs(got - want), std::ldexp(std::fabs(want), -11)) << "half an ulp of a half";
+          } else if (type == KvType::Fp8) {
+            // Half an ulp of 3 mantissa bits, or of the subnormals' 2^-9 steps.
+            ASSERT_LE(std::fabs(got - want), std::max(std::ldexp(std::fabs(want), -4), std::ldexp(1.0f, -10)))
+                << "half an ulp of E4M3";
           } else {
             // One group per head here (head size 8): the step is max|x| / 127, its half scale within 2^-11.
             const float* head = (kv == 0 ? k : v).data() + t * kRow + static_cast<size_t>(i / kHeadDim) * kHeadDim;
@@ -590,7 +600,7 @@ TEST_F(BackendOps, AttentionOverBlockTables) {
   constexpr int kHead = 8, kKvHead = 2, kHeadDim = 32, kBlock = 16, kLayers = 2, kLayer = 1;
   constexpr int kRow = kKvHead * kHeadDim, kQRow = kHead * kHeadDim;
   const std::vector<AttnSeq> seqs = {{120, 0, 37}, {150, 149, 1}, {100, 70, 30}, {120, 90, 5}};
-  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0}) {
+  for (KvType type : {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0, KvType::Fp8}) {
     for (int window : {0, 24}) {
       SCOPED_TRACE(::testing::Message() << kv_type_name(type) << " window " << window);
       TestPool pool(type, 40, kLayers, kBlock, kKvHead, kHeadDim);

@@ -114,6 +114,7 @@ INSTANTIATE_TEST_SUITE_P(
                       InvarianceCase{"q8_0_swap_lz4", 32, 128, true, 40, "swap", "lz4", KvType::Q8_0},
                       InvarianceCase{"q4_0_prefix_recompute", 32, 96, true, 40, "recompute", "none", KvType::Q4_0},
                       InvarianceCase{"q4_0_swap_zstd", 32, 128, true, 40, "swap", "zstd", KvType::Q4_0},
+                      InvarianceCase{"fp8_prefix_swap_lz4", 32, 128, true, 40, "swap", "lz4", KvType::Fp8},
                       InvarianceCase{"swap_damaged", 32, 128, false, 40, "swap", "none", KvType::F16, true},
                       InvarianceCase{"swap_lz4_damaged", 32, 128, true, 40, "swap", "lz4", KvType::F16, true}),
     [](const auto& param_info) { return std::string(param_info.param.name); });

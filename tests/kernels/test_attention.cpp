@@ -20,7 +20,7 @@ struct Case {
   float softcap = 0.0f;          // AttentionShape::softcap (0 = off)
 };
 
-constexpr KvType kAllKv[] = {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0};
+constexpr KvType kAllKv[] = {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0, KvType::Fp8};
 
 // Rows of n_kv_head * head_dim floats encoded as `type`, end to end.
 std::vector<char> encode_rows(const std::vector<float>& x, KvType type, int n_kv_head, int head_dim) {

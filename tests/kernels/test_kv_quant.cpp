@@ -51,7 +51,7 @@ TEST(KvQuant, QueryCodesEqualTheScalarRule) {
 }
 
 TEST(KvQuant, StoredRowsEqualTheScalarCodec) {
-  for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0})
+  for (KvType t : {KvType::F32, KvType::F16, KvType::Q8_0, KvType::Q4_0, KvType::Fp8})
     for (int hd : {8, 16, 64, 80, 128}) {
       const int n_kv_head = 3;
       for (const auto& head : rows(hd)) {

@@ -121,28 +121,34 @@ TEST_F(KvQuant, Q8_0GreedyFollowsF16AndKlIsSmall) {
               f32_sum / kSteps);
 }
 
-// The q4_0 cache on the same path: one 4-bit group per head of 8 (6 bytes where
-// f16 takes 16). Teacher-forced on the f16 cache's greedy tokens, its mean KL
-// from f16 must exceed q8_0's (the coarser code has to cost something, or the
-// comparison measures nothing) and stay under 0.6: measured 0.397 (q8_0 0.00089),
-// the 16x coarser step squared, near enough; greedy equal for the first 15
-// tokens. 4-bit keys and values on heads of 8 are a lossy cache.
-TEST_F(KvQuant, Q4_0CostsMoreThanQ8_0AndStaysBounded) {
+// The q4_0 and fp8 caches on the same path: q4_0 one 4-bit group per head of 8
+// (6 bytes where f16 takes 16), fp8 a byte per element. Teacher-forced on the
+// f16 cache's greedy tokens, q4_0's mean KL from f16 must exceed q8_0's (the
+// coarser code has to cost something, or the comparison measures nothing) and
+// stay under 0.6: measured 0.397 (q8_0 0.00089), the 16x coarser step squared,
+// near enough; greedy equal for the first 15 tokens: a lossy cache. fp8's 3
+// mantissa bits per element fall between: measured 0.0087.
+TEST_F(KvQuant, Q4_0AndFp8CostWhatTheirBitsSay) {
   const Model& model = *model_;
   const int nv = model.hparams().n_vocab;
   const Decoded f16 = greedy(model, prompt, kSteps, KvType::F16, nullptr);
   const Decoded q4_own = greedy(model, prompt, kSteps, KvType::Q4_0, nullptr);
   const size_t first_diff =
       static_cast<size_t>(std::mismatch(f16.tokens.begin(), f16.tokens.end(), q4_own.tokens.begin()).first - f16.tokens.begin());
-  double mean[2] = {0, 0};
-  for (int k = 0; k < 2; ++k) {
-    const Decoded forced = greedy(model, prompt, kSteps, k == 0 ? KvType::Q8_0 : KvType::Q4_0, &f16.tokens);
+  double mean[3] = {0, 0, 0};  // q8_0, q4_0, fp8
+  const KvType types[3] = {KvType::Q8_0, KvType::Q4_0, KvType::Fp8};
+  for (int k = 0; k < 3; ++k) {
+    const Decoded forced = greedy(model, prompt, kSteps, types[k], &f16.tokens);
     for (int t = 0; t < kSteps; ++t)
       mean[k] += kl(f16.rows[static_cast<size_t>(t)].data(), forced.rows[static_cast<size_t>(t)].data(), nv) / kSteps;
   }
-  std::printf("q4_0 vs f16 KV, 200 steps: mean KL %.3g (q8_0 %.3g); greedy equal for %zu tokens\n", mean[1], mean[0],
-              first_diff);
+  std::printf("q4_0 vs f16 KV, 200 steps: mean KL %.3g (q8_0 %.3g, fp8 %.3g); greedy equal for %zu tokens\n", mean[1],
+              mean[0], mean[2], first_diff);
   RecordProperty("q4_0_mean_kl", std::to_string(mean[1]));
+  RecordProperty("fp8_mean_kl", std::to_string(mean[2]));
+  // fp8 keeps 3 mantissa bits of every element: between q8_0 and q4_0.
+  EXPECT_GT(mean[2], mean[0]);
+  EXPECT_LT(mean[2], mean[1]);
   EXPECT_GT(mean[1], mean[0]);
   EXPECT_LT(mean[1], 0.6);
 }

@@ -128,7 +128,7 @@ int cmd_bench(int argc, char** argv) {
   args.add("-n,--n-gen", &o.n_gen, "generated tokens for tg (default 128, 0 skips)");
   args.add("-d,--depths", &depths_text,
            "pp and tg again after this many cached positions, e.g. 0,512,4096 (as llama-bench -d; default 0)");
-  args.add("--kv-type", &kv_type, "KV cache encoding: f16 (default, as the engine), f32, q8_0 or q4_0");
+  args.add("--kv-type", &kv_type, "KV cache encoding: f16 (default, as the engine), f32, q8_0, q4_0 or fp8");
   args.add("-b,--batches", &batches_text, "batched decode sizes, e.g. 2,4,8 (default none)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   args.add("--backend", &backend_name, kBackendHelp);

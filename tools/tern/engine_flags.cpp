@@ -18,7 +18,7 @@ void EngineFlags::add_to(ArgParser& args) {
   args.add("--backend", &backend, kBackendHelp);
   args.add("-c,--ctx-size", &n_ctx, "context limit per sequence (default: the model's)");
   args.add("--kv-memory", &kv_memory, "KV pool: bytes (4G, 512M) or a fraction of free RAM (0.25, the default)");
-  args.add("--kv-type", &kv_type, "KV cache encoding: f16 (default), f32, q8_0 (int8 with a scale per 32 values: ~half the memory) or q4_0 (4-bit: ~0.28x, lossy)");
+  args.add("--kv-type", &kv_type, "KV cache encoding: f16 (default), f32, q8_0 (int8 with a scale per 32 values: ~half the memory), q4_0 (4-bit: ~0.28x, lossy) or fp8 (E4M3: half)");
   args.add("--block-size", &block_size, "KV block size in tokens (default 16)");
   args.add_flag("--no-prefix-cache", &no_prefix_cache, "disable automatic prefix caching");
   args.add("--max-num-seqs", &max_num_seqs, "sequences running at once (default 64)");

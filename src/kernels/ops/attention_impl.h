@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/fp8.h"
 #include "kernels/attention.h"
 #include "kernels/ops/exp_poly.h"
 
@@ -113,8 +114,11 @@ __attribute__((always_inline)) inline f32x16 load16_half(const uint16_t* p) {
 
 // Stored key/value formats (core/kv_format.h), as template arguments.
 enum KvFmt : int { kFmtF32, kFmtF16, kFmtQ8 };
-// q4_0 runs the q8_0 kernel: its codes are unpacked to int8 as a tile is gathered.
-inline int kv_fmt(KvType t) { return t == KvType::F16 ? kFmtF16 : kv_is_int(t) ? kFmtQ8 : kFmtF32; }
+// q4_0 runs the q8_0 kernel (its codes unpacked to int8 as a tile is gathered),
+// fp8 the f16 kernel (its bytes converted to the halves they exactly are).
+inline int kv_fmt(KvType t) {
+  return t == KvType::F16 || t == KvType::Fp8 ? kFmtF16 : kv_is_int(t) ? kFmtQ8 : kFmtF32;
+}
 
 inline float half_to_float1(const void* p) {
   float x;
@@ -159,6 +163,33 @@ inline void unpack_q4_head(const void* head, int hd, int g, int8_t* out) {
   }
 #endif
   kv_q4_unpack(head, hd, out);
+}
+
+// n fp8 (E4M3) bytes as the halves they exactly are, 16 at a time with AVX2
+// integer operations: a normal code's magnitude bits shifted into a half's
+// exponent and mantissa fields plus 8 in the exponent (bias 15 against 7),
+// a subnormal code (m * 2^-9, m < 8) from an 8-entry table of high bytes,
+// the NaN codes as NaN, then the sign; otherwise, and for a tail, core/fp8.h's table.
+inline void fp8_to_halves(const uint8_t* src, uint16_t* dst, int n) {
+  int i = 0;
+#if defined(__AVX2__)
+  const __m256i m7f = _mm256_set1_epi16(0x7f), m78 = _mm256_set1_epi16(0x78), m80 = _mm256_set1_epi16(0x80);
+  const __m256i bias = _mm256_set1_epi16(0x2000), nan = _mm256_set1_epi16(0x7e00), zero = _mm256_setzero_si256();
+  // High bytes of m * 2^-9 as a half, m = 0..7 (low bytes 0), in both 128-bit lanes.
+  const __m256i sub = _mm256_setr_epi8(0, 0x18, 0x1c, 0x1e, 0x20, 0x21, 0x22, 0x23, 0, 0, 0, 0, 0, 0, 0, 0,
+                                       0, 0x18, 0x1c, 0x1e, 0x20, 0x21, 0x22, 0x23, 0, 0, 0, 0, 0, 0, 0, 0);
+  for (; i + 16 <= n; i += 16) {
+    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    const __m256i mag = _mm256_and_si256(w, m7f);
+    __m256i h = _mm256_add_epi16(_mm256_slli_epi16(mag, 7), bias);
+    const __m256i subnormal = _mm256_cmpeq_epi16(_mm256_and_si256(mag, m78), zero);
+    h = _mm256_blendv_epi8(h, _mm256_slli_epi16(_mm256_shuffle_epi8(sub, mag), 8), subnormal);
+    h = _mm256_blendv_epi8(h, nan, _mm256_cmpeq_epi16(mag, m7f));
+    h = _mm256_or_si256(h, _mm256_slli_epi16(_mm256_and_si256(w, m80), 8));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
+  }
+#endif
+  for (; i < n; ++i) dst[i] = kFp8E4M3Half[src[i]];
 }
 
 // A q8_0 head slice is [hd / g half scales][hd int8 codes]: scale k, and
@@ -520,9 +551,16 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   const bool q4 = s.kv_type == KvType::Q4_0;
   const int q8_off = q8 && !q4 ? q8_codes_offset(hd, g) : 0;  // where a q8_0 head slice's codes start
   const void* khead[kKvTile];  // this tile's key head slices as stored (their scales)
-  // q4_0: this tile's codes unpacked to int8, then read as q8_0 codes are.
-  alignas(64) int8_t k4[kKvTile][kMaxHeadDim];
-  alignas(64) int8_t v4[kKvTile][kMaxHeadDim];
+  // q4_0: this tile's codes unpacked to int8, then read as q8_0 codes are;
+  // fp8: its bytes as halves, then read as an f16 cache's.
+  const bool fp8 = s.kv_type == KvType::Fp8;
+  // Rows hd apart, not kMaxHeadDim: a 1 KiB stride maps a tile's rows onto a
+  // few L1 sets, and the conflict misses cost more than the conversion.
+  union Converted {
+    int8_t q4[2][kKvTile * kMaxHeadDim];  // keys, values
+    uint16_t half[2][kKvTile * kMaxHeadDim];
+  };
+  alignas(64) Converted conv;
 #if defined(__AVX512VNNI__)
   const bool vnni = q8 && hd % 64 == 0;  // groups of 32, whole 64-byte rows of codes
   uint32_t* kt8 = reinterpret_cast<uint32_t*>(k_t);  // [hd / 4][kKvTile] when vnni
@@ -560,10 +598,19 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       khead[j] = k;
       vhead[j] = v;
       if (q4) {
-        unpack_q4_head(k, hd, g, k4[j]);
-        unpack_q4_head(v, hd, g, v4[j]);
-        k = k4[j];
-        v = v4[j];
+        int8_t* kc = conv.q4[0] + static_cast<size_t>(j) * hd;
+        int8_t* vc = conv.q4[1] + static_cast<size_t>(j) * hd;
+        unpack_q4_head(k, hd, g, kc);
+        unpack_q4_head(v, hd, g, vc);
+        k = kc;
+        v = vc;
+      } else if (fp8) {
+        uint16_t* kh = conv.half[0] + static_cast<size_t>(j) * hd;
+        uint16_t* vh = conv.half[1] + static_cast<size_t>(j) * hd;
+        fp8_to_halves(static_cast<const uint8_t*>(k), kh, hd);
+        fp8_to_halves(static_cast<const uint8_t*>(v), vh, hd);
+        k = kh;
+        v = vh;
       }
       kp[j] = static_cast<const char*>(k) + q8_off;  // q8_0: the codes
       if (fmt == kFmtF32 || v_direct) {
