@@ -113,11 +113,11 @@ __attribute__((always_inline)) inline f32x16 load16_half(const uint16_t* p) {
 }
 
 // Stored key/value formats (core/kv_format.h), as template arguments.
-enum KvFmt : int { kFmtF32, kFmtF16, kFmtQ8 };
-// q4_0 runs the q8_0 kernel (its codes unpacked to int8 as a tile is gathered),
-// fp8 the f16 kernel (its bytes converted to the halves they exactly are).
+enum KvFmt : int { kFmtF32, kFmtF16, kFmtQ8, kFmtFp8 };
+// q4_0 runs the q8_0 kernel (its codes unpacked to int8 as a tile is gathered);
+// fp8 bytes are converted to f32 in registers as they load, like halves.
 inline int kv_fmt(KvType t) {
-  return t == KvType::F16 || t == KvType::Fp8 ? kFmtF16 : kv_is_int(t) ? kFmtQ8 : kFmtF32;
+  return t == KvType::F16 ? kFmtF16 : t == KvType::Fp8 ? kFmtFp8 : kv_is_int(t) ? kFmtQ8 : kFmtF32;
 }
 
 inline float half_to_float1(const void* p) {
@@ -165,31 +165,43 @@ inline void unpack_q4_head(const void* head, int hd, int g, int8_t* out) {
   kv_q4_unpack(head, hd, out);
 }
 
-// n fp8 (E4M3) bytes as the halves they exactly are, 16 at a time with AVX2
-// integer operations: a normal code's magnitude bits shifted into a half's
-// exponent and mantissa fields plus 8 in the exponent (bias 15 against 7),
-// a subnormal code (m * 2^-9, m < 8) from an 8-entry table of high bytes,
-// the NaN codes as NaN, then the sign; otherwise, and for a tail, core/fp8.h's table.
-inline void fp8_to_halves(const uint8_t* src, uint16_t* dst, int n) {
-  int i = 0;
 #if defined(__AVX2__)
-  const __m256i m7f = _mm256_set1_epi16(0x7f), m78 = _mm256_set1_epi16(0x78), m80 = _mm256_set1_epi16(0x80);
-  const __m256i bias = _mm256_set1_epi16(0x2000), nan = _mm256_set1_epi16(0x7e00), zero = _mm256_setzero_si256();
-  // High bytes of m * 2^-9 as a half, m = 0..7 (low bytes 0), in both 128-bit lanes.
-  const __m256i sub = _mm256_setr_epi8(0, 0x18, 0x1c, 0x1e, 0x20, 0x21, 0x22, 0x23, 0, 0, 0, 0, 0, 0, 0, 0,
-                                       0, 0x18, 0x1c, 0x1e, 0x20, 0x21, 0x22, 0x23, 0, 0, 0, 0, 0, 0, 0, 0);
-  for (; i + 16 <= n; i += 16) {
-    const __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
-    const __m256i mag = _mm256_and_si256(w, m7f);
-    __m256i h = _mm256_add_epi16(_mm256_slli_epi16(mag, 7), bias);
-    const __m256i subnormal = _mm256_cmpeq_epi16(_mm256_and_si256(mag, m78), zero);
-    h = _mm256_blendv_epi8(h, _mm256_slli_epi16(_mm256_shuffle_epi8(sub, mag), 8), subnormal);
-    h = _mm256_blendv_epi8(h, nan, _mm256_cmpeq_epi16(mag, m7f));
-    h = _mm256_or_si256(h, _mm256_slli_epi16(_mm256_and_si256(w, m80), 8));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
-  }
+// 8 fp8 (E4M3) bytes at p as f32, exact: the magnitude's 7 bits placed in an
+// f32's exponent and mantissa fields make value * 2^-120 (a code with a zero
+// exponent an f32 subnormal, exact: no DAZ), times 2^120; NaN codes as NaN;
+// then the sign.
+__attribute__((always_inline)) inline __m256 fp8x8_to_float(const void* p) {
+  const __m256i w = _mm256_cvtepu8_epi32(_mm_loadl_epi64(static_cast<const __m128i*>(p)));
+  const __m256i mag = _mm256_and_si256(w, _mm256_set1_epi32(0x7f));
+  __m256 f = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(mag, 20)), _mm256_set1_ps(0x1p120f));
+  f = _mm256_blendv_ps(f, _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000)),
+                       _mm256_castsi256_ps(_mm256_cmpeq_epi32(mag, _mm256_set1_epi32(0x7f))));
+  return _mm256_or_ps(f, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(w, _mm256_set1_epi32(0x80)), 24)));
+}
 #endif
-  for (; i < n; ++i) dst[i] = kFp8E4M3Half[src[i]];
+
+// 16 fp8 bytes at p as f32 (exact): AVX-512 as fp8x8_to_float, 16 lanes; AVX2
+// two of it; otherwise core/fp8.h's table of halves.
+__attribute__((always_inline)) inline f32x16 fp8x16_to_float(const void* p) {
+#if defined(__AVX512F__)
+  const __m512i w = _mm512_cvtepu8_epi32(_mm_loadu_si128(static_cast<const __m128i*>(p)));
+  const __m512i mag = _mm512_and_si512(w, _mm512_set1_epi32(0x7f));
+  __m512 f = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(mag, 20)), _mm512_set1_ps(0x1p120f));
+  f = _mm512_mask_mov_ps(f, _mm512_cmpeq_epi32_mask(mag, _mm512_set1_epi32(0x7f)),
+                         _mm512_castsi512_ps(_mm512_set1_epi32(0x7fc00000)));
+  return (f32x16)_mm512_castsi512_ps(
+      _mm512_or_si512(_mm512_castps_si512(f), _mm512_slli_epi32(_mm512_and_si512(w, _mm512_set1_epi32(0x80)), 24)));
+#elif defined(__AVX2__)
+  f32x16 v;
+  const __m256 lo = fp8x8_to_float(p), hi = fp8x8_to_float(static_cast<const uint8_t*>(p) + 8);
+  __builtin_memcpy(&v, &lo, 32);
+  __builtin_memcpy(reinterpret_cast<char*>(&v) + 32, &hi, 32);
+  return v;
+#else
+  f32x16 v;
+  for (int i = 0; i < 16; ++i) v[i] = half_to_float1(&kFp8E4M3Half[static_cast<const uint8_t*>(p)[i]]);
+  return v;
+#endif
 }
 
 // A q8_0 head slice is [hd / g half scales][hd int8 codes]: scale k, and
@@ -207,6 +219,8 @@ __attribute__((always_inline)) inline f32x16 load16_kv(const void* p, int i) {
     return load16(static_cast<const float*>(p) + i);
   } else if constexpr (F == kFmtF16) {
     return load16_half(static_cast<const uint16_t*>(p) + i);
+  } else if constexpr (F == kFmtFp8) {
+    return fp8x16_to_float(static_cast<const uint8_t*>(p) + i);
   } else {
     return int8x16_to_float(static_cast<const int8_t*>(p) + i);
   }
@@ -290,6 +304,8 @@ __attribute__((always_inline)) inline __m256 load8_kv(const void* p, int i) {
     return _mm256_loadu_ps(static_cast<const float*>(p) + i);
   } else if constexpr (F == kFmtF16) {
     return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(p) + i)));
+  } else if constexpr (F == kFmtFp8) {
+    return fp8x8_to_float(static_cast<const uint8_t*>(p) + i);
   } else {  // the codes, as load16_kv
     return _mm256_cvtepi32_ps(
         _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(static_cast<const int8_t*>(p) + i))));
@@ -416,6 +432,9 @@ inline void transpose_keys(const void* const* kp, int n_pos, int hd, float* k_t,
       kf = k_row;
     } else if constexpr (F == kFmtF16) {
       half_to_float_row(kp[j], k_row, hd);
+      kf = k_row;
+    } else if constexpr (F == kFmtFp8) {
+      for (int i = 0; i < hd; ++i) k_row[i] = half_to_float1(&kFp8E4M3Half[static_cast<const uint8_t*>(kp[j])[i]]);
       kf = k_row;
     }
     for (int i = 0; i < hd; ++i) k_t[i * kKvTile + j] = kf[i];
@@ -551,16 +570,10 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   const bool q4 = s.kv_type == KvType::Q4_0;
   const int q8_off = q8 && !q4 ? q8_codes_offset(hd, g) : 0;  // where a q8_0 head slice's codes start
   const void* khead[kKvTile];  // this tile's key head slices as stored (their scales)
-  // q4_0: this tile's codes unpacked to int8, then read as q8_0 codes are;
-  // fp8: its bytes as halves, then read as an f16 cache's.
-  const bool fp8 = s.kv_type == KvType::Fp8;
-  // Rows hd apart, not kMaxHeadDim: a 1 KiB stride maps a tile's rows onto a
-  // few L1 sets, and the conflict misses cost more than the conversion.
-  union Converted {
-    int8_t q4[2][kKvTile * kMaxHeadDim];  // keys, values
-    uint16_t half[2][kKvTile * kMaxHeadDim];
-  };
-  alignas(64) Converted conv;
+  // q4_0: this tile's codes unpacked to int8, then read as q8_0 codes are.
+  // Rows hd apart, not kMaxHeadDim: a 512-byte stride maps a tile's rows onto
+  // a few L1 sets.
+  alignas(64) int8_t q4_codes[2][kKvTile * kMaxHeadDim];  // keys, values
 #if defined(__AVX512VNNI__)
   const bool vnni = q8 && hd % 64 == 0;  // groups of 32, whole 64-byte rows of codes
   uint32_t* kt8 = reinterpret_cast<uint32_t*>(k_t);  // [hd / 4][kKvTile] when vnni
@@ -598,19 +611,12 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       khead[j] = k;
       vhead[j] = v;
       if (q4) {
-        int8_t* kc = conv.q4[0] + static_cast<size_t>(j) * hd;
-        int8_t* vc = conv.q4[1] + static_cast<size_t>(j) * hd;
+        int8_t* kc = q4_codes[0] + static_cast<size_t>(j) * hd;
+        int8_t* vc = q4_codes[1] + static_cast<size_t>(j) * hd;
         unpack_q4_head(k, hd, g, kc);
         unpack_q4_head(v, hd, g, vc);
         k = kc;
         v = vc;
-      } else if (fp8) {
-        uint16_t* kh = conv.half[0] + static_cast<size_t>(j) * hd;
-        uint16_t* vh = conv.half[1] + static_cast<size_t>(j) * hd;
-        fp8_to_halves(static_cast<const uint8_t*>(k), kh, hd);
-        fp8_to_halves(static_cast<const uint8_t*>(v), vh, hd);
-        k = kh;
-        v = vh;
       }
       kp[j] = static_cast<const char*>(k) + q8_off;  // q8_0: the codes
       if (fmt == kFmtF32 || v_direct) {
@@ -619,6 +625,8 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
         float* dst = v_tile + static_cast<size_t>(j) * hd;
         if (fmt == kFmtF16) {
           half_to_float_row(v, dst, hd);
+        } else if (fmt == kFmtFp8) {
+          for (int i = 0; i < hd; ++i) dst[i] = half_to_float1(&kFp8E4M3Half[static_cast<const uint8_t*>(v)[i]]);
         } else {  // q8_0: the codes (P·V's weights carry the scales)
           const int8_t* codes = static_cast<const int8_t*>(v) + q8_off;
           for (int i = 0; i < hd; ++i) dst[i] = static_cast<float>(codes[i]);
@@ -645,6 +653,7 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
     switch (fmt) {
       case kFmtF16: transpose_keys<kFmtF16>(kp, n_pos, hd, k_t, k_row); break;
       case kFmtQ8: transpose_keys<kFmtQ8>(kp, n_pos, hd, k_t, k_row); break;
+      case kFmtFp8: transpose_keys<kFmtFp8>(kp, n_pos, hd, k_t, k_row); break;
       default: transpose_keys<kFmtF32>(kp, n_pos, hd, k_t, k_row); break;
     }
 
@@ -739,6 +748,7 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       float* orows = o + static_cast<size_t>(row0) * hd;
       const int vf = v_direct ? fmt : kFmtF32;
       const int i0 = vf == kFmtF16  ? pv_rows_n<kFmtF16, false>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
+                     : vf == kFmtFp8 ? pv_rows_n<kFmtFp8, false>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
                      : vf == kFmtQ8 ? pv_rows_n<kFmtQ8, true>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
                      : q8           ? pv_rows_n<kFmtF32, true>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
                                     : pv_rows_n<kFmtF32, false>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8);
