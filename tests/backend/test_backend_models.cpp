@@ -241,22 +241,12 @@ std::vector<ArchCase> arch_cases() {
     add("weights_" + std::string(gguf::type_name(t)), [](SynthSpec& s) {
       s.n_embd = 256; s.n_ff = 512; s.n_vocab = 96; s.seed = 12; s.weight_std = 0.075f;
     }, t);
-  ArchCase f16_kv = cases.front();
-  f16_kv.name = "llama_f16_kv_cache";
-  f16_kv.kv = KvType::F16;
-  cases.push_back(f16_kv);
-  ArchCase q8_kv = cases.front();
-  q8_kv.name = "llama_q8_0_kv_cache";
-  q8_kv.kv = KvType::Q8_0;
-  cases.push_back(q8_kv);
-  ArchCase q4_kv = cases.front();
-  q4_kv.name = "llama_q4_0_kv_cache";
-  q4_kv.kv = KvType::Q4_0;
-  cases.push_back(q4_kv);
-  ArchCase fp8_kv = cases.front();
-  fp8_kv.name = "llama_fp8_kv_cache";
-  fp8_kv.kv = KvType::Fp8;
-  cases.push_back(fp8_kv);
+  for (KvType kv : {KvType::F16, KvType::Q8_0, KvType::Q4_0, KvType::Fp8}) {
+    ArchCase c = cases.front();
+    c.name = std::string("llama_") + kv_type_name(kv) + "_kv_cache";
+    c.kv = kv;
+    cases.push_back(c);
+  }
   return cases;
 }
 
