@@ -9,7 +9,7 @@
 #include <memory>
 
 #include "backend/backend.h"
-#include "core/hash.h"
+#include "core/assert.h"
 #include "core/input_file.h"
 #include "core/work_dir.h"
 #include "engine/calibrate.h"
@@ -138,11 +138,16 @@ Result<AutoMixReport> quantize_auto(const AutoMixOptions& o, ThreadPool& pool, c
   if (o.method == QuantMethod::Awq)
     return error(ErrorKind::InvalidArgument, "quantize --auto: --method awq changes the norms every tensor reads, so "
                                              "tensors cannot be measured one at a time; use rtn, imatrix or gptq");
-  if (o.candidates.empty()) return error(ErrorKind::InvalidArgument, "quantize --auto: no candidate types");
   if (!(o.target_bpw > 0.0 && o.target_bpw <= 32.0))
     return error(ErrorKind::InvalidArgument, "quantize --auto: --target-bpw must be in (0, 32]");
   if (o.n_chunks < 1) return error(ErrorKind::InvalidArgument, "quantize --auto: --auto-chunks must be at least 1");
-  for (const QuantScheme* s : o.candidates)
+  std::vector<const QuantScheme*> candidates = o.candidates;
+  if (candidates.empty()) {
+    auto d = parse_quant_schemes(default_auto_candidates(o.method));
+    TERN_ASSERT(d);  // the table's own names
+    candidates = std::move(*d);
+  }
+  for (const QuantScheme* s : candidates)
     if (!method_covers(o.method, s->base))
       return error(ErrorKind::InvalidArgument, "quantize --auto: candidate " + std::string(s->name) + " is not a type " +
                                                    quant_method_name(o.method) + " writes (default candidates for it: " +
@@ -160,10 +165,7 @@ Result<AutoMixReport> quantize_auto(const AutoMixOptions& o, ThreadPool& pool, c
   const std::string text_path = o.calib_text.empty() ? calib->text.path : o.calib_text;
   auto text = read_file(text_path);
   if (!text) return text.status().with_context("the calibration text (--calib-text to give its new path)");
-  if (text->size() != calib->text.bytes || fnv1a64(*text) != calib->text.hash)
-    return error(ErrorKind::InvalidArgument, "calibration text '" + text_path +
-                                                 "' is not the text the calibration file was made from (" +
-                                                 std::to_string(calib->text.bytes) + " bytes, other content)");
+  if (auto s = check_calibration_text(calib->text, *text, text_path); !s) return s;
   auto tok = Tokenizer::from_gguf(*base);
   if (!tok) return tok.status().with_context(o.in_path);
   PerplexityOptions po;
@@ -182,10 +184,10 @@ Result<AutoMixReport> quantize_auto(const AutoMixOptions& o, ThreadPool& pool, c
   const fs::path& dir = work->path();
   auto files = std::make_shared<Files>();
   files->all.push_back(base);
-  for (size_t c = 0; c < o.candidates.size(); ++c) {
-    const QuantScheme scheme = pure_scheme(*o.candidates[c]);
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const QuantScheme scheme = pure_scheme(*candidates[c]);
     say("auto: writing every matrix as " + std::string(scheme.name) + " (" + std::to_string(c + 1) + " of " +
-        std::to_string(o.candidates.size()) + ")");
+        std::to_string(candidates.size()) + ")");
     const std::string path = (dir / (std::string(scheme.name) + ".gguf")).string();
     QuantizeOptions qo{o.in_path, path, scheme, o.method};
     qo.gptq_damp = o.gptq_damp;

@@ -38,7 +38,7 @@ namespace tern {
 
 struct AutoMixOptions {
   std::string in_path, out_path;
-  std::vector<const QuantScheme*> candidates;  // each made pure (its base type for every matrix)
+  std::vector<const QuantScheme*> candidates;  // each made pure; empty: default_auto_candidates(method)
   double target_bpw = 0.0;                     // bits per element of the tensor data, the whole file
   QuantMethod method = QuantMethod::Rtn;       // rtn, imatrix or gptq
   std::string calib_path;                      // names the text and window size; statistics for the method

@@ -155,10 +155,8 @@ Result<CalibrationRun> calibrate(const CalibrationOptions& o, const CalibrationP
   auto text = read_file(o.text_path);
   if (!text) return text.status();
   const uint64_t hash = fnv1a64(*text);
-  if (o.expect_text && (o.expect_text->bytes != text->size() || o.expect_text->hash != hash))
-    return error(ErrorKind::InvalidArgument, "calibration text '" + o.text_path +
-                                                 "' is not the text the calibration file was made from (" +
-                                                 std::to_string(o.expect_text->bytes) + " bytes, other content)");
+  if (o.expect_text)
+    if (auto s = check_calibration_text(*o.expect_text, *text, o.text_path); !s) return s;
   if (o.n_ctx < 8) return error(ErrorKind::InvalidArgument, "calibrate: -c must be at least 8");
   if (o.n_chunks < 0) return error(ErrorKind::InvalidArgument, "calibrate: --chunks must not be negative");
 

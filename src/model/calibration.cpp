@@ -1,5 +1,7 @@
 #include "model/calibration.h"
 
+#include "core/hash.h"
+
 #include <algorithm>
 #include <cstring>
 
@@ -60,6 +62,13 @@ uint64_t overlap_bytes(const Calibration& c, std::string_view eval_text) {
     if (std::binary_search(c.fingerprints.begin(), c.fingerprints.end(), h)) ++matches;
   }
   return matches * kFingerprintStride;
+}
+
+Status check_calibration_text(const CalibrationText& want, std::string_view text, const std::string& path) {
+  if (want.bytes == text.size() && want.hash == fnv1a64(text)) return Status::ok();
+  return error(ErrorKind::InvalidArgument, "calibration text '" + path +
+                                               "' is not the text the calibration file was made from (" +
+                                               std::to_string(want.bytes) + " bytes, other content)");
 }
 
 Status check_disjoint(const Calibration& c, std::string_view eval_text, const std::string& eval_path) {

@@ -82,6 +82,9 @@ uint64_t overlap_bytes(const Calibration& c, std::string_view eval_text);
 // InvalidArgument naming both texts when more than 1% of eval_text (or
 // more than 64 KiB) is calibration text.
 Status check_disjoint(const Calibration& c, std::string_view eval_text, const std::string& eval_path);
+// InvalidArgument when `text` (read from `path`) is not the text `want`
+// describes (its size and FNV-1a hash).
+Status check_calibration_text(const CalibrationText& want, std::string_view text, const std::string& path);
 
 
 }  // namespace tern

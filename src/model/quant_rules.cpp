@@ -193,6 +193,21 @@ const QuantScheme* find_quant_scheme(std::string_view name) {
   return nullptr;
 }
 
+Result<std::vector<const QuantScheme*>> parse_quant_schemes(std::string_view text) {
+  std::vector<const QuantScheme*> out;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    const QuantScheme* s = find_quant_scheme(item);
+    if (!s)
+      return error(ErrorKind::InvalidArgument,
+                   "unknown type '" + std::string(item) + "' (known: " + quant_scheme_names() + ")");
+    out.push_back(s);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+  }
+  return out;
+}
+
 std::string quant_scheme_names() {
   std::string out;
   for (const auto& s : kSchemes) out += (out.empty() ? "" : ", ") + std::string(s.name);

@@ -31,6 +31,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.h"
 #include "gguf/gguf_format.h"
@@ -49,6 +50,9 @@ struct QuantScheme {
 const QuantScheme* find_quant_scheme(std::string_view name);
 // "F32, F16, ..." for usage and error messages.
 std::string quant_scheme_names();
+// "Q4_0,Q8_0,...": each name looked up; an unknown one is InvalidArgument
+// "unknown type 'X' (known: ...)". An empty text gives an empty list.
+Result<std::vector<const QuantScheme*>> parse_quant_schemes(std::string_view text);
 // The scheme without its mix rules (--pure): every matrix `base`.
 QuantScheme pure_scheme(const QuantScheme& scheme);
 

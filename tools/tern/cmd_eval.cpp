@@ -115,19 +115,6 @@ Result<eval::QuantEvalRow> measure(const std::string& label, const std::string& 
   return row;
 }
 
-Result<std::vector<const QuantScheme*>> parse_types(const std::string& text) {
-  std::vector<const QuantScheme*> out;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    const QuantScheme* s = find_quant_scheme(item);
-    if (!s)
-      return error(ErrorKind::InvalidArgument, "eval quant: unknown type '" + item + "' (known: " + quant_scheme_names() + ")");
-    out.push_back(s);
-  }
-  if (out.empty()) return error(ErrorKind::InvalidArgument, "eval quant: --types is empty");
-  return out;
-}
-
 int eval_quant(int argc, char** argv) {
   EvalQuantArgs a;
   ArgParser args("eval quant",
@@ -167,8 +154,9 @@ int eval_quant(int argc, char** argv) {
     return report(error(ErrorKind::InvalidArgument, "eval quant: counts and price must not be negative (-r >= 1)"));
   if (a.plot_metric != "kl" && a.plot_metric != "ppl")
     return report(error(ErrorKind::InvalidArgument, "eval quant: --plot-metric is kl or ppl"));
-  auto schemes = parse_types(a.types_text);
-  if (!schemes) return report(schemes.status());
+  auto schemes = parse_quant_schemes(a.types_text);
+  if (!schemes) return report(schemes.status().with_context("eval quant --types"));
+  if (schemes->empty()) return report(error(ErrorKind::InvalidArgument, "eval quant: --types is empty"));
   std::vector<QuantMethod> methods;
   {
     std::stringstream ss(a.methods_text);
@@ -196,15 +184,8 @@ int eval_quant(int argc, char** argv) {
   }
   if (!auto_bpw.empty() && a.calib_path.empty())
     return report(error(ErrorKind::InvalidArgument, "eval quant: --auto-bpw needs --calib CALIB.gguf (sensitivity is measured on its text)"));
-  std::vector<const QuantScheme*> auto_candidates;
-  {
-    std::stringstream ss(a.auto_types);
-    for (std::string item; std::getline(ss, item, ',');) {
-      const QuantScheme* sc = find_quant_scheme(item);
-      if (!sc) return report(error(ErrorKind::InvalidArgument, "eval quant: unknown type '" + item + "' in --auto-types"));
-      auto_candidates.push_back(sc);
-    }
-  }
+  auto auto_candidates = parse_quant_schemes(a.auto_types);  // empty: quantize --auto's defaults per method
+  if (!auto_candidates) return report(auto_candidates.status().with_context("eval quant --auto-types"));
   auto text = read_file(a.text_path);
   if (!text) return report(text.status());
   if (!a.calib_path.empty()) {
@@ -284,11 +265,7 @@ int eval_quant(int argc, char** argv) {
       ao.method = method;
       ao.calib_path = a.calib_path;
       ao.calib_text = a.calib_text;
-      ao.candidates = auto_candidates;
-      if (ao.candidates.empty()) {
-        std::stringstream ss(default_auto_candidates(method));
-        for (std::string item; std::getline(ss, item, ',');) ao.candidates.push_back(find_quant_scheme(item));
-      }
+      ao.candidates = *auto_candidates;
       auto q = quantize_auto(ao, pool, [](const std::string& what) { status_line(what); });
       if (!q) return report(q.status().with_context(label));
       auto row = measure(label, ao.out_path, tokens, ppl, logits_path, false, a, pool);

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <sstream>
 
 #include "args.h"
 #include "commands.h"
@@ -44,14 +43,9 @@ void print_auto(const AutoMixReport& r, const AutoMixOptions& o) {
 }
 
 int quantize_auto_cmd(AutoMixOptions o, const std::string& types_text, int n_threads) {
-  std::stringstream ss(types_text.empty() ? default_auto_candidates(o.method) : types_text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    const QuantScheme* s = find_quant_scheme(item);
-    if (!s)
-      return report(error(ErrorKind::InvalidArgument,
-                          "quantize: unknown type '" + item + "' in --auto-types (known: " + quant_scheme_names() + ")"));
-    o.candidates.push_back(s);
-  }
+  auto candidates = parse_quant_schemes(types_text);  // empty: the method's defaults
+  if (!candidates) return report(candidates.status().with_context("quantize --auto-types"));
+  o.candidates = std::move(*candidates);
   ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
   const bool tty = isatty(STDERR_FILENO) != 0;
   auto r = quantize_auto(o, pool, [&](const std::string& what) {
