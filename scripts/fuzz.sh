@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 harnesses=("$@")
-[ ${#harnesses[@]} -gt 0 ] || harnesses=(grammar chat_template openai_request gguf tokenizer hf llama2c sse http batch_line)
+[ ${#harnesses[@]} -gt 0 ] || harnesses=(grammar chat_template openai_request gguf tokenizer hf llama2c sse http batch_line json)
 cxx=$(command -v clang++-14 || command -v clang++)
 cc=$(command -v clang-14 || command -v clang)
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER="$cc" \

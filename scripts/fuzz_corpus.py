@@ -12,7 +12,8 @@ tensors), written here. openai_request: byte 0 the endpoint (0 chat, 1 completio
 byte 1 flags, then text. hf: config.json, tokenizer.json and model.safetensors of tiny Llama and Qwen2
 checkpoints (each part but the last after its u32 length). llama2c: a tiny checkpoint and tokenizer.bin.
 sse: byte 0 the piece-size seed, then an OpenAI stream body. http: request byte streams. batch_line:
-`tern batch` lines.
+`tern batch` lines. json: JSON texts (numbers at the edges of 64 bits and of a double, escapes,
+surrogates, UTF-8, nesting, repeated keys).
 """
 import json
 import os
@@ -251,5 +252,17 @@ LINES = [
 ]
 for i, line in enumerate(LINES):
     write("batch_line", f"l{i:02d}", json.dumps(line).encode())
+
+JSON_TEXTS = [
+    '{"a": [1, -2, 3.5, true, false, null, "x"], "b": {}, "c": []}',
+    '[9223372036854775807, -9223372036854775808, 18446744073709551615, 18446744073709551616, -0, -0.0]',
+    '[0.1, 1e308, 1.7976931348623157e308, 5e-324, 1e-400, 2.5E+3, 123456789012345678901234567890]',
+    '"\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u0000 \\u00e9 \\ud83d\\ude00 \u00e9\u20ac\U0001F600"',
+    '{"dup": 1, "z": {"y": [[[{"x": [null]}]]]}, "dup": [2]}',
+    '\ufeff {"bom": true}',
+    json.dumps(LINES[2]),
+]
+for i, text in enumerate(JSON_TEXTS):
+    write("json", f"j{i:02d}", text.encode())
 
 print(f"seeds written under {os.path.normpath(OUT)}")

@@ -5,14 +5,11 @@
 #include <filesystem>
 #include <set>
 
-#include <nlohmann/json.hpp>
-
 #include "core/input_file.h"
+#include "core/json.h"
 
 namespace tern::safetensors {
 namespace {
-
-using json = nlohmann::json;
 
 // Element sizes of every dtype the format defines (bounds need them even for
 // tensors tern cannot compute with).
@@ -31,35 +28,44 @@ uint32_t dtype_bytes(std::string_view name) {
   return 0;
 }
 
+// An object's members in name order (as tensors have always been listed; file
+// order would make shard order depend on how a writer laid out its JSON).
+std::vector<const Json::Member*> sorted_members(const Json& obj) {
+  std::vector<const Json::Member*> out;
+  for (const Json::Member& m : obj.as_object()) out.push_back(&m);
+  std::stable_sort(out.begin(), out.end(), [](const Json::Member* a, const Json::Member* b) { return a->first < b->first; });
+  return out;
+}
+
 // shape, data_offsets and the dtype of one header entry, checked against a data area of data_size bytes.
-Status read_entry(const std::string& name, const json& entry, uint64_t data_size, Tensor& t) {
+Status read_entry(const std::string& name, const Json& entry, uint64_t data_size, Tensor& t) {
   const std::string where = "tensor '" + name + "'";
   if (!entry.is_object()) return error(ErrorKind::InvalidFile, where + ": header entry is not an object");
-  const auto dtype = entry.find("dtype");
-  const auto shape = entry.find("shape");
-  const auto offsets = entry.find("data_offsets");
-  if (dtype == entry.end() || !dtype->is_string() || shape == entry.end() || !shape->is_array() ||
-      offsets == entry.end() || !offsets->is_array() || offsets->size() != 2)
+  const Json* dtype = entry.find("dtype");
+  const Json* shape = entry.find("shape");
+  const Json* offsets = entry.find("data_offsets");
+  if (!dtype || !dtype->is_string() || !shape || !shape->is_array() || !offsets || !offsets->is_array() ||
+      offsets->size() != 2)
     return error(ErrorKind::InvalidFile, where + ": header entry needs \"dtype\" (string), \"shape\" (array) and "
                                                  "\"data_offsets\" ([begin, end])");
   t.name = name;
-  t.dtype = dtype->get<std::string>();
+  t.dtype = dtype->as_string();
   t.elem_bytes = dtype_bytes(t.dtype);
   if (t.elem_bytes == 0) return error(ErrorKind::InvalidFile, where + " has unknown dtype '" + t.dtype + "'");
   if (shape->size() > 8) return error(ErrorKind::InvalidFile, where + " has " + std::to_string(shape->size()) + " dimensions");
   // n * elem_bytes must stay below 2^64: every dimension is bounded by what the data area could hold.
   uint64_t n = 1;
-  for (const json& d : *shape) {
-    if (!d.is_number_unsigned()) return error(ErrorKind::InvalidFile, where + " has a shape entry that is not a non-negative integer");
-    const uint64_t v = d.get<uint64_t>();
+  for (const Json& d : shape->as_array()) {
+    if (!d.to_uint64()) return error(ErrorKind::InvalidFile, where + " has a shape entry that is not a non-negative integer");
+    const uint64_t v = *d.to_uint64();
     if (v != 0 && n > data_size / v) return error(ErrorKind::InvalidFile, where + " shape " + shape->dump() + " is larger than the file");
     t.shape.push_back(v);
     n *= v;
   }
   t.n_elements = n;
-  if (!(*offsets)[0].is_number_unsigned() || !(*offsets)[1].is_number_unsigned())
-    return error(ErrorKind::InvalidFile, where + " data_offsets are not non-negative integers");
-  const uint64_t begin = (*offsets)[0].get<uint64_t>(), end = (*offsets)[1].get<uint64_t>();
+  const auto b = offsets->as_array()[0].to_uint64(), e = offsets->as_array()[1].to_uint64();
+  if (!b || !e) return error(ErrorKind::InvalidFile, where + " data_offsets are not non-negative integers");
+  const uint64_t begin = *b, end = *e;
   if (begin > end || end > data_size)
     return error(ErrorKind::InvalidFile, where + " data [" + std::to_string(begin) + ", " + std::to_string(end) +
                                              ") lies outside the " + std::to_string(data_size) + "-byte data area (truncated file?)");
@@ -93,21 +99,23 @@ Status SafetensorsFile::parse() {
     return error(ErrorKind::InvalidFile, "safetensors header length " + std::to_string(n_header) + " exceeds the " +
                                              std::to_string(bytes_.size() - 8) + " bytes after it (or the 100 MiB limit)");
   const char* text = reinterpret_cast<const char*>(bytes_.data() + 8);
-  const json header = json::parse(text, text + n_header, nullptr, /*allow_exceptions=*/false);
-  if (header.is_discarded() || !header.is_object())
-    return error(ErrorKind::InvalidFile, "safetensors header is not a JSON object");
+  const auto header = Json::parse(std::string_view(text, n_header));
+  if (!header) return error(ErrorKind::InvalidFile, "safetensors header is not a JSON object: " + header.status().message());
+  if (!header->is_object()) return error(ErrorKind::InvalidFile, "safetensors header is not a JSON object");
   const uint64_t data_begin = 8 + n_header, data_size = bytes_.size() - data_begin;
   std::vector<std::pair<uint64_t, size_t>> starts;  // (begin, tensor index), to find overlaps
-  for (const auto& [name, entry] : header.items()) {
+  for (const Json::Member* m : sorted_members(*header)) {
+    const auto& [name, entry] = *m;
     if (name == "__metadata__") {
       if (!entry.is_object()) return error(ErrorKind::InvalidFile, "safetensors __metadata__ is not an object");
-      for (const auto& [k, v] : entry.items())
-        if (v.is_string()) metadata_[k] = v.get<std::string>();
+      for (const auto& [k, v] : entry.as_object())
+        if (v.is_string()) metadata_[k] = v.as_string();
       continue;
     }
+    if (index_.count(name)) return error(ErrorKind::InvalidFile, "tensor '" + name + "' appears twice in the header");
     Tensor t;
     TERN_RETURN_IF_ERROR(read_entry(name, entry, data_size, t));
-    const uint64_t begin = entry["data_offsets"][0].get<uint64_t>();
+    const uint64_t begin = *entry["data_offsets"].as_array()[0].to_uint64();
     if ((data_begin + begin) % t.elem_bytes != 0)
       return error(ErrorKind::InvalidFile, "tensor '" + name + "' starts at byte " + std::to_string(data_begin + begin) +
                                                ", not a multiple of its " + std::to_string(t.elem_bytes) + "-byte elements");
@@ -166,14 +174,20 @@ Result<SafetensorsCheckpoint> SafetensorsCheckpoint::open(const std::string& dir
   }
   auto text = read_file(index_path, uint64_t{64} << 20);
   if (!text) return text.status();
-  const json index = json::parse(*text, nullptr, /*allow_exceptions=*/false);
-  const json* map = index.is_object() && index.contains("weight_map") ? &index["weight_map"] : nullptr;
+  const auto index = Json::parse(*text);
+  if (!index) return error(ErrorKind::InvalidFile, index_path + ": " + index.status().message());
+  const Json* map = index->find("weight_map");
   if (!map || !map->is_object())
     return error(ErrorKind::InvalidFile, index_path + ": not a JSON object with a \"weight_map\" object");
   std::map<std::string, size_t> shard_of_file;
-  for (const auto& [name, shard] : map->items()) {
+  const auto members = sorted_members(*map);
+  for (size_t i = 1; i < members.size(); ++i)
+    if (members[i]->first == members[i - 1]->first)
+      return error(ErrorKind::InvalidFile, index_path + ": weight_map names '" + members[i]->first + "' twice");
+  for (const Json::Member* m : members) {
+    const auto& [name, shard] = *m;
     if (!shard.is_string()) return error(ErrorKind::InvalidFile, index_path + ": weight_map[\"" + name + "\"] is not a file name");
-    const std::string file_name = shard.get<std::string>();
+    const std::string& file_name = shard.as_string();
     // Shards live beside the index: a path could reach any file on the machine.
     if (file_name.empty() || file_name.find('/') != std::string::npos || file_name == "." || file_name == "..")
       return error(ErrorKind::InvalidFile, index_path + ": shard name '" + file_name + "' is not a plain file name");

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <functional>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tern::grammar {
 

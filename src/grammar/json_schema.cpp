@@ -3,16 +3,15 @@
 #include <cmath>
 #include <map>
 #include <optional>
-#include <nlohmann/json.hpp>
 #include <set>
+#include <utility>
 #include <vector>
 
+#include "core/json.h"
 #include "grammar/regex.h"
 
 namespace tern::grammar {
 namespace {
-
-using json = nlohmann::ordered_json;  // keeps the schema's property order
 
 // Rules every schema grammar may use; numbers and whitespace are bounded so
 // a model cannot run on forever inside one token class.
@@ -103,7 +102,7 @@ std::string natural_range(int64_t lo, int64_t hi) {
 
 class Converter {
  public:
-  explicit Converter(json root) : root_(std::move(root)) {}
+  explicit Converter(Json root) : root_(std::move(root)) {}
 
   Result<std::string> run() {
     const std::string top = visit(root_, "root-value", 0);
@@ -135,13 +134,13 @@ class Converter {
 
   std::string ref(const std::string& r, int depth) {
     if (auto it = refs_.find(r); it != refs_.end()) return it->second;
-    const json* target = nullptr;
+    const Json* target = nullptr;
     for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
       const std::string p(prefix);
       if (r.rfind(p, 0) == 0) {
         const char* key = prefix[2] == '$' ? "$defs" : "definitions";
         const std::string name = r.substr(p.size());
-        if (root_.contains(key) && root_[key].is_object() && root_[key].contains(name)) target = &root_[key][name];
+        if (const Json* t = std::as_const(root_)[key].find(name)) target = t;  // const: never inserts
       }
     }
     if (r == "#") target = &root_;
@@ -158,61 +157,61 @@ class Converter {
     return name;
   }
 
-  std::string alternatives(const json& list, const std::string& hint, int depth, const char* kw) {
+  std::string alternatives(const Json& list, const std::string& hint, int depth, const char* kw) {
     if (!list.is_array() || list.empty()) {
       fail(ErrorKind::InvalidArgument, std::string("'") + kw + "' must be a non-empty array");
       return "value";
     }
     std::string body;
     for (size_t i = 0; i < list.size(); ++i)
-      body += (i ? " | " : "") + visit(list[i], hint + "-" + std::to_string(i), depth + 1);
+      body += (i ? " | " : "") + visit(list.as_array()[i], hint + "-" + std::to_string(i), depth + 1);
     return rule(hint, body);
   }
 
-  std::string visit(const json& s, const std::string& hint, int depth) {
+  std::string visit(const Json& s, const std::string& hint, int depth) {
     if (!err_.empty()) return "value";
     if (depth > 64) {
       fail(ErrorKind::InvalidArgument, "the schema nests deeper than 64 levels");
       return "value";
     }
-    if (s.is_boolean()) {
-      if (!s.get<bool>()) fail(ErrorKind::InvalidArgument, "schema 'false' at " + hint + " matches nothing");
+    if (s.is_bool()) {
+      if (!s.as_bool()) fail(ErrorKind::InvalidArgument, "schema 'false' at " + hint + " matches nothing");
       return "value";
     }
     if (!s.is_object()) {
       fail(ErrorKind::InvalidArgument, "a schema must be an object or a boolean (at " + hint + ")");
       return "value";
     }
-    for (const auto& [k, v] : s.items())
+    for (const auto& [k, v] : s.as_object())
       if (kUnsupported.count(k)) {
         fail(ErrorKind::Unsupported, "keyword '" + k + "' is not supported (at " + hint + ")");
         return "value";
       }
     if (s.contains("$ref")) {
       if (!s["$ref"].is_string()) fail(ErrorKind::InvalidArgument, "'$ref' must be a string");
-      return err_.empty() ? ref(s["$ref"].get<std::string>(), depth) : "value";
+      return err_.empty() ? ref(s["$ref"].as_string(), depth) : "value";
     }
     if (s.contains("const")) return gbnf_literal(s["const"].dump());
     if (s.contains("enum")) {
-      const json& e = s["enum"];
+      const Json& e = s["enum"];
       if (!e.is_array() || e.empty()) {
         fail(ErrorKind::InvalidArgument, "'enum' must be a non-empty array (at " + hint + ")");
         return "value";
       }
       std::string body;
-      for (size_t i = 0; i < e.size(); ++i) body += (i ? " | " : "") + gbnf_literal(e[i].dump());
+      for (size_t i = 0; i < e.size(); ++i) body += (i ? " | " : "") + gbnf_literal(e.as_array()[i].dump());
       return rule(hint, body);
     }
     if (s.contains("anyOf")) return alternatives(s["anyOf"], hint, depth, "anyOf");
     if (s.contains("oneOf")) return alternatives(s["oneOf"], hint, depth, "oneOf");
     if (s.contains("allOf")) return all_of(s, hint, depth);
     if (s.contains("type")) {
-      const json& t = s["type"];
+      const Json& t = s["type"];
       if (t.is_array()) {
         std::string body;
         for (size_t i = 0; i < t.size(); ++i) {
-          json one = s;
-          one["type"] = t[i];
+          Json one = s;
+          one["type"] = t.as_array()[i];
           body += (i ? " | " : "") + visit(one, hint + "-" + std::to_string(i), depth + 1);
         }
         if (t.empty()) fail(ErrorKind::InvalidArgument, "'type' must not be an empty list");
@@ -222,7 +221,7 @@ class Converter {
         fail(ErrorKind::InvalidArgument, "'type' must be a string or a list (at " + hint + ")");
         return "value";
       }
-      return typed(s, t.get<std::string>(), hint, depth);
+      return typed(s, t.as_string(), hint, depth);
     }
     if (s.contains("properties") || s.contains("required") || s.contains("additionalProperties"))
       return typed(s, "object", hint, depth);
@@ -230,36 +229,40 @@ class Converter {
     return "value";
   }
 
-  std::string all_of(const json& s, const std::string& hint, int depth) {
+  std::string all_of(const Json& s, const std::string& hint, int depth) {
     // Object schemas merge: properties and required lists unite.
-    json merged = {{"type", "object"}, {"properties", json::object()}, {"required", json::array()}};
-    const json& list = s["allOf"];
+    Json merged;
+    merged["type"] = "object";
+    merged["properties"] = Json::object();
+    merged["required"] = Json::array();
+    const Json& list = s["allOf"];
     if (!list.is_array() || list.empty()) {
       fail(ErrorKind::InvalidArgument, "'allOf' must be a non-empty array");
       return "value";
     }
-    if (list.size() == 1) return visit(list[0], hint, depth + 1);
-    for (json part : list) {
+    if (list.size() == 1) return visit(list.as_array()[0], hint, depth + 1);
+    for (Json part : list.as_array()) {
       for (int i = 0; i < 8 && part.is_object() && part.contains("$ref") && part["$ref"].is_string(); ++i) {
-        const std::string r = part["$ref"].get<std::string>();
+        const std::string r = part["$ref"].as_string();
         const std::string name = r.substr(r.find_last_of('/') + 1);
         const char* key = r.rfind("#/$defs/", 0) == 0 ? "$defs" : "definitions";
-        if (!root_.contains(key) || !root_[key].contains(name)) break;
-        part = root_[key][name];
+        const Json* target = std::as_const(root_)[key].find(name);
+        if (!target) break;
+        part = *target;
       }
-      if (!part.is_object() || (part.contains("type") && part["type"] != "object") || !part.contains("properties")) {
+      if (!part.is_object() || (part.contains("type") && part["type"] != "object") || !part["properties"].is_object()) {
         fail(ErrorKind::Unsupported, "'allOf' is supported for object schemas only (at " + hint + ")");
         return "value";
       }
-      for (const auto& [k, v] : part["properties"].items()) merged["properties"][k] = v;
-      if (part.contains("required") && part["required"].is_array())
-        for (const json& r : part["required"]) merged["required"].push_back(r);
+      for (const auto& [k, v] : part["properties"].distinct_members()) merged["properties"][k] = *v;
+      if (part["required"].is_array())
+        for (const Json& r : part["required"].as_array()) merged["required"].push_back(r);
       if (part.contains("additionalProperties")) merged["additionalProperties"] = part["additionalProperties"];
     }
     return typed(merged, "object", hint, depth);
   }
 
-  std::string typed(const json& s, const std::string& t, const std::string& hint, int depth) {
+  std::string typed(const Json& s, const std::string& t, const std::string& hint, int depth) {
     if (t == "object") return object(s, hint, depth);
     if (t == "array") return array(s, hint, depth);
     if (t == "string") return string(s, hint);
@@ -278,8 +281,8 @@ class Converter {
     return "value";
   }
 
-  std::string object(const json& s, const std::string& hint, int depth) {
-    const json props = s.value("properties", json::object());
+  std::string object(const Json& s, const std::string& hint, int depth) {
+    const Json props = s.contains("properties") ? s["properties"] : Json::object();
     if (!props.is_object()) {
       fail(ErrorKind::InvalidArgument, "'properties' must be an object (at " + hint + ")");
       return "value";
@@ -287,8 +290,9 @@ class Converter {
     std::set<std::string> required;
     if (s.contains("required")) {
       if (!s["required"].is_array()) fail(ErrorKind::InvalidArgument, "'required' must be an array of names");
-      for (const json& r : s["required"])
-        if (r.is_string()) required.insert(r.get<std::string>());
+      else
+        for (const Json& r : s["required"].as_array())
+          if (r.is_string()) required.insert(r.as_string());
     }
     for (const std::string& r : required)
       if (!props.contains(r)) {
@@ -297,17 +301,18 @@ class Converter {
       }
     // Extra members: as the schema says; by default only when it lists no properties.
     std::string extra;  // value expression of extra members, empty = none
-    const json add = s.contains("additionalProperties") ? s["additionalProperties"] : json(props.empty());
-    if (add.is_boolean()) {
-      if (add.get<bool>()) extra = "value";
+    const Json add = s.contains("additionalProperties") ? s["additionalProperties"] : Json(props.empty());
+    if (add.is_bool()) {
+      if (add.as_bool()) extra = "value";
     } else {
       extra = visit(add, hint + "-additional", depth + 1);
     }
     const std::string extra_member = extra.empty() ? "" : rule(hint + "-extra", "string ws \":\" ws " + extra);
     std::vector<std::pair<std::string, bool>> kvs;  // (member expression, required)
-    for (const auto& [k, v] : props.items()) {
-      const std::string value = visit(v, hint + "-" + k, depth + 1);
-      kvs.emplace_back(gbnf_literal(json(k).dump()) + " ws \":\" ws " + value, required.count(k) > 0);
+    for (const auto& [key, v] : props.distinct_members()) {  // a property sent twice: once, its last schema
+      const std::string k(key);
+      const std::string value = visit(*v, hint + "-" + k, depth + 1);
+      kvs.emplace_back(gbnf_literal(Json(k).dump()) + " ws \":\" ws " + value, required.count(k) > 0);
     }
     const std::string more = extra.empty() ? "" : "( ws \",\" ws " + extra_member + " )*";
     if (kvs.empty()) {
@@ -339,16 +344,17 @@ class Converter {
     return rule(hint, "\"{\" ws " + (all_optional ? "( " + members + " ws )?" : members + " ws") + " \"}\"");
   }
 
-  int count(const json& s, const char* k, int fallback) {
+  int count(const Json& s, const char* k, int fallback) {
     if (!s.contains(k)) return fallback;
-    if (!s[k].is_number_integer() || s[k].get<int64_t>() < 0 || s[k].get<int64_t>() > 10000) {
+    const auto v = s[k].to_int64();
+    if (!v || *v < 0 || *v > 10000) {
       fail(ErrorKind::InvalidArgument, std::string("'") + k + "' must be an integer in [0, 10000]");
       return fallback;
     }
-    return static_cast<int>(s[k].get<int64_t>());
+    return static_cast<int>(*v);
   }
 
-  std::string array(const json& s, const std::string& hint, int depth) {
+  std::string array(const Json& s, const std::string& hint, int depth) {
     const int min = count(s, "minItems", 0), max = count(s, "maxItems", -1);
     if (max >= 0 && max < min) fail(ErrorKind::InvalidArgument, "'maxItems' is below 'minItems' (at " + hint + ")");
     std::vector<std::string> prefix;
@@ -356,9 +362,9 @@ class Converter {
       if (!s["prefixItems"].is_array()) fail(ErrorKind::InvalidArgument, "'prefixItems' must be an array");
       else
         for (size_t i = 0; i < s["prefixItems"].size(); ++i)
-          prefix.push_back(visit(s["prefixItems"][i], hint + "-" + std::to_string(i), depth + 1));
+          prefix.push_back(visit(s["prefixItems"].as_array()[i], hint + "-" + std::to_string(i), depth + 1));
     }
-    const bool no_more = s.contains("items") && s["items"].is_boolean() && !s["items"].get<bool>();
+    const bool no_more = s.contains("items") && s["items"].is_bool() && !s["items"].as_bool();
     const std::string item = s.contains("items") && !no_more ? visit(s["items"], hint + "-item", depth + 1) : "value";
     if (!err_.empty()) return "value";
     if (!prefix.empty()) {
@@ -375,13 +381,13 @@ class Converter {
     return rule(hint, "\"[\" ws " + (min == 0 ? "( " + items + " ws )?" : items + " ws") + " \"]\"");
   }
 
-  std::string string(const json& s, const std::string& hint) {
+  std::string string(const Json& s, const std::string& hint) {
     if (s.contains("pattern")) {
       if (!s["pattern"].is_string()) {
         fail(ErrorKind::InvalidArgument, "'pattern' must be a string");
         return "value";
       }
-      auto body = regex_to_gbnf(s["pattern"].get<std::string>(), /*json_string=*/true);
+      auto body = regex_to_gbnf(s["pattern"].as_string(), /*json_string=*/true);
       if (!body.is_ok()) {
         fail(ErrorKind::InvalidArgument, "pattern at " + hint + ": " + body.status().message());
         return "value";
@@ -389,23 +395,23 @@ class Converter {
       return rule(hint, "\"\\\"\" " + *body + " \"\\\"\"");
     }
     if (s.contains("format") && s["format"].is_string())
-      if (auto it = kFormats.find(s["format"].get<std::string>()); it != kFormats.end()) return rule(hint, it->second);
+      if (auto it = kFormats.find(s["format"].as_string()); it != kFormats.end()) return rule(hint, it->second);
     const int min = count(s, "minLength", 0), max = count(s, "maxLength", -1);
     if (max >= 0 && max < min) fail(ErrorKind::InvalidArgument, "'maxLength' is below 'minLength' (at " + hint + ")");
     if (min == 0 && max < 0) return "string";
     return rule(hint, "\"\\\"\" char{" + std::to_string(min) + "," + (max < 0 ? "" : std::to_string(max)) + "} \"\\\"\"");
   }
 
-  std::string integer(const json& s, const std::string& hint) {
+  std::string integer(const Json& s, const std::string& hint) {
     // Inclusive int64 bounds; a fractional or exclusive bound moves inwards.
     std::optional<int64_t> lo, hi;
     auto read = [&](const char* k, double& d) {
       if (!s.contains(k)) return false;
-      if (!s[k].is_number() || !(s[k].get<double>() > -9.0e18 && s[k].get<double>() < 9.0e18)) {
+      if (!s[k].is_number() || !(s[k].as_double() > -9.0e18 && s[k].as_double() < 9.0e18)) {
         fail(ErrorKind::InvalidArgument, std::string("'") + k + "' must be a number within the 64-bit range");
         return false;
       }
-      d = s[k].get<double>();
+      d = s[k].as_double();
       return true;
     };
     auto raise = [&](int64_t v) { lo = lo ? std::max(*lo, v) : v; };
@@ -434,7 +440,7 @@ class Converter {
     return rule(hint, body);
   }
 
-  json root_;
+  Json root_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::map<std::string, std::string> refs_;
   std::set<std::string> names_;
@@ -445,9 +451,9 @@ class Converter {
 }  // namespace
 
 Result<std::string> json_schema_to_gbnf(std::string_view schema_json) {
-  json schema = json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
-  if (schema.is_discarded()) return error(ErrorKind::InvalidArgument, "json_schema: the schema is not valid JSON");
-  return Converter(std::move(schema)).run();
+  auto schema = Json::parse(schema_json);
+  if (!schema) return error(ErrorKind::InvalidArgument, "json_schema: the schema is not valid JSON: " + schema.status().message());
+  return Converter(std::move(schema).value()).run();
 }
 
 }  // namespace tern::grammar

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "grammar/grammar.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tern::grammar {
 

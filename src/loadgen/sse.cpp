@@ -1,29 +1,30 @@
 #include "loadgen/sse.h"
 
-#include <nlohmann/json.hpp>
+#include <climits>
+
+#include "core/json.h"
 
 namespace tern::loadgen {
 namespace {
 
-using json = nlohmann::json;
-
-std::string string_field(const json& obj, const char* key) {
-  const auto it = obj.find(key);
-  return it != obj.end() && it->is_string() ? it->get<std::string>() : std::string();
+std::string string_field(const Json& obj, const char* key) {
+  const Json* v = obj.find(key);
+  return v && v->is_string() ? v->as_string() : std::string();
 }
 
-std::optional<int> int_field(const json& obj, const char* key) {
-  const auto it = obj.find(key);
-  if (it == obj.end() || !it->is_number_integer()) return std::nullopt;
-  return it->get<int>();
+std::optional<int> int_field(const Json& obj, const char* key) {
+  const Json* v = obj.find(key);
+  const auto i = v ? v->to_int64() : std::nullopt;
+  if (!i || *i < INT_MIN || *i > INT_MAX) return std::nullopt;
+  return static_cast<int>(*i);
 }
 
-void read_error_object(const json& err, std::string& type, std::string& message) {
+void read_error_object(const Json& err, std::string& type, std::string& message) {
   if (err.is_object()) {
     type = string_field(err, "type");
     message = string_field(err, "message");
   } else if (err.is_string()) {
-    message = err.get<std::string>();
+    message = err.as_string();
   }
 }
 
@@ -88,33 +89,34 @@ ChunkInfo interpret_chunk(std::string_view data) {
     c.done = true;
     return c;
   }
-  const json j = json::parse(data.begin(), data.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  const auto parsed = Json::parse(data);
+  if (!parsed || !parsed->is_object()) {
     c.malformed = true;
     return c;
   }
-  if (const auto err = j.find("error"); err != j.end() && !err->is_null()) {
+  const Json& j = *parsed;
+  if (const Json* err = j.find("error"); err && !err->is_null()) {
     c.is_error = true;
     read_error_object(*err, c.error_type, c.error_message);
     return c;
   }
-  if (const auto usage = j.find("usage"); usage != j.end() && usage->is_object()) {
+  if (const Json* usage = j.find("usage"); usage && usage->is_object()) {
     c.prompt_tokens = int_field(*usage, "prompt_tokens");
     c.completion_tokens = int_field(*usage, "completion_tokens");
   }
-  const auto choices = j.find("choices");
-  if (choices == j.end() || !choices->is_array()) {
+  const Json* choices = j.find("choices");
+  if (!choices || !choices->is_array()) {
     c.malformed = !c.completion_tokens.has_value();
     return c;
   }
   if (choices->empty()) return c;  // the usage-only chunk
-  const json& choice = (*choices)[0];
+  const Json& choice = choices->as_array()[0];
   if (!choice.is_object()) {
     c.malformed = true;
     return c;
   }
   c.finish_reason = string_field(choice, "finish_reason");
-  if (const auto delta = choice.find("delta"); delta != choice.end() && delta->is_object())
+  if (const Json* delta = choice.find("delta"); delta && delta->is_object())
     c.content = string_field(*delta, "content");
   else
     c.content = string_field(choice, "text");
@@ -124,12 +126,12 @@ ChunkInfo interpret_chunk(std::string_view data) {
 void read_error_body(std::string_view body, std::string& type, std::string& message) {
   type.clear();
   message.clear();
-  const json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) {
+  const auto j = Json::parse(body);
+  if (!j || !j->is_object()) {
     message = std::string(body.substr(0, 200));
     return;
   }
-  if (const auto err = j.find("error"); err != j.end()) read_error_object(*err, type, message);
+  if (const Json* err = j->find("error")) read_error_object(*err, type, message);
 }
 
 }  // namespace tern::loadgen

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string_view>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tern::server {
 

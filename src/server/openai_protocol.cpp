@@ -6,19 +6,20 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
-#include <nlohmann/json.hpp>
+
+#include "core/json.h"
 
 namespace tern::server {
 
-using nlohmann::json;
-
 std::string api_error_body(const ApiError& e) {
-  json j = {{"error",
-             {{"message", e.message},
-              {"type", e.type},
-              {"param", e.param.empty() ? json(nullptr) : json(e.param)},
-              {"code", e.code.empty() ? json(nullptr) : json(e.code)}}}};
-  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  Json err = Json::object();
+  err["message"] = e.message;
+  err["type"] = e.type;
+  err["param"] = e.param.empty() ? Json() : Json(e.param);
+  err["code"] = e.code.empty() ? Json() : Json(e.code);
+  Json j = Json::object();
+  j["error"] = std::move(err);
+  return j.dump();
 }
 
 ApiError api_error_from_status(const Status& s, std::string param) {
@@ -69,13 +70,13 @@ struct FieldError {
   ApiError error;
 };
 
-const char* json_type(const json& v) {
+const char* json_type(const Json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
+    case Json::Type::Null: return "null";
+    case Json::Type::Bool: return "a boolean";
+    case Json::Type::String: return "a string";
+    case Json::Type::Array: return "an array";
+    case Json::Type::Object: return "an object";
     default: return "a number";
   }
 }
@@ -83,22 +84,21 @@ const char* json_type(const json& v) {
 // Typed getters over an object: absent or null fields leave `out` unchanged.
 class Fields {
  public:
-  explicit Fields(const json& obj) : obj_(obj) {}
+  explicit Fields(const Json& obj) : obj_(obj) {}
   std::optional<ApiError> error;
 
-  const json* get(const char* name) const {
-    auto it = obj_.find(name);
-    if (it == obj_.end() || it->is_null()) return nullptr;
-    return &*it;
+  const Json* get(const char* name) const {
+    const Json* v = obj_.find(name);
+    return v && !v->is_null() ? v : nullptr;
   }
   void fail(const char* name, std::string msg) {
     if (!error) error = bad(name, std::move(msg));
   }
   bool number(const char* name, double lo, double hi, float& out) {
-    const json* v = get(name);
+    const Json* v = get(name);
     if (!v) return false;
     if (!v->is_number()) return fail(name, std::string("'") + name + "' must be a number, not " + json_type(*v)), false;
-    const double d = v->get<double>();
+    const double d = v->as_double();
     if (!(d >= lo && d <= hi))
       return fail(name, std::string("'") + name + "' must be between " + fmt(lo) + " and " + fmt(hi) + ", got " +
                             fmt(d)),
@@ -108,9 +108,9 @@ class Fields {
   }
   template <typename Int>
   bool integer(const char* name, int64_t lo, int64_t hi, Int& out) {
-    const json* v = get(name);
+    const Json* v = get(name);
     if (!v) return false;
-    if (!v->is_number_integer() && !(v->is_number_float() && is_whole(v->get<double>())))
+    if (!v->is_integer() && !(v->is_number() && is_whole(v->as_double())))
       return fail(name, std::string("'") + name + "' must be an integer, not " + json_type(*v)), false;
     // Range-checked in the type the value came in, and reported as sent (a
     // huge unsigned or 1e23 must not be shown clamped or wrapped).
@@ -120,14 +120,11 @@ class Fields {
              false;
     };
     int64_t i = 0;
-    if (v->is_number_unsigned()) {
-      const uint64_t u = v->get<uint64_t>();
-      if (u > static_cast<uint64_t>(INT64_MAX)) return out_of_range(std::to_string(u));
-      i = static_cast<int64_t>(u);
-    } else if (v->is_number_integer()) {
-      i = v->get<int64_t>();
+    if (v->is_integer()) {
+      if (!v->to_int64()) return out_of_range(std::to_string(*v->to_uint64()));  // above INT64_MAX
+      i = *v->to_int64();
     } else {
-      const double d = v->get<double>();
+      const double d = v->as_double();
       if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) return out_of_range(fmt(d));
       i = static_cast<int64_t>(d);
     }
@@ -136,17 +133,17 @@ class Fields {
     return true;
   }
   bool boolean(const char* name, bool& out) {
-    const json* v = get(name);
+    const Json* v = get(name);
     if (!v) return false;
-    if (!v->is_boolean()) return fail(name, std::string("'") + name + "' must be a boolean, not " + json_type(*v)), false;
-    out = v->get<bool>();
+    if (!v->is_bool()) return fail(name, std::string("'") + name + "' must be a boolean, not " + json_type(*v)), false;
+    out = v->as_bool();
     return true;
   }
   bool string(const char* name, std::string& out) {
-    const json* v = get(name);
+    const Json* v = get(name);
     if (!v) return false;
     if (!v->is_string()) return fail(name, std::string("'") + name + "' must be a string, not " + json_type(*v)), false;
-    out = v->get<std::string>();
+    out = v->as_string();
     return true;
   }
 
@@ -157,7 +154,7 @@ class Fields {
     std::snprintf(b, sizeof b, "%g", d);
     return b;
   }
-  const json& obj_;
+  const Json& obj_;
 };
 
 // response_format ({"type": "text" | "json_object" | "json_schema",
@@ -166,35 +163,34 @@ class Fields {
 // compiled (and its errors reported) when the engine prepares the request.
 std::optional<ApiError> parse_constraint(Fields& f, OutputConstraint& out) {
   int n_given = 0;
-  if (const json* rf = f.get("response_format")) {
-    const json* type = rf->is_object() && rf->contains("type") ? &(*rf)["type"] : nullptr;
-    const std::string t = type && type->is_string() ? type->get<std::string>() : "";
+  if (const Json* rf = f.get("response_format")) {
+    const Json* type = rf->find("type");
+    const std::string t = type && type->is_string() ? type->as_string() : "";
     if (t == "json_object") {
       out = {ConstraintKind::JsonObject, {}};
       ++n_given;
     } else if (t == "json_schema") {
-      const json* js = rf->contains("json_schema") ? &(*rf)["json_schema"] : nullptr;
-      if (!js || !js->is_object() || !js->contains("schema") ||
-          !((*js)["schema"].is_object() || (*js)["schema"].is_boolean()))
+      const Json* schema = (*rf)["json_schema"].find("schema");
+      if (!schema || !(schema->is_object() || schema->is_bool()))
         return bad("response_format", "'response_format' of type json_schema needs 'json_schema': {\"schema\": {...}}");
-      out = {ConstraintKind::JsonSchema, (*js)["schema"].dump()};
+      out = {ConstraintKind::JsonSchema, schema->dump()};  // key order as sent: the property order generated
       ++n_given;
     } else if (t != "text") {
       return bad("response_format", "'response_format' type must be text, json_object or json_schema");
     }
   }
-  if (const json* g = f.get("grammar")) {
-    if (!g->is_string() || g->get<std::string>().empty()) return bad("grammar", "'grammar' must be GBNF text");
-    out = {ConstraintKind::Gbnf, g->get<std::string>()};
+  if (const Json* g = f.get("grammar")) {
+    if (!g->is_string() || g->as_string().empty()) return bad("grammar", "'grammar' must be GBNF text");
+    out = {ConstraintKind::Gbnf, g->as_string()};
     ++n_given;
   }
-  if (const json* r = f.get("regex")) {
-    if (!r->is_string() || r->get<std::string>().empty()) return bad("regex", "'regex' must be a regular expression");
-    out = {ConstraintKind::Regex, r->get<std::string>()};
+  if (const Json* r = f.get("regex")) {
+    if (!r->is_string() || r->as_string().empty()) return bad("regex", "'regex' must be a regular expression");
+    out = {ConstraintKind::Regex, r->as_string()};
     ++n_given;
   }
-  if (const json* s = f.get("json_schema")) {
-    if (!s->is_object() && !s->is_boolean()) return bad("json_schema", "'json_schema' must be a JSON Schema object");
+  if (const Json* s = f.get("json_schema")) {
+    if (!s->is_object() && !s->is_bool()) return bad("json_schema", "'json_schema' must be a JSON Schema object");
     out = {ConstraintKind::JsonSchema, s->dump()};
     ++n_given;
   }
@@ -204,15 +200,15 @@ std::optional<ApiError> parse_constraint(Fields& f, OutputConstraint& out) {
 }
 
 std::optional<ApiError> parse_stop(Fields& f, std::vector<std::string>& out) {
-  const json* v = f.get("stop");
+  const Json* v = f.get("stop");
   if (!v) return std::nullopt;
   if (v->is_string()) {
-    out.push_back(v->get<std::string>());
+    out.push_back(v->as_string());
   } else if (v->is_array()) {
     if (v->size() > kMaxStop) return bad("stop", "'stop' may hold at most " + std::to_string(kMaxStop) + " strings");
-    for (const json& s : *v) {
+    for (const Json& s : v->as_array()) {
       if (!s.is_string()) return bad("stop", "'stop' must be a string or an array of strings");
-      out.push_back(s.get<std::string>());
+      out.push_back(s.as_string());
     }
   } else {
     return bad("stop", std::string("'stop' must be a string or an array of strings, not ") + json_type(*v));
@@ -223,7 +219,7 @@ std::optional<ApiError> parse_stop(Fields& f, std::vector<std::string>& out) {
 }
 
 // Fields both endpoints share. `chat` selects the logprobs shape and defaults.
-std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams& p) {
+std::optional<ApiError> parse_common(const Json& j, bool chat, GenerationParams& p) {
   Fields f(j);
   p.sampling.temperature = 1.0f;
   p.sampling.top_p = 1.0f;
@@ -238,7 +234,7 @@ std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams&
   if (max_tokens != -2) p.max_tokens = max_tokens;
   f.integer("n", 1, kMaxN, p.n);
   f.boolean("stream", p.stream);
-  if (const json* so = f.get("stream_options")) {
+  if (const Json* so = f.get("stream_options")) {
     if (!so->is_object()) return bad("stream_options", "'stream_options' must be an object");
     Fields g(*so);
     g.boolean("include_usage", p.include_usage);
@@ -253,7 +249,7 @@ std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams&
   f.number("presence_penalty", -2.0, 2.0, p.sampling.presence_penalty);
   f.number("frequency_penalty", -2.0, 2.0, p.sampling.frequency_penalty);
   f.number("repetition_penalty", 1e-3, 100.0, p.sampling.repetition_penalty);
-  if (const json* seed = f.get("seed")) {
+  if (const Json* seed = f.get("seed")) {
     int64_t s = 0;
     if (f.integer("seed", INT64_MIN, INT64_MAX, s)) {
       p.sampling.seed = static_cast<uint64_t>(s);
@@ -270,13 +266,14 @@ std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams&
   f.integer("spec_tree", 1, 8, p.spec_tree);
   f.integer("prompt_logprobs", 0, 20, p.prompt_logprobs);
   if (f.error) return f.error;
-  if (const json* ids = f.get("stop_token_ids")) {
+  if (const Json* ids = f.get("stop_token_ids")) {
     if (!ids->is_array() || ids->size() > 64)
       return bad("stop_token_ids", "'stop_token_ids' must be an array of at most 64 token ids");
-    for (const json& id : *ids) {
-      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+    for (const Json& id : ids->as_array()) {
+      const auto v = id.to_int64();
+      if (!v || *v < 0 || *v > INT32_MAX)
         return bad("stop_token_ids", "'stop_token_ids' must hold non-negative integer token ids");
-      p.stop_token_ids.push_back(static_cast<int32_t>(id.get<int64_t>()));
+      p.stop_token_ids.push_back(static_cast<int32_t>(*v));
     }
   }
   if (auto e = parse_stop(f, p.stop)) return e;
@@ -295,23 +292,24 @@ std::optional<ApiError> parse_common(const json& j, bool chat, GenerationParams&
     if (f.error) return f.error;
     p.n_logprobs = k;
   }
-  if (const json* lb = f.get("logit_bias")) {
+  if (const Json* lb = f.get("logit_bias")) {
     if (!lb->is_object() || lb->size() > kMaxLogitBias)
       return bad("logit_bias", "'logit_bias' must be an object of at most " + std::to_string(kMaxLogitBias) +
                                    " token ids (as strings) to numbers");
-    for (const auto& [key, v] : lb->items()) {
+    for (const auto& [key, v] : lb->as_object()) {
+      if (lb->find(key) != &v) continue;  // a key sent twice: the last one counts
       char* end = nullptr;
       const long id = std::strtol(key.c_str(), &end, 10);
       if (key.empty() || *end != '\0' || id < 0 || id > INT32_MAX)
         return bad("logit_bias", "'logit_bias' keys must be token ids, not '" + key + "'");
-      if (!v.is_number() || !(v.get<double>() >= -100.0 && v.get<double>() <= 100.0))
+      if (!v.is_number() || !(v.as_double() >= -100.0 && v.as_double() <= 100.0))
         return bad("logit_bias", "'logit_bias' values must be numbers between -100 and 100");
-      p.logit_bias.emplace_back(static_cast<int32_t>(id), v.get<float>());
+      p.logit_bias.emplace_back(static_cast<int32_t>(id), static_cast<float>(v.as_double()));
     }
   }
   if (auto e = parse_constraint(f, p.constraint)) return e;
-  if (const json* bo = f.get("best_of")) {
-    if (!bo->is_number_integer() || bo->get<int64_t>() != p.n)
+  if (const Json* bo = f.get("best_of")) {
+    if (!bo->to_int64() || *bo->to_int64() != p.n)
       return bad("best_of", "'best_of' other than n is not supported");
   }
   return std::nullopt;
@@ -342,93 +340,91 @@ int json_depth(std::string_view text, int limit) {
   return deepest;
 }
 
-std::optional<json> parse_json(std::string_view body, ApiError& e) {
+std::optional<Json> parse_json(std::string_view body, ApiError& e) {
   if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth) {
     e = bad("", "the request body nests arrays/objects deeper than " + std::to_string(kMaxJsonDepth) + " levels");
     return std::nullopt;
   }
-  json j = json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) {
-    e = bad("", "the request body is not valid JSON (or not valid UTF-8)");
+  auto j = Json::parse(body, kMaxJsonDepth);
+  if (!j) {
+    e = bad("", "the request body is not valid JSON: " + j.status().message());
     return std::nullopt;
   }
-  if (!j.is_object()) {
-    e = bad("", std::string("the request body must be a JSON object, not ") + json_type(j));
+  if (!j->is_object()) {
+    e = bad("", std::string("the request body must be a JSON object, not ") + json_type(*j));
     return std::nullopt;
   }
-  return j;
+  return std::move(j).value();
 }
 
 // An assistant message's tool_calls and a tool message's tool_call_id / name.
-std::optional<ApiError> parse_message_tools(const json& m, const std::string& where, ChatMessage& msg) {
-  if (auto it = m.find("tool_calls"); it != m.end() && !it->is_null()) {
+std::optional<ApiError> parse_message_tools(const Json& m, const std::string& where, ChatMessage& msg) {
+  if (const Json* calls = m.find("tool_calls"); calls && !calls->is_null()) {
     const std::string at = where + ".tool_calls";
     if (msg.role != "assistant") return bad(at, at + " is only allowed on assistant messages");
-    if (!it->is_array()) return bad(at, at + " must be an array");
-    for (size_t k = 0; k < it->size(); ++k) {
-      const json& c = (*it)[k];
+    if (!calls->is_array()) return bad(at, at + " must be an array");
+    for (size_t k = 0; k < calls->size(); ++k) {
+      const Json& c = calls->as_array()[k];
       const std::string ck = at + "[" + std::to_string(k) + "]";
-      const json* fn = c.is_object() && c.contains("function") ? &c["function"] : nullptr;
-      if (!fn || !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string())
+      const Json& fn = c["function"];
+      if (!fn.is_object() || !fn["name"].is_string())
         return bad(ck, ck + " must be {\"id\", \"type\": \"function\", \"function\": {\"name\", \"arguments\"}}");
       ToolCall call;
-      call.name = (*fn)["name"].get<std::string>();
-      if (c.contains("id") && c["id"].is_string()) call.id = c["id"].get<std::string>();
-      if (fn->contains("arguments")) {
-        const json& a = (*fn)["arguments"];
-        if (a.is_string()) call.arguments = a.get<std::string>();
-        else if (a.is_object()) call.arguments = a.dump();
-        else if (!a.is_null()) return bad(ck, ck + ".function.arguments must be a JSON string");
-      }
+      call.name = fn["name"].as_string();
+      if (c["id"].is_string()) call.id = c["id"].as_string();
+      const Json& a = fn["arguments"];
+      if (a.is_string()) call.arguments = a.as_string();
+      else if (a.is_object()) call.arguments = a.dump();
+      else if (!a.is_null()) return bad(ck, ck + ".function.arguments must be a JSON string");
       if (call.arguments.empty()) call.arguments = "{}";
       msg.tool_calls.push_back(std::move(call));
     }
   }
   for (const char* key : {"tool_call_id", "name"}) {
-    auto it = m.find(key);
-    if (it == m.end() || it->is_null()) continue;
-    if (!it->is_string()) return bad(where + "." + key, where + "." + key + " must be a string");
-    (std::string_view(key) == "name" ? msg.name : msg.tool_call_id) = it->get<std::string>();
+    const Json* v = m.find(key);
+    if (!v || v->is_null()) continue;
+    if (!v->is_string()) return bad(where + "." + key, where + "." + key + " must be a string");
+    (std::string_view(key) == "name" ? msg.name : msg.tool_call_id) = v->as_string();
   }
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_messages(const json& j, std::vector<ChatMessage>& out) {
-  auto it = j.find("messages");
-  if (it == j.end() || it->is_null()) return bad("messages", "'messages' is required");
-  if (!it->is_array()) return bad("messages", "'messages' must be an array of message objects");
-  if (it->empty()) return bad("messages", "'messages' must not be empty");
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& m = (*it)[i];
+std::optional<ApiError> parse_messages(const Json& j, std::vector<ChatMessage>& out) {
+  const Json* list = j.find("messages");
+  if (!list || list->is_null()) return bad("messages", "'messages' is required");
+  if (!list->is_array()) return bad("messages", "'messages' must be an array of message objects");
+  if (list->empty()) return bad("messages", "'messages' must not be empty");
+  for (size_t i = 0; i < list->size(); ++i) {
+    const Json& m = list->as_array()[i];
     const std::string where = "messages[" + std::to_string(i) + "]";
     if (!m.is_object()) return bad(where, where + " must be an object");
     ChatMessage msg;
-    auto role = m.find("role");
-    if (role == m.end() || !role->is_string()) return bad(where + ".role", where + ".role must be a string");
-    msg.role = role->get<std::string>();
+    const Json& role = m["role"];
+    if (!role.is_string()) return bad(where + ".role", where + ".role must be a string");
+    msg.role = role.as_string();
     if (msg.role == "developer") msg.role = "system";
     if (msg.role != "system" && msg.role != "user" && msg.role != "assistant" && msg.role != "tool")
       return bad(where + ".role", where + ".role must be one of system, developer, user, assistant, tool; got '" +
                                       msg.role + "'");
     if (auto err = parse_message_tools(m, where, msg)) return err;
-    if (auto rc = m.find("reasoning_content"); rc != m.end() && !rc->is_null()) {
-      if (msg.role != "assistant" || !rc->is_string())
+    if (const Json& rc = m["reasoning_content"]; !rc.is_null()) {
+      if (msg.role != "assistant" || !rc.is_string())
         return bad(where + ".reasoning_content", where + ".reasoning_content must be a string on an assistant message");
-      msg.reasoning_content = rc->get<std::string>();
+      msg.reasoning_content = rc.as_string();
     }
-    auto content = m.find("content");
-    if (content == m.end() || content->is_null()) {
+    const Json& content = m["content"];
+    if (content.is_null()) {
       if (msg.role != "assistant") return bad(where + ".content", where + ".content is required");
-    } else if (content->is_string()) {
-      msg.content = content->get<std::string>();
-    } else if (content->is_array()) {
-      for (const json& part : *content) {
-        if (!part.is_object() || !part.contains("type") || part["type"] != "text" || !part.contains("text") ||
-            !part["text"].is_string())
+    } else if (content.is_string()) {
+      msg.content = content.as_string();
+    } else if (content.is_array()) {
+      for (const Json& part : content.as_array()) {
+        const Json& type = part["type"];
+        if (!type.is_string() || type.as_string() != "text" || !part["text"].is_string())
           return bad(where + ".content", where + ".content parts must be {\"type\": \"text\", \"text\": string}; "
                                                  "other part types are not supported");
-        msg.content += part["text"].get<std::string>();
-        msg.content_parts.push_back(part["text"].get<std::string>());
+        msg.content += part["text"].as_string();
+        msg.content_parts.push_back(part["text"].as_string());
       }
     } else {
       return bad(where + ".content", where + ".content must be a string or an array of text parts");
@@ -436,18 +432,6 @@ std::optional<ApiError> parse_messages(const json& j, std::vector<ChatMessage>& 
     out.push_back(std::move(msg));
   }
   return std::nullopt;
-}
-
-// The request body is parsed into a key-sorted json; a schema's property
-// order is the order generated JSON must follow, so take the schema again
-// from the body with its keys in the order the client wrote them.
-void keep_schema_order(std::string_view body, OutputConstraint& c) {
-  if (c.kind != ConstraintKind::JsonSchema) return;
-  const auto o = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (o.is_discarded()) return;
-  if (o.contains("json_schema")) c.text = o["json_schema"].dump();
-  else if (o.contains("response_format") && o["response_format"].contains("json_schema"))
-    c.text = o["response_format"]["json_schema"]["schema"].dump();
 }
 
 bool valid_function_name(const std::string& n) {
@@ -458,51 +442,47 @@ bool valid_function_name(const std::string& n) {
   });
 }
 
-// tools, tool_choice and parallel_tool_calls, read from the body with its key order kept (the
-// template prints tools with tojson, and a schema's property order is the order generated).
-std::optional<ApiError> parse_tools(std::string_view body, ToolsRequest& out) {
-  const auto o = nlohmann::ordered_json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (o.is_discarded() || !o.is_object()) return std::nullopt;  // parse_json() has answered already
-  if (auto it = o.find("tools"); it != o.end() && !it->is_null()) {
-    if (!it->is_array()) return bad("tools", "'tools' must be an array of {\"type\": \"function\", \"function\": {...}}");
-    if (it->size() > kMaxTools) return bad("tools", "at most " + std::to_string(kMaxTools) + " tools per request");
-    for (size_t k = 0; k < it->size(); ++k) {
-      const auto& t = (*it)[k];
+// tools, tool_choice and parallel_tool_calls. Key order is kept as sent: the template prints
+// tools with tojson, and a schema's property order is the order generated.
+std::optional<ApiError> parse_tools(const Json& o, ToolsRequest& out) {
+  if (const Json* tools = o.find("tools"); tools && !tools->is_null()) {
+    if (!tools->is_array()) return bad("tools", "'tools' must be an array of {\"type\": \"function\", \"function\": {...}}");
+    if (tools->size() > kMaxTools) return bad("tools", "at most " + std::to_string(kMaxTools) + " tools per request");
+    for (size_t k = 0; k < tools->size(); ++k) {
+      const Json& t = tools->as_array()[k];
       const std::string at = "tools[" + std::to_string(k) + "]";
-      if (!t.is_object() || !t.contains("type") || t["type"] != "function")
+      if (!t["type"].is_string() || t["type"].as_string() != "function")
         return bad(at, at + " must have \"type\": \"function\" (the only tool type supported)");
-      if (!t.contains("function") || !t["function"].is_object())
-        return bad(at, at + ".function must be an object with name, description and parameters");
-      const auto& fn = t["function"];
-      if (!fn.contains("name") || !fn["name"].is_string() || !valid_function_name(fn["name"].get<std::string>()))
+      const Json& fn = t["function"];
+      if (!fn.is_object()) return bad(at, at + ".function must be an object with name, description and parameters");
+      if (!fn["name"].is_string() || !valid_function_name(fn["name"].as_string()))
         return bad(at, at + ".function.name must be 1 to 64 letters, digits, '_', '-' or '.'");
       ToolSpec spec;
-      spec.name = fn["name"].get<std::string>();
+      spec.name = fn["name"].as_string();
       for (const ToolSpec& prev : out.tools)
         if (prev.name == spec.name) return bad(at, "two tools are named '" + spec.name + "'");
-      if (fn.contains("parameters") && !fn["parameters"].is_null()) {
-        if (!fn["parameters"].is_object()) return bad(at, at + ".function.parameters must be a JSON Schema object");
-        spec.parameters = fn["parameters"].dump();
+      if (const Json& params = fn["parameters"]; !params.is_null()) {
+        if (!params.is_object()) return bad(at, at + ".function.parameters must be a JSON Schema object");
+        spec.parameters = params.dump();
       }
-      if (fn.contains("description") && !fn["description"].is_string() && !fn["description"].is_null())
+      if (const Json& d = fn["description"]; !d.is_string() && !d.is_null())
         return bad(at, at + ".function.description must be a string");
       out.tools.push_back(std::move(spec));
     }
-    if (!out.tools.empty()) out.tools_json = it->dump();
+    if (!out.tools.empty()) out.tools_json = tools->dump();
   }
-  if (auto it = o.find("tool_choice"); it != o.end() && !it->is_null()) {
+  if (const Json* choice = o.find("tool_choice"); choice && !choice->is_null()) {
     const char* shape = "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
                         "\"function\": {\"name\": ...}}";
-    if (it->is_string()) {
-      const std::string c = it->get<std::string>();
+    if (choice->is_string()) {
+      const std::string& c = choice->as_string();
       if (c == "auto") out.choice = ToolChoice::Auto;
       else if (c == "none") out.choice = ToolChoice::None;
       else if (c == "required") out.choice = ToolChoice::Required;
       else return bad("tool_choice", shape);
-    } else if (it->is_object() && it->contains("function") && (*it)["function"].is_object() &&
-               (*it)["function"].contains("name") && (*it)["function"]["name"].is_string()) {
+    } else if ((*choice)["function"]["name"].is_string()) {
       out.choice = ToolChoice::Named;
-      out.named = (*it)["function"]["name"].get<std::string>();
+      out.named = (*choice)["function"]["name"].as_string();
     } else {
       return bad("tool_choice", shape);
     }
@@ -512,27 +492,26 @@ std::optional<ApiError> parse_tools(std::string_view body, ToolsRequest& out) {
         std::none_of(out.tools.begin(), out.tools.end(), [&](const ToolSpec& t) { return t.name == out.named; }))
       return bad("tool_choice", "'tool_choice' names the function '" + out.named + "', which is not among 'tools'");
   }
-  if (auto it = o.find("parallel_tool_calls"); it != o.end() && !it->is_null()) {
-    if (!it->is_boolean()) return bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
-    out.parallel = it->get<bool>();
+  if (const Json* par = o.find("parallel_tool_calls"); par && !par->is_null()) {
+    if (!par->is_bool()) return bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
+    out.parallel = par->as_bool();
   }
   return std::nullopt;
 }
 
-std::optional<ApiError> parse_prompt_options(Fields& f, std::string_view body, const std::vector<ChatMessage>& messages,
+std::optional<ApiError> parse_prompt_options(Fields& f, const Json& j, const std::vector<ChatMessage>& messages,
                                              ChatPromptOptions& o) {
-  if (auto err = parse_tools(body, o.tools)) return err;
+  if (auto err = parse_tools(j, o.tools)) return err;
   const bool agp_given = f.get("add_generation_prompt") != nullptr;
   f.boolean("add_generation_prompt", o.add_generation_prompt);
   f.boolean("continue_final_message", o.continue_final_message);
   if (f.error) return f.error;
-  if (const json* k = f.get("chat_template_kwargs"); k && !k->is_null()) {
+  if (const Json* k = f.get("chat_template_kwargs")) {
     if (!k->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
-    for (const auto& [key, value] : k->items())
+    for (const auto& [key, value] : k->as_object())
       if (ChatTemplate::reserved_variable(key))
         return bad("chat_template_kwargs", "'chat_template_kwargs' cannot set '" + key + "': the request sets it");
-    // Key order as the client wrote it (a template may print the object).
-    o.template_kwargs_json = nlohmann::ordered_json::parse(body)["chat_template_kwargs"].dump();
+    o.template_kwargs_json = k->dump();  // key order as the client wrote it (a template may print the object)
   }
   if (o.continue_final_message) {
     if (agp_given && o.add_generation_prompt)
@@ -546,35 +525,34 @@ std::optional<ApiError> parse_prompt_options(Fields& f, std::string_view body, c
 
 // The shapes `prompt` (completions) and `input` (embeddings) take: a string, a list of strings,
 // a list of token ids, or a list of token-id lists.
-std::optional<ApiError> parse_prompts(const json& j, const char* field, std::vector<Prompt>& out) {
-  auto it = j.find(field);
-  if (it == j.end() || it->is_null()) return bad(field, std::string("'") + field + "' is required");
-  auto tokens_of = [](const json& a, Prompt& p) {
+std::optional<ApiError> parse_prompts(const Json& j, const char* field, std::vector<Prompt>& out) {
+  const Json* v = j.find(field);
+  if (!v || v->is_null()) return bad(field, std::string("'") + field + "' is required");
+  auto tokens_of = [](const Json& a, Prompt& p) {
     p.is_tokens = true;
-    for (const json& t : a) {
-      if (!t.is_number_integer()) return false;
-      const int64_t v = t.get<int64_t>();
-      if (v < 0 || v > INT32_MAX) return false;
-      p.tokens.push_back(static_cast<int32_t>(v));
+    for (const Json& t : a.as_array()) {
+      const auto id = t.to_int64();
+      if (!id || *id < 0 || *id > INT32_MAX) return false;
+      p.tokens.push_back(static_cast<int32_t>(*id));
     }
     return true;
   };
   const std::string shape = std::string("'") + field +
                             "' must be a string, an array of strings, an array of token ids, or an array of "
                             "arrays of token ids";
-  if (it->is_string()) {
-    out.push_back({it->get<std::string>(), {}, false});
-  } else if (it->is_array()) {
-    if (it->empty()) return bad(field, std::string("'") + field + "' must not be empty");
-    if ((*it)[0].is_number()) {
+  if (v->is_string()) {
+    out.push_back({v->as_string(), {}, false});
+  } else if (v->is_array()) {
+    if (v->empty()) return bad(field, std::string("'") + field + "' must not be empty");
+    if (v->as_array()[0].is_number()) {
       Prompt p;
-      if (!tokens_of(*it, p)) return bad(field, shape);
+      if (!tokens_of(*v, p)) return bad(field, shape);
       out.push_back(std::move(p));
     } else {
-      for (const json& el : *it) {
+      for (const Json& el : v->as_array()) {
         Prompt p;
         if (el.is_string()) {
-          p.text = el.get<std::string>();
+          p.text = el.as_string();
         } else if (el.is_array()) {
           if (!tokens_of(el, p)) return bad(field, shape);
         } else {
@@ -599,8 +577,7 @@ ApiResult<ChatRequest> parse_chat_request(std::string_view body) {
   if (auto err = parse_messages(*j, r.messages)) return *err;
   if (auto err = parse_common(*j, /*chat=*/true, r.params)) return *err;
   Fields f(*j);
-  if (auto err = parse_prompt_options(f, body, r.messages, r.prompt)) return *err;
-  keep_schema_order(body, r.params.constraint);
+  if (auto err = parse_prompt_options(f, *j, r.messages, r.prompt)) return *err;
   for (const char* legacy : {"functions", "function_call"})
     if (f.get(legacy))
       return bad(legacy, std::string("the legacy '") + legacy +
@@ -624,7 +601,6 @@ ApiResult<CompletionRequest> parse_completion_request(std::string_view body) {
   f.boolean("echo", r.echo);
   if (f.error) return *f.error;
   if (auto err = parse_common(*j, /*chat=*/false, r.params)) return *err;
-  keep_schema_order(body, r.params.constraint);
   if (r.params.n * static_cast<int>(r.prompts.size()) > 64)
     return bad("n", "prompts x n must be at most 64 choices per request");
   // echo + logprobs: the prompt's tokens get log-probabilities too, as OpenAI's legacy API gives them.
@@ -667,7 +643,7 @@ ApiResult<TokenizeRequest> parse_tokenize_request(std::string_view body) {
   Fields f(*j);
   if (j->contains("messages")) {
     if (auto err = parse_messages(*j, r.messages)) return *err;
-    if (auto err = parse_prompt_options(f, body, r.messages, r.chat)) return *err;
+    if (auto err = parse_prompt_options(f, *j, r.messages, r.chat)) return *err;
     r.add_special = false;  // the template writes BOS itself
   } else if (!f.string("prompt", r.prompt) && !f.error) {
     return bad("prompt", "'prompt' (a string) or 'messages' is required");
@@ -681,13 +657,13 @@ ApiResult<std::vector<int32_t>> parse_detokenize_request(std::string_view body) 
   ApiError e;
   auto j = parse_json(body, e);
   if (!j) return e;
-  auto it = j->find("tokens");
-  if (it == j->end() || !it->is_array()) return bad("tokens", "'tokens' (an array of token ids) is required");
+  const Json* tokens = j->find("tokens");
+  if (!tokens || !tokens->is_array()) return bad("tokens", "'tokens' (an array of token ids) is required");
   std::vector<int32_t> out;
-  for (const json& t : *it) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() > INT32_MAX)
-      return bad("tokens", "'tokens' must hold non-negative integer token ids");
-    out.push_back(static_cast<int32_t>(t.get<int64_t>()));
+  for (const Json& t : tokens->as_array()) {
+    const auto id = t.to_int64();
+    if (!id || *id < 0 || *id > INT32_MAX) return bad("tokens", "'tokens' must hold non-negative integer token ids");
+    out.push_back(static_cast<int32_t>(*id));
   }
   return out;
 }

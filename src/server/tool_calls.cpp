@@ -2,15 +2,14 @@
 #include "server/tool_calls.h"
 
 #include <algorithm>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
+
+#include "core/json.h"
 
 namespace tern::server {
 
 namespace {
-
-using ojson = nlohmann::ordered_json;
 
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
@@ -44,8 +43,6 @@ size_t json_end(std::string_view s) {
   return std::string_view::npos;
 }
 
-std::string compact(const ojson& j) { return j.dump(-1, ' ', false, ojson::error_handler_t::replace); }
-
 }  // namespace
 
 ToolCallParser::ToolCallParser(const ToolsRequest& tools) : tools_(tools) {}
@@ -56,19 +53,19 @@ bool ToolCallParser::declared(const std::string& name) const {
 
 // One call object: {"name", "arguments" | "parameters"}, or the same wrapped in
 // {"type": "function", "function": {...}}; arguments may arrive as a JSON string.
-static bool call_of(const ojson& j, ParsedToolCall& out) {
+static bool call_of(const Json& j, ParsedToolCall& out) {
   if (!j.is_object()) return false;
-  const ojson& c = j.contains("function") && j["function"].is_object() ? j["function"] : j;
-  if (!c.contains("name") || !c["name"].is_string()) return false;
-  const ojson* args = c.contains("arguments") ? &c["arguments"] : c.contains("parameters") ? &c["parameters"] : nullptr;
-  ojson parsed;
+  const Json& c = j["function"].is_object() ? j["function"] : j;
+  if (!c["name"].is_string()) return false;
+  const Json* args = c.contains("arguments") ? c.find("arguments") : c.find("parameters");
+  Result<Json> parsed = Json();
   if (args && args->is_string()) {
-    parsed = ojson::parse(args->get<std::string>(), nullptr, /*allow_exceptions=*/false);
-    args = &parsed;
+    parsed = Json::parse(args->as_string());
+    args = parsed.is_ok() ? &*parsed : nullptr;
   }
   if (!args || !args->is_object()) return false;
-  out.name = c["name"].get<std::string>();
-  out.arguments = compact(*args);
+  out.name = c["name"].as_string();
+  out.arguments = args->dump();
   return true;
 }
 
@@ -82,11 +79,12 @@ bool ToolCallParser::take_calls(std::string_view text, Delta& d) {
     if (text[i] != '{' && text[i] != '[') return false;
     const size_t end = json_end(text.substr(i));
     if (end == std::string_view::npos) return false;
-    const ojson j = ojson::parse(text.substr(i, end), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return false;
+    const auto parsed = Json::parse(text.substr(i, end));
+    if (!parsed) return false;
+    const Json& j = *parsed;
     if (j.is_array()) {
       if (j.empty()) return false;
-      for (const ojson& e : j) {
+      for (const Json& e : j.as_array()) {
         ParsedToolCall c;
         if (!call_of(e, c)) return false;
         calls.push_back(std::move(c));
@@ -258,14 +256,22 @@ ToolCallParser::Delta ToolCallParser::finish() {
 namespace {
 
 // A tool's parameters schema, with any $defs moved to `defs` (references are to the root).
-Result<ojson> parameters_of(const ToolSpec& t, ojson& defs) {
-  if (t.parameters.empty()) return ojson{{"type", "object"}};
-  ojson p = ojson::parse(t.parameters, nullptr, /*allow_exceptions=*/false);
-  if (p.is_discarded() || !p.is_object())
+Result<Json> parameters_of(const ToolSpec& t, Json& defs) {
+  if (t.parameters.empty()) {
+    Json p;
+    p["type"] = "object";
+    return p;
+  }
+  auto parsed = Json::parse(t.parameters);
+  if (!parsed || !parsed->is_object())
     return error(ErrorKind::InvalidArgument, "tool '" + t.name + "': parameters is not a JSON Schema object");
+  Json p = std::move(parsed).value();
   for (const char* key : {"$defs", "definitions"}) {
-    if (!p.contains(key)) continue;
-    for (const auto& [name, schema] : p[key].items()) {
+    const Json* group = p.find(key);
+    if (!group) continue;
+    if (!group->is_object())
+      return error(ErrorKind::InvalidArgument, "tool '" + t.name + "': " + key + " must be an object of schemas");
+    for (const auto& [name, schema] : group->as_object()) {
       if (defs.contains(name) && defs[name] != schema)
         return error(ErrorKind::InvalidArgument, "tools define '" + name +
                                                      "' differently in their $defs; with tool_choice required, "
@@ -285,7 +291,9 @@ Result<ojson> parameters_of(const ToolSpec& t, ojson& defs) {
           fixed += text[i++];
         }
       }
-      p = ojson::parse(fixed);
+      auto again = Json::parse(fixed);
+      if (!again) return error(ErrorKind::Internal, "tool '" + t.name + "': " + again.status().message());
+      p = std::move(again).value();
     }
     p.erase(key);
   }
@@ -295,8 +303,8 @@ Result<ojson> parameters_of(const ToolSpec& t, ojson& defs) {
 }  // namespace
 
 Result<std::string> forced_tool_schema(const ToolsRequest& tools) {
-  ojson defs = ojson::object();
-  ojson schema;
+  Json defs = Json::object();
+  Json schema;
   if (tools.choice == ToolChoice::Named) {
     for (const ToolSpec& t : tools.tools) {
       if (t.name != tools.named) continue;
@@ -305,29 +313,37 @@ Result<std::string> forced_tool_schema(const ToolsRequest& tools) {
       schema = std::move(p).value();
     }
   } else {
-    ojson alternatives = ojson::array();
+    Json alternatives = Json::array();
     for (const ToolSpec& t : tools.tools) {
       auto p = parameters_of(t, defs);
       TERN_RETURN_IF_ERROR(p.status());
-      alternatives.push_back(ojson{{"type", "object"},
-                                   {"properties", {{"name", {{"const", t.name}}}, {"arguments", std::move(p).value()}}},
-                                   {"required", {"name", "arguments"}},
-                                   {"additionalProperties", false}});
+      Json call;
+      call["type"] = "object";
+      call["properties"]["name"]["const"] = t.name;
+      call["properties"]["arguments"] = std::move(p).value();
+      call["required"] = Json::Array{"name", "arguments"};
+      call["additionalProperties"] = false;
+      alternatives.push_back(std::move(call));
     }
-    schema = {{"type", "array"}, {"minItems", 1}};
+    schema["type"] = "array";
+    schema["minItems"] = 1;
     if (!tools.parallel) schema["maxItems"] = 1;
-    schema["items"] = alternatives.size() == 1 ? alternatives[0] : ojson{{"anyOf", alternatives}};
+    if (alternatives.size() == 1) {
+      schema["items"] = std::move(alternatives.as_array()[0]);
+    } else {
+      schema["items"]["anyOf"] = std::move(alternatives);
+    }
   }
-  if (!defs.empty()) schema["$defs"] = defs;
-  return compact(schema);
+  if (!defs.empty()) schema["$defs"] = std::move(defs);
+  return schema.dump();
 }
 
 std::string tools_prompt_text(const ToolsRequest& tools) {
   // The wording of ChatTemplate::chatml()'s tools turn; kept short, as it costs prompt tokens.
   std::string s = "# Tools\n<tools>";
-  const ojson list = ojson::parse(tools.tools_json, nullptr, /*allow_exceptions=*/false);
-  if (list.is_array())
-    for (const ojson& t : list) s += "\n" + t.dump(-1, ' ', false, ojson::error_handler_t::replace);
+  const auto list = Json::parse(tools.tools_json);
+  if (list && list->is_array())
+    for (const Json& t : list->as_array()) s += "\n" + t.dump();
   s += "\n</tools>\nTo call functions, reply with one <tool_call>{\"name\": <name>, \"arguments\": <object>}"
        "</tool_call> per call.";
   return s;

@@ -4,7 +4,7 @@
 #include <queue>
 
 #include "tokenizer/byte_level.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tern {
 

@@ -5,52 +5,48 @@
 
 #include <algorithm>
 #include <ctime>
-#include <nlohmann/json.hpp>
 #include <regex>
 
 #include "core/assert.h"
+#include "core/json.h"
 #include "tokenizer/jinja_ast.h"
 
 namespace tern {
 
 namespace {
 
-using ojson = nlohmann::ordered_json;
-
 std::string pass(const std::function<std::string(std::string_view)>& f, std::string_view s) {
   return f ? f(s) : std::string(s);
 }
 
 // A JSON value as the Python object json.loads would give a template (dicts keep key order).
-jinja::Value to_value(const ojson& j, const std::function<std::string(std::string_view)>& text) {
+jinja::Value to_value(const Json& j, const std::function<std::string(std::string_view)>& text) {
   switch (j.type()) {
-    case ojson::value_t::null: return jinja::Value::none();
-    case ojson::value_t::boolean: return jinja::Value::of_bool(j.get<bool>());
-    case ojson::value_t::number_integer: return jinja::Value::of_int(j.get<int64_t>());
-    case ojson::value_t::number_unsigned:
-      return j.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX) ? jinja::Value::of_int(j.get<int64_t>())
-                                                                    : jinja::Value::of_float(j.get<double>());
-    case ojson::value_t::number_float: return jinja::Value::of_float(j.get<double>());
-    case ojson::value_t::string: return jinja::Value::of_string(pass(text, j.get_ref<const std::string&>()));
-    case ojson::value_t::array: {
+    case Json::Type::Null: return jinja::Value::none();
+    case Json::Type::Bool: return jinja::Value::of_bool(j.as_bool());
+    case Json::Type::Int: return jinja::Value::of_int(*j.to_int64());
+    case Json::Type::Uint:  // above INT64_MAX: the nearest float, as the template's int cannot hold it
+    case Json::Type::Double: return jinja::Value::of_float(j.as_double());
+    case Json::Type::String: return jinja::Value::of_string(pass(text, j.as_string()));
+    case Json::Type::Array: {
       jinja::List l;
-      for (const ojson& e : j) l.push_back(to_value(e, text));
+      for (const Json& e : j.as_array()) l.push_back(to_value(e, text));
       return jinja::Value::of_list(std::move(l));
     }
-    case ojson::value_t::object: {
+    case Json::Type::Object: {
       jinja::Dict d;
-      for (const auto& [k, v] : j.items()) d.emplace_back(pass(text, k), to_value(v, text));
+      for (const auto& [k, v] : j.distinct_members()) d.emplace_back(pass(text, k), to_value(*v, text));
       return jinja::Value::of_dict(std::move(d));
     }
-    default: return jinja::Value::none();
   }
+  return jinja::Value::none();
 }
 
 // Arguments reach templates as a dict when they are a JSON object (as vLLM and llama.cpp pass
 // them, so `arguments | tojson` prints JSON), else as the string sent.
 jinja::Value arguments_value(const std::string& arguments, const std::function<std::string(std::string_view)>& text) {
-  const ojson j = ojson::parse(arguments, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_discarded() && j.is_object()) return to_value(j, text);
+  const auto j = Json::parse(arguments);
+  if (j && j->is_object()) return to_value(*j, text);
   return jinja::Value::of_string(pass(text, arguments));
 }
 
@@ -168,20 +164,20 @@ Result<std::string> ChatTemplate::render(const ChatTemplateInputs& in) const {
       {"date_string", jinja::Value::of_string(std::string(date, n_date))},
   };
   if (!in.tools_json.empty()) {
-    const ojson tools = ojson::parse(in.tools_json, nullptr, /*allow_exceptions=*/false);
-    if (tools.is_discarded() || !tools.is_array())
+    const auto tools = Json::parse(in.tools_json);
+    if (!tools || !tools->is_array())
       return error(ErrorKind::InvalidArgument, "chat template: tools must be a JSON array");
-    globals.emplace_back("tools", to_value(tools, in.client_text));
+    globals.emplace_back("tools", to_value(*tools, in.client_text));
   }
   if (!in.kwargs_json.empty()) {
-    const ojson kwargs = ojson::parse(in.kwargs_json, nullptr, /*allow_exceptions=*/false);
-    if (kwargs.is_discarded() || !kwargs.is_object())
+    const auto kwargs = Json::parse(in.kwargs_json);
+    if (!kwargs || !kwargs->is_object())
       return error(ErrorKind::InvalidArgument, "chat template: chat_template_kwargs must be a JSON object");
-    for (const auto& [key, value] : kwargs.items()) {
+    for (const auto& [key, value] : kwargs->distinct_members()) {
       if (reserved_variable(key))
         return error(ErrorKind::InvalidArgument,
-                     "chat template: chat_template_kwargs cannot set '" + key + "' (the request sets it)");
-      globals.emplace_back(key, to_value(value, in.client_text));
+                     "chat template: chat_template_kwargs cannot set '" + std::string(key) + "' (the request sets it)");
+      globals.emplace_back(std::string(key), to_value(*value, in.client_text));
     }
   }
   jinja::RenderLimits limits;

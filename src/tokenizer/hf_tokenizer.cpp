@@ -6,7 +6,7 @@
 #include "core/log.h"
 #include "tokenizer/hf_pre_tokenizer.h"
 #include "tokenizer/hf_special_tokens.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tern {
 

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "core/utf8.h"
 #include "tokenizer/jinja_ast.h"
 
 namespace tern::jinja {
@@ -26,24 +27,6 @@ Status lex_error(int line, int column, const std::string& message) {
   return error(ErrorKind::InvalidArgument,
                "chat template: line " + std::to_string(line) + ", column " + std::to_string(column) + ": " +
                    message);
-}
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
 }
 
 int hex_value(char c) {
@@ -245,7 +228,7 @@ class Lexer {
             cp = cp * 16 + static_cast<uint32_t>(h);
           }
           if (cp > 0x10FFFF) return lex_error(line, column, "escape out of Unicode range");
-          append_utf8(out, cp);
+          utf8::append(out, cp);
           p += n;
           break;
         }

@@ -3,7 +3,7 @@
 #include <queue>
 #include <unordered_map>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tern {
 

@@ -1,6 +1,6 @@
 // StreamDecoder (declared in tokenizer.h): token pieces in, complete UTF-8 out.
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tern {
 

@@ -7,7 +7,7 @@
 #include <array>
 #include <memory>
 
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tern::unicode {
 

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "tokenizer/unicode.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tern {
 

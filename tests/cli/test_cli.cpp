@@ -243,8 +243,8 @@ TEST(Cli, BatchRunsRequestsConcurrentlyAndReportsBadLines) {
   EXPECT_NE(lines[0].find("\"finish_reason\":\"length\""), std::string::npos);
   EXPECT_NE(lines[1].find("\"id\":1,"), std::string::npos) << lines[1];
   EXPECT_NE(lines[2].find("\"id\":3,"), std::string::npos) << lines[2];
-  EXPECT_EQ(lines[3], R"({"error":"invalid JSON","id":4})");
-  EXPECT_EQ(lines[4], R"({"error":"\"max_tokens\" must be an integer, got \"many\"","id":5})");
+  EXPECT_EQ(lines[3], R"({"id":4,"error":"invalid JSON at byte 1: expected a string key"})");
+  EXPECT_EQ(lines[4], R"({"id":5,"error":"\"max_tokens\" must be an integer, got \"many\""})");
   // Same greedy request through `tern run` gives the same text.
   auto r = run_tern("run -m " + quote(test::stories_gguf()) + " -p 'Once upon a time' -n 40 --temp 0 -t 1");
   ASSERT_EQ(r.exit_code, 0);

@@ -37,15 +37,15 @@ TEST(CliRequests, BatchRejectsNonIntegerTokenIdsAndEmptyStops) {
   for (size_t b = 0, e; (e = o.out.find('\n', b)) != std::string::npos; b = e + 1) lines.push_back(o.out.substr(b, e - b));
   ASSERT_EQ(lines.size(), 10u) << o.out;
   const std::vector<std::string> want = {
-      R"j({"error":"\"prompt\"[1] = 1.7 is not a token id (an integer >= 0)","id":0})j",
-      R"j({"error":"\"prompt\"[0] = 10000000000.0 is not a token id (an integer >= 0)","id":1})j",
-      R"j({"error":"\"prompt\"[0] = 10000000000 is not a token id (an integer >= 0)","id":2})j",
-      R"j({"error":"\"prompt\"[0] = -1 is not a token id (an integer >= 0)","id":3})j",
-      R"j({"error":"\"stop\" strings must not be empty (an empty stop would end every request at once)","id":4})j",
-      R"j({"error":"\"stop\" strings must not be empty (an empty stop would end every request at once)","id":5})j",
-      R"j({"error":"\"max_tokens\" must be an integer, got 1.5","id":6})j",
-      R"j({"error":"\"max_tokens\" must be an integer, got 10000000000.0","id":7})j",
-      R"j({"error":"\"seed\" must be an integer >= 0, got -3","id":8})j",
+      R"j({"id":0,"error":"\"prompt\"[1] = 1.7 is not a token id (an integer >= 0)"})j",
+      R"j({"id":1,"error":"\"prompt\"[0] = 10000000000.0 is not a token id (an integer >= 0)"})j",
+      R"j({"id":2,"error":"\"prompt\"[0] = 10000000000 is not a token id (an integer >= 0)"})j",
+      R"j({"id":3,"error":"\"prompt\"[0] = -1 is not a token id (an integer >= 0)"})j",
+      R"j({"id":4,"error":"\"stop\" strings must not be empty (an empty stop would end every request at once)"})j",
+      R"j({"id":5,"error":"\"stop\" strings must not be empty (an empty stop would end every request at once)"})j",
+      R"j({"id":6,"error":"\"max_tokens\" must be an integer, got 1.5"})j",
+      R"j({"id":7,"error":"\"max_tokens\" must be an integer, got 10000000000.0"})j",
+      R"j({"id":8,"error":"\"seed\" must be an integer >= 0, got -3"})j",
   };
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(lines[i], want[i]);
   EXPECT_NE(lines[9].find("\"n_tokens_prompt\":2"), std::string::npos) << lines[9];

@@ -59,7 +59,9 @@ TEST(Safetensors, MalformedFilesAreRefused) {
   std::vector<uint8_t> huge(16, 0);
   huge[0] = 0xff, huge[7] = 0x7f;
   expect_st_error(huge, "header length");
-  expect_st_error(with_header("{not json", 0), "not a JSON object");
+  expect_st_error(with_header("{not json", 0), "not a JSON object: invalid JSON at byte 1");
+  expect_st_error(with_header(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                              R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8), "'a' appears twice");
   expect_st_error(with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4), "outside");
   expect_st_error(with_header(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 16), "needs 3 x 4 bytes");
   expect_st_error(with_header(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
@@ -263,6 +265,14 @@ TEST_F(HfErrors, ShardOutsideTheDirectory) {
   std::filesystem::remove(dir_ + "/model.safetensors");
   std::ofstream(dir_ + "/model.safetensors.index.json") << R"({"weight_map": {"model.norm.weight": "../x.safetensors"}})";
   expect_error(ErrorKind::InvalidFile, {"not a plain file name"});
+}
+
+TEST_F(HfErrors, ShardIndexThatIsNotJsonOrNamesATensorTwice) {
+  std::filesystem::remove(dir_ + "/model.safetensors");
+  std::ofstream(dir_ + "/model.safetensors.index.json") << R"({"weight_map": {"a": "x.safetensors",})";
+  expect_error(ErrorKind::InvalidFile, {"model.safetensors.index.json: invalid JSON at byte"});
+  std::ofstream(dir_ + "/model.safetensors.index.json") << R"({"weight_map": {"a": "x", "a": "y"}})";
+  expect_error(ErrorKind::InvalidFile, {"weight_map names 'a' twice"});
 }
 
 TEST_F(HfErrors, TruncatedCheckpoint) {

@@ -14,7 +14,7 @@
 
 #include "server/live_server.h"
 #include "server/raw_client.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tern::server {
 namespace {

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 #include "tokenizer_test_util.h"
 
 namespace tern {

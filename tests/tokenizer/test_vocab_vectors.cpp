@@ -14,7 +14,7 @@
 #include "gguf/reader.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 #include "tokenizer_test_util.h"
 
 namespace tern {

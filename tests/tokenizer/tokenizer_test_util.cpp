@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "tokenizer/byte_level.h"
-#include "tokenizer/utf8.h"
+#include "core/utf8.h"
 
 namespace tern::test {
 

@@ -7,36 +7,41 @@
 namespace tern::cli {
 namespace {
 
-using Json = nlohmann::json;
+std::string quoted(const char* key) { return std::string("\"") + key + "\""; }
 
-// Fields that must be JSON integers: nlohmann's get<int>() would cast 1.7 to
-// 1 and 1e10 to INT_MIN without a word. Returns an error message or "".
-std::string get_integer(const Json& j, const char* key, int64_t lo, int64_t hi, int64_t& out) {
-  const Json& v = j[key];
-  if (!v.is_number_integer()) return std::string("\"") + key + "\" must be an integer, got " + v.dump();
-  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(hi)
-                                               : v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
-  if (!in_range)
-    return std::string("\"") + key + "\" = " + v.dump() + " is outside [" + std::to_string(lo) + ", " +
-           std::to_string(hi) + "]";
-  out = v.get<int64_t>();
+// Fields that must be JSON integers (1.7 and 1e10 are refused, not cast).
+// Returns an error message or "".
+std::string get_integer(const Json& v, const char* key, int64_t lo, int64_t hi, int64_t& out) {
+  if (!v.is_integer()) return quoted(key) + " must be an integer, got " + v.dump();
+  const auto i = v.to_int64();
+  if (!i || *i < lo || *i > hi)
+    return quoted(key) + " = " + v.dump() + " is outside [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  out = *i;
   return "";
 }
 
 std::string parse_token_ids(const Json& p, std::vector<int32_t>& out) {
-  for (size_t i = 0; i < p.size(); ++i) {
-    const Json& t = p[i];
-    const bool ok = t.is_number_unsigned() ? t.get<uint64_t>() <= INT32_MAX
-                                           : t.is_number_integer() && t.get<int64_t>() >= 0 && t.get<int64_t>() <= INT32_MAX;
-    if (!ok) return "\"prompt\"[" + std::to_string(i) + "] = " + t.dump() + " is not a token id (an integer >= 0)";
-    out.push_back(t.get<int32_t>());
+  const Json::Array& ids = p.as_array();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto t = ids[i].to_int64();
+    if (!t || *t < 0 || *t > INT32_MAX)
+      return "\"prompt\"[" + std::to_string(i) + "] = " + ids[i].dump() + " is not a token id (an integer >= 0)";
+    out.push_back(static_cast<int32_t>(*t));
   }
   return "";
 }
 
 std::string parse_stop(const Json& s, std::vector<std::string>& out) {
-  if (s.is_string()) out.push_back(s.get<std::string>());
-  else out = s.get<std::vector<std::string>>();
+  if (s.is_string()) {
+    out.push_back(s.as_string());
+  } else if (s.is_array()) {
+    for (const Json& t : s.as_array()) {
+      if (!t.is_string()) return "\"stop\" must be a string or an array of strings, got " + s.dump();
+      out.push_back(t.as_string());
+    }
+  } else {
+    return "\"stop\" must be a string or an array of strings, got " + s.dump();
+  }
   for (const std::string& t : out)
     if (t.empty()) return "\"stop\" strings must not be empty (an empty stop would end every request at once)";
   return "";
@@ -45,21 +50,26 @@ std::string parse_stop(const Json& s, std::vector<std::string>& out) {
 // "grammar" (GBNF), "regex", "json_schema" (a schema) or "response_format"
 // ({"type": "json_object"} or {"type": "json_schema", "json_schema": {"schema"}}),
 // at most one; the schema keeps the line's key order (its property order).
-std::string parse_constraint(const std::string& line, const Json& j, OutputConstraint& out) {
+std::string parse_constraint(const Json& j, OutputConstraint& out) {
   int n = 0;
-  if (j.contains("grammar")) out = {ConstraintKind::Gbnf, j["grammar"].get<std::string>()}, ++n;
-  if (j.contains("regex")) out = {ConstraintKind::Regex, j["regex"].get<std::string>()}, ++n;
-  const auto ordered = nlohmann::ordered_json::parse(line, nullptr, false);
-  if (j.contains("json_schema")) out = {ConstraintKind::JsonSchema, ordered["json_schema"].dump()}, ++n;
-  if (j.contains("response_format")) {
-    const std::string type = j["response_format"].value("type", "");
-    if (type == "json_object") {
+  for (const auto& [key, kind] : {std::pair{"grammar", ConstraintKind::Gbnf}, std::pair{"regex", ConstraintKind::Regex}}) {
+    const Json* v = j.find(key);
+    if (!v) continue;
+    if (!v->is_string()) return quoted(key) + " must be a string, got " + std::string(v->type_name());
+    out = {kind, v->as_string()}, ++n;
+  }
+  if (const Json* schema = j.find("json_schema")) out = {ConstraintKind::JsonSchema, schema->dump()}, ++n;
+  if (const Json* rf = j.find("response_format")) {
+    if (!rf->is_object()) return "\"response_format\" must be an object";
+    const Json& type = (*rf)["type"];
+    const std::string t = type.is_string() ? type.as_string() : "";
+    if (t == "json_object") {
       out = {ConstraintKind::JsonObject, ""}, ++n;
-    } else if (type == "json_schema") {
-      if (!j["response_format"].contains("json_schema") || !j["response_format"]["json_schema"].contains("schema"))
-        return "\"response_format\" json_schema needs \"json_schema\": {\"schema\": ...}";
-      out = {ConstraintKind::JsonSchema, ordered["response_format"]["json_schema"]["schema"].dump()}, ++n;
-    } else if (type != "text") {
+    } else if (t == "json_schema") {
+      const Json* schema = (*rf)["json_schema"].find("schema");
+      if (!schema) return "\"response_format\" json_schema needs \"json_schema\": {\"schema\": ...}";
+      out = {ConstraintKind::JsonSchema, schema->dump()}, ++n;
+    } else if (t != "text") {
       return "\"response_format\" type must be text, json_object or json_schema";
     }
   }
@@ -67,46 +77,58 @@ std::string parse_constraint(const std::string& line, const Json& j, OutputConst
   return "";
 }
 
+std::string parse_number(const Json& j, const char* key, float& out) {
+  const Json* v = j.find(key);
+  if (!v) return "";
+  if (!v->is_number()) return quoted(key) + " must be a number, got " + v->dump();
+  out = static_cast<float>(v->as_double());
+  return "";
+}
+
 }  // namespace
 
 std::string parse_batch_line(const std::string& line, BatchLine& item) {
-  Json j = Json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return "invalid JSON";
+  auto parsed = Json::parse(line, /*max_depth=*/64);
+  if (!parsed) return parsed.status().message();
+  const Json& j = *parsed;
   if (!j.is_object()) return "expected a JSON object";
-  if (j.contains("id")) item.id = j["id"];
+  if (const Json* id = j.find("id")) item.id = *id;
   GenerationRequest& r = item.request;
   r.sampling.seed = SamplingParams::kRandomSeed;
   std::string err;
   int64_t v = 0;
   auto integer = [&](const char* key, int64_t lo, int64_t hi, auto& field) {
-    if (!err.empty() || !j.contains(key)) return;
-    err = get_integer(j, key, lo, hi, v);
+    const Json* f = j.find(key);
+    if (!err.empty() || !f) return;
+    err = get_integer(*f, key, lo, hi, v);
     if (err.empty()) field = static_cast<std::remove_reference_t<decltype(field)>>(v);
   };
-  try {
-    if (!j.contains("prompt")) return "missing \"prompt\"";
-    const Json& p = j["prompt"];
-    if (p.is_string()) r.prompt = p.get<std::string>();
-    else if (p.is_array()) err = parse_token_ids(p, r.prompt_tokens);
-    else return "\"prompt\" must be a string or an array of token ids";
-    integer("max_tokens", 0, INT32_MAX, r.max_tokens);
-    integer("top_k", INT32_MIN, INT32_MAX, r.sampling.top_k);
-    integer("priority", INT32_MIN, INT32_MAX, r.priority);
-    if (!err.empty()) return err;
-    if (j.contains("seed")) {
-      if (!j["seed"].is_number_unsigned()) return "\"seed\" must be an integer >= 0, got " + j["seed"].dump();
-      r.sampling.seed = j["seed"].get<uint64_t>();
-    }
-    if (j.contains("temperature")) r.sampling.temperature = j["temperature"].get<float>();
-    if (j.contains("top_p")) r.sampling.top_p = j["top_p"].get<float>();
-    if (j.contains("min_p")) r.sampling.min_p = j["min_p"].get<float>();
-    if (j.contains("tenant")) r.tenant = j["tenant"].get<std::string>();
-    if (j.contains("ignore_eos")) r.ignore_eos = j["ignore_eos"].get<bool>();
-    if (j.contains("stop")) err = parse_stop(j["stop"], r.stop);
-    if (err.empty()) err = parse_constraint(line, j, r.constraint);
-  } catch (const Json::exception& e) {
-    return std::string("bad field type: ") + e.what();
+  const Json* p = j.find("prompt");
+  if (!p) return "missing \"prompt\"";
+  if (p->is_string()) r.prompt = p->as_string();
+  else if (p->is_array()) err = parse_token_ids(*p, r.prompt_tokens);
+  else return "\"prompt\" must be a string or an array of token ids";
+  integer("max_tokens", 0, INT32_MAX, r.max_tokens);
+  integer("top_k", INT32_MIN, INT32_MAX, r.sampling.top_k);
+  integer("priority", INT32_MIN, INT32_MAX, r.priority);
+  if (!err.empty()) return err;
+  if (const Json* seed = j.find("seed")) {
+    if (!seed->to_uint64()) return "\"seed\" must be an integer >= 0, got " + seed->dump();
+    r.sampling.seed = *seed->to_uint64();
   }
+  for (const auto& [key, field] : {std::pair<const char*, float*>{"temperature", &r.sampling.temperature},
+                                   {"top_p", &r.sampling.top_p}, {"min_p", &r.sampling.min_p}})
+    if (err = parse_number(j, key, *field); !err.empty()) return err;
+  if (const Json* t = j.find("tenant")) {
+    if (!t->is_string()) return "\"tenant\" must be a string, got " + t->dump();
+    r.tenant = t->as_string();
+  }
+  if (const Json* e = j.find("ignore_eos")) {
+    if (!e->is_bool()) return "\"ignore_eos\" must be true or false, got " + e->dump();
+    r.ignore_eos = e->as_bool();
+  }
+  if (const Json* s = j.find("stop")) err = parse_stop(*s, r.stop);
+  if (err.empty()) err = parse_constraint(j, r.constraint);
   return err;
 }
 

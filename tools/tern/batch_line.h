@@ -5,15 +5,16 @@
 // cmd_batch.cpp so that a fuzz harness can feed it (tests/fuzz).
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include "core/json.h"
 
 #include "tern/engine.h"
 
 namespace tern::cli {
 
 struct BatchLine {
-  nlohmann::json id;  // the line's "id", else its 0-based line number (set by the caller)
+  Json id;  // the line's "id", else its 0-based line number (set by the caller)
   GenerationRequest request;
 };
 

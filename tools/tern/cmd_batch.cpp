@@ -8,7 +8,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
@@ -16,6 +15,7 @@
 #include "batch_line.h"
 #include "commands.h"
 #include "core/input_file.h"
+#include "core/json.h"
 #include "engine_flags.h"
 #include "eval/kl_divergence.h"
 #include "output.h"
@@ -24,7 +24,6 @@
 namespace tern::cli {
 namespace {
 
-using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 struct Item : BatchLine {
@@ -153,7 +152,7 @@ int cmd_batch(int argc, char** argv) {
       for (size_t k = 1; k < it.token_times_s.size(); ++k)
         itl.push_back((it.token_times_s[k] - it.token_times_s[k - 1]) * 1e3);
     }
-    if (auto s = out->write(j.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n"); !s)
+    if (auto s = out->write(j.dump() + "\n"); !s)
       return report(s.with_context("batch"));
   }
   if (auto s = out->finish(); !s) return report(s.with_context("batch"));

@@ -1,4 +1,4 @@
-// tokenizer/utf8.h — strict UTF-8 decoding and encoding helpers.
+// core/utf8.h — strict UTF-8 decoding and encoding helpers.
 //
 // Contract: every function accepts arbitrary bytes and never reads past the
 // end of its input. "Strict" means what RFC 3629 allows: no overlong forms, no
