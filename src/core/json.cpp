@@ -378,8 +378,16 @@ class Parser {
   }
 
  private:
+  // "at byte N", and for text of several lines "at line L, column C (byte N)" (columns count bytes, from 1).
   Status failure() const {
-    return error(ErrorKind::InvalidArgument, "invalid JSON at byte " + std::to_string(err_pos_) + ": " + err_);
+    const std::string_view before = s_.substr(0, err_pos_);
+    const size_t line = static_cast<size_t>(std::count(before.begin(), before.end(), '\n')) + 1;
+    std::string where = "byte " + std::to_string(err_pos_);
+    if (line > 1) {
+      const size_t column = err_pos_ - before.rfind('\n');
+      where = "line " + std::to_string(line) + ", column " + std::to_string(column) + " (" + where + ")";
+    }
+    return error(ErrorKind::InvalidArgument, "invalid JSON at " + where + ": " + err_);
   }
   bool fail(const char* what) {
     if (err_.empty()) err_ = what, err_pos_ = pos_;

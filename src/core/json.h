@@ -112,6 +112,10 @@ class Json {
   Json& operator[](size_t i);
   // Appends to an array; a null value becomes an array first.
   void push_back(Json v);
+  // An array's elements, for range-for; an empty range for anything else
+  // (objects: as_object() or distinct_members()).
+  const Json* begin() const { return type_ == Type::Array ? u_.a->data() : nullptr; }
+  const Json* end() const { return type_ == Type::Array ? u_.a->data() + u_.a->size() : nullptr; }
   // Elements of an array or members of an object; 0 for anything else.
   size_t size() const;
   bool empty() const { return size() == 0; }
@@ -132,7 +136,8 @@ class Json {
 
   // RFC 8259 text (a UTF-8 byte-order mark at the start is skipped) with
   // nothing but whitespace after it, nested at most max_depth deep. Errors
-  // name the byte offset: "invalid JSON at byte 12: expected ':'".
+  // name the place: "invalid JSON at byte 12: expected ':'", or in text of
+  // several lines "invalid JSON at line 3, column 7 (byte 40): ...".
   static Result<Json> parse(std::string_view text, int max_depth = kDefaultMaxDepth);
 
  private:

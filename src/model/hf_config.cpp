@@ -1,17 +1,17 @@
 #include "model/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
-
 #include "core/input_file.h"
+#include "core/json.h"
 #include "model/gguf_names.h"
 
 namespace tern::hf {
 namespace {
 
-using json = nlohmann::json;
+using json = ::tern::Json;
 using gguf::Value;
 using gguf_names::Key;
 
@@ -26,8 +26,8 @@ class Fields {
  public:
   explicit Fields(const json& obj) : obj_(obj) {}
   const json* find(const char* key) const {
-    auto it = obj_.find(key);
-    return it == obj_.end() || it->is_null() ? nullptr : &*it;
+    const json* v = obj_.find(key);
+    return v && !v->is_null() ? v : nullptr;
   }
   // An integer in [0, 2^24] (a float holding an integer is accepted, as Python writes 4096.0 sometimes).
   Result<int> integer(const char* key, std::optional<int> fallback) const {
@@ -37,7 +37,7 @@ class Fields {
       return error(ErrorKind::InvalidFile, std::string("config.json has no \"") + key + "\"");
     }
     if (v->is_number()) {
-      const double d = v->get<double>();
+      const double d = v->as_double();
       if (d >= 0 && d <= kMaxInt && std::floor(d) == d) return static_cast<int>(d);
     }
     return error(ErrorKind::InvalidFile, std::string("config.json \"") + key + "\" = " + v->dump() +
@@ -46,28 +46,28 @@ class Fields {
   Result<double> real(const char* key, double fallback) const {
     const json* v = find(key);
     if (!v) return fallback;
-    if (!v->is_number() || !std::isfinite(v->get<double>()))
+    if (!v->is_number() || !std::isfinite(v->as_double()))
       return error(ErrorKind::InvalidFile, std::string("config.json \"") + key + "\" = " + v->dump() + " is not a number");
-    return v->get<double>();
+    return v->as_double();
   }
   bool boolean(const char* key, bool fallback) const {
     const json* v = find(key);
-    return v && v->is_boolean() ? v->get<bool>() : fallback;
+    return v && v->is_bool() ? v->as_bool() : fallback;
   }
   std::string string(const char* key) const {
     const json* v = find(key);
-    return v && v->is_string() ? v->get<std::string>() : std::string();
+    return v && v->is_string() ? v->as_string() : std::string();
   }
   Result<std::vector<float>> floats(const char* key) const {
     std::vector<float> out;
     const json* v = find(key);
     if (!v) return out;
     if (!v->is_array()) return error(ErrorKind::InvalidFile, std::string("config.json \"") + key + "\" is not a list of numbers");
-    for (const json& x : *v) {
-      if (!x.is_number() || !std::isfinite(x.get<double>()) || !(x.get<double>() > 0))
+    for (const json& x : v->as_array()) {
+      if (!x.is_number() || !std::isfinite(x.as_double()) || !(x.as_double() > 0))
         return error(ErrorKind::InvalidFile, std::string("config.json \"") + key + "\" holds " + x.dump() +
                                                  ": RoPE factors must be positive numbers");
-      out.push_back(static_cast<float>(x.get<double>()));
+      out.push_back(static_cast<float>(x.as_double()));
     }
     return out;
   }
@@ -159,8 +159,8 @@ Status check_layer_types(const json& cfg, int n_layer, int period) {
     return error(ErrorKind::InvalidFile, "config.json layer_types must list one type per layer");
   for (int il = 0; il < n_layer; ++il) {
     const bool local = period == 0 || il % period < period - 1;
-    const json& t = (*types)[static_cast<size_t>(il)];
-    if (!t.is_string() || (t.get<std::string>() == "sliding_attention") != local)
+    const json& t = types->as_array()[static_cast<size_t>(il)];
+    if (!t.is_string() || (t.as_string() == "sliding_attention") != local)
       return error(ErrorKind::Unsupported, "config.json layer_types does not follow the pattern of one global layer in " +
                                                std::to_string(period) + " (layer " + std::to_string(il) +
                                                " is " + t.dump() + "), which GGUF cannot express");
@@ -379,8 +379,10 @@ std::string supported_model_types() {
 }
 
 Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string& name) {
-  const json root = json::parse(json_text, nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) return error(ErrorKind::InvalidFile, "config.json is not a JSON object");
+  const auto parsed = json::parse(json_text);
+  if (!parsed) return error(ErrorKind::InvalidFile, "config.json is not a JSON object: " + parsed.status().message());
+  const json& root = *parsed;
+  if (!root.is_object()) return error(ErrorKind::InvalidFile, "config.json is not a JSON object");
   HfConfig c;
   c.model_type = Fields(root).string("model_type");
   const json* cfg = &root;

@@ -8,20 +8,16 @@
 
 namespace tern::hf {
 
-const json* member(const json& obj, const char* key) {
-  if (!obj.is_object()) return nullptr;
-  auto it = obj.find(key);
-  return it == obj.end() ? nullptr : &*it;
-}
+const json* member(const json& obj, const char* key) { return obj.find(key); }
 
 const std::string* string_member(const json& obj, const char* key) {
   const json* v = member(obj, key);
-  return v != nullptr && v->is_string() ? v->get_ptr<const std::string*>() : nullptr;
+  return v != nullptr && v->is_string() ? &v->as_string() : nullptr;
 }
 
 bool bool_member(const json& obj, const char* key, bool fallback) {
   const json* v = member(obj, key);
-  return v != nullptr && v->is_boolean() ? v->get<bool>() : fallback;
+  return v != nullptr && v->is_bool() ? v->as_bool() : fallback;
 }
 
 Result<json> read_json_file(const std::string& path, bool required) {
@@ -32,12 +28,9 @@ Result<json> read_json_file(const std::string& path, bool required) {
   }
   auto text = read_file(path);
   TERN_RETURN_IF_ERROR(text);
-  try {
-    return json::parse(*text);
-  } catch (const json::exception& e) {
-    // e.what() reads "[json.exception.parse_error.101] parse error at line L, column C: ...".
-    return error(ErrorKind::InvalidFile, path + ": malformed JSON: " + e.what());
-  }
+  auto j = json::parse(*text);
+  if (!j) return error(ErrorKind::InvalidFile, path + ": malformed JSON: " + j.status().message());
+  return std::move(j).value();
 }
 
 namespace {

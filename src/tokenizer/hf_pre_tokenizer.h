@@ -9,15 +9,14 @@
 // near miss would tokenize differently without any error.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <string>
 
+#include "core/json.h"
 #include "core/status.h"
 
 namespace tern::hf {
 
-using nlohmann::json;
+using json = ::tern::Json;
 
 // Small non-throwing accessors: nullptr / fallback when absent or of another type.
 const json* member(const json& obj, const char* key);

@@ -34,7 +34,7 @@ constexpr SpecialKind kKinds[] = {
 const std::string* config_token_text(const json& config, const std::string& key) {
   const json* v = member(config, key.c_str());
   if (v == nullptr) return nullptr;
-  if (v->is_string()) return v->get_ptr<const std::string*>();
+  if (v->is_string()) return &v->as_string();
   return string_member(*v, "content");
 }
 
@@ -46,8 +46,8 @@ const json* config_id(const json& config, const std::string& key) {
   if (v == nullptr) {
     if (const json* text = member(config, "text_config")) v = member(*text, key.c_str());
   }
-  if (v != nullptr && v->is_array() && !v->empty()) v = &(*v)[0];
-  return v != nullptr && v->is_number_integer() ? v : nullptr;
+  if (v != nullptr && v->is_array() && !v->empty()) v = &v->as_array().front();
+  return v != nullptr && v->is_integer() ? v : nullptr;
 }
 
 using Texts = std::map<std::string, std::string>;  // kind -> token text
@@ -78,11 +78,11 @@ void apply_post_processor(const json& post, Texts& texts, SpecialTokens& out) {
     if (*type != "TemplateProcessing") continue;
     const json* single = member(*p, "single");
     if (single == nullptr || !single->is_array() || single->size() < 2) continue;
-    if (const std::string* first = special_token_id(single->front())) {
+    if (const std::string* first = special_token_id(single->as_array().front())) {
       if (!texts.count("bos")) texts["bos"] = *first;
       out.add_bos = *first == texts["bos"] || (texts.count("cls") && *first == texts["cls"]);
     }
-    if (const std::string* last = special_token_id(single->back())) {
+    if (const std::string* last = special_token_id(single->as_array().back())) {
       if (!texts.count("eos")) texts["eos"] = *last;
       out.add_eos = *last == texts["eos"];
     }
@@ -94,7 +94,7 @@ void set_from_config(const json& config, const char* file, const SpecialKind& ki
   if (ids.count(kind.name)) return;
   const json* v = config_id(config, std::string(kind.name) + "_token_id");
   if (v == nullptr) return;
-  const int64_t id = v->get<int64_t>();
+  const int64_t id = v->to_int64().value_or(-1);  // above INT64_MAX: outside, as below
   if (id < 0 || id >= index.n_vocab) {
     TERN_LOG_WARN("%s: %s_token_id %lld is outside the vocabulary of %d tokens; ignored", file, kind.name,
                   static_cast<long long>(id), index.n_vocab);
@@ -118,8 +118,8 @@ Result<SpecialTokens> read_special_tokens(const ModelFiles& files, const TokenIn
   if (const json* post = member(files.tokenizer, "post_processor")) apply_post_processor(*post, texts, out);
   for (const char* flag : {"bos", "eos"}) {
     const json* v = member(files.tokenizer_config, (std::string("add_") + flag + "_token").c_str());
-    if (v == nullptr || !v->is_boolean()) continue;
-    (std::string(flag) == "bos" ? out.add_bos : out.add_eos) = v->get<bool>();
+    if (v == nullptr || !v->is_bool()) continue;
+    (std::string(flag) == "bos" ? out.add_bos : out.add_eos) = v->as_bool();
   }
 
   std::map<std::string, int64_t> ids;
@@ -185,7 +185,7 @@ Result<std::vector<std::pair<std::string, gguf::Value>>> read_chat_templates(con
   }
   if (tmpl->is_null()) return out;
   if (tmpl->is_string()) {
-    out.emplace_back("tokenizer.chat_template", gguf::Value::of_string(tmpl->get<std::string>()));
+    out.emplace_back("tokenizer.chat_template", gguf::Value::of_string(tmpl->as_string()));
     return out;
   }
   if (!tmpl->is_array())

@@ -42,8 +42,8 @@ Status invalid(const hf::ModelFiles& f, const std::string& what) {
 }
 
 Result<int32_t> token_id(const hf::ModelFiles& f, const json& v, const std::string& text, int64_t limit) {
-  if (!v.is_number_integer()) return invalid(f, "the id of '" + text + "' is not an integer");
-  const int64_t id = v.get<int64_t>();
+  if (!v.is_integer()) return invalid(f, "the id of '" + text + "' is not an integer");
+  const int64_t id = v.to_int64().value_or(INT64_MAX);  // above INT64_MAX: out of range below
   if (id < 0 || id >= limit)
     return invalid(f, "the id " + std::to_string(id) + " of '" + text + "' is out of range (the file has " +
                           "far fewer tokens)");
@@ -70,10 +70,11 @@ Status place(const hf::ModelFiles& f, std::vector<Token>& tokens, int32_t id, co
 Status read_model_vocab(const hf::ModelFiles& f, const json& model, Assembled& a) {
   const json* vocab = hf::member(model, "vocab");
   if (vocab == nullptr || !vocab->is_object()) return invalid(f, "model.vocab is not an object of token -> id");
-  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    auto id = token_id(f, it.value(), it.key(), a.id_limit);
+  for (const auto& [key, value] : vocab->distinct_members()) {  // a token listed twice: its last id
+    const std::string text(key);
+    auto id = token_id(f, *value, text, a.id_limit);
     TERN_RETURN_IF_ERROR(id);
-    TERN_RETURN_IF_ERROR(place(f, a.tokens, *id, it.key(), false));
+    TERN_RETURN_IF_ERROR(place(f, a.tokens, *id, text, false));
   }
   return Status::ok();
 }
@@ -104,8 +105,8 @@ Result<size_t> vocab_size(const hf::ModelFiles& f, size_t n_tokens) {
   if (v == nullptr) {
     if (const json* text = hf::member(f.config, "text_config")) v = hf::member(*text, "vocab_size");
   }
-  if (v == nullptr || !v->is_number_integer()) return n_tokens;
-  const int64_t n = v->get<int64_t>();
+  if (v == nullptr || !v->is_integer()) return n_tokens;
+  const int64_t n = v->to_int64().value_or(INT64_MAX);
   if (n < static_cast<int64_t>(n_tokens) || n > kMaxTokens)
     return error(ErrorKind::InvalidFile, f.dir + "/config.json: vocab_size " + std::to_string(n) +
                                              " does not hold the tokenizer's " + std::to_string(n_tokens) +
@@ -123,15 +124,15 @@ Status read_merges(const hf::ModelFiles& f, const json& model, Assembled& a) {
     const json& m = (*merges)[i];
     std::string left, right;
     if (m.is_string()) {
-      const std::string& s = m.get_ref<const std::string&>();
+      const std::string& s = m.as_string();
       const size_t sep = s.find(' ');
       if (sep == std::string::npos || s.find(' ', sep + 1) != std::string::npos)
         return invalid(f, "merge #" + std::to_string(i) + " '" + s + "' is not two tokens separated by a space");
       left = s.substr(0, sep);
       right = s.substr(sep + 1);
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-      left = m[0].get<std::string>();
-      right = m[1].get<std::string>();
+    } else if (m.is_array() && m.size() == 2 && m.as_array()[0].is_string() && m.as_array()[1].is_string()) {
+      left = m.as_array()[0].as_string();
+      right = m.as_array()[1].as_string();
     } else {
       return invalid(f, "merge #" + std::to_string(i) + " is neither \"a b\" nor [\"a\", \"b\"]");
     }

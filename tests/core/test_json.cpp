@@ -125,6 +125,7 @@ TEST(Json, ErrorsNameTheByte) {
   EXPECT_EQ(parse_error("[1, 2"), "invalid JSON at byte 5: unexpected end of input in an array");
   EXPECT_EQ(parse_error("1 2"), "invalid JSON at byte 2: unexpected text after the value");
   EXPECT_EQ(parse_error(""), "invalid JSON at byte 0: unexpected end of input");
+  EXPECT_EQ(parse_error("{\"a\": 1,\n \"b\" 2}"), "invalid JSON at line 2, column 6 (byte 14): expected ':'");
   for (const char* bad : {"   ", "[1,]", "{,}", "{\"a\":1,}", "01", "+1", ".5", "1.", "1e", "1e+", "-", "NaN",
                           "Infinity", "'a'", "[1 2]", "{\"a\"}", "{1:2}", "tru", "nul", "[", "{", "\"abc",
                           "\xEF\xBB", "[\"a\",]"})
