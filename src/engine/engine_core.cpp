@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <new>
 
 #include "core/assert.h"
 #include "core/format_bytes.h"
@@ -155,6 +156,29 @@ double EngineCore::now_s() const {
 }
 
 void EngineCore::add(RequestId id, const PreparedRequest& p) {
+  try {
+    add_once(id, p);
+  } catch (const std::bad_alloc&) {
+    // Memory ran out while queueing it: undo what was queued; it ends with Error at the next
+    // step. (A second failure here propagates.)
+    const SchedRequest* r = scheduler_->find(id);
+    if (spec_) spec_->remove(id, r ? std::span<const TokenId>(r->tokens) : std::span<const TokenId>());
+    if (r) scheduler_->remove(id, *kv_);
+    runner_->remove_request(id);
+    score_only_.erase(id);
+    std::erase_if(pending_, [&](const CoreOutput& o) { return o.id == id; });
+    CoreOutput o;
+    o.id = id;
+    o.finish = FinishReason::Error;
+    o.error = "out of memory while queueing the request";
+    o.t_s = now_s();
+    o.n_tokens_prompt = static_cast<int32_t>(p.prompt.size());
+    live_.insert(id);
+    pending_.push_back(std::move(o));
+  }
+}
+
+void EngineCore::add_once(RequestId id, const PreparedRequest& p) {
   const double now = now_s();
   const GenerationRequest& g = p.request;
   live_.insert(id);
@@ -241,14 +265,36 @@ void EngineCore::finish(RequestId id, FinishReason reason, std::vector<CoreOutpu
   out.push_back(std::move(o));
 }
 
+void EngineCore::fail_all(const std::string& message, std::vector<CoreOutput>& out) {
+  const std::vector<RequestId> ids(live_.begin(), live_.end());
+  for (RequestId id : ids) finish(id, FinishReason::Error, out, message);
+  cancelled_.clear();
+}
+
 Status EngineCore::step(std::vector<CoreOutput>& out) {
-  for (CoreOutput& o : pending_) {
-    live_.erase(o.id);
+  try {
+    return step_once(out);
+  } catch (const std::bad_alloc&) {
+    // Memory ran out part-way through the step, so which request it left half-updated is not
+    // known: every live request ends with Error, giving back its KV blocks and sampler, and the
+    // engine goes on serving what arrives next. (A second failure while ending them propagates.)
+    fail_all("out of memory during an engine step", out);
+    return error(ErrorKind::Unavailable, "engine step: out of memory; every live request ended with an error");
+  }
+}
+
+Status EngineCore::step_once(std::vector<CoreOutput>& out) {
+  // Taken out first, and each erased from live_ only once delivered: a failure here leaves the
+  // rest live, so fail_all() still ends them.
+  std::vector<CoreOutput> pending;
+  pending.swap(pending_);
+  for (CoreOutput& o : pending) {
+    const RequestId id = o.id;
+    out.push_back(std::move(o));
+    live_.erase(id);
     scheduler_->record_output_length(0);
     ++n_finished_;
-    out.push_back(std::move(o));
   }
-  pending_.clear();
   if (!cancelled_.empty()) {
     std::vector<RequestId> ids(cancelled_.begin(), cancelled_.end());
     cancelled_.clear();

@@ -44,7 +44,9 @@ class EngineCore {
   const InputProcessor& input() const { return *input_; }
   // Validates and tokenises (the input processor's prepare()).
   Result<PreparedRequest> prepare(GenerationRequest request) const { return input_->prepare(std::move(request)); }
-  // Queues a prepared request; its outputs come out of step().
+  // Queues a prepared request; its outputs come out of step(). When memory
+  // runs out while queueing it, nothing of it stays queued and the next step
+  // reports it ended with Error.
   void add(RequestId id, const PreparedRequest& prepared);
   void cancel(RequestId id);
   void cancel_all();
@@ -52,6 +54,8 @@ class EngineCore {
   bool has_work() const;
   // One engine step; appends its outputs. An error here is internal (a bug
   // or exhausted memory): the requests of the failed step finish with Error.
+  // When memory runs out inside the step (std::bad_alloc), every live request
+  // finishes with Error and the step returns Unavailable; the core stays usable.
   Status step(std::vector<CoreOutput>& out);
 
   EngineStats stats() const;
@@ -75,6 +79,10 @@ class EngineCore {
   void finish(RequestId id, FinishReason reason, std::vector<CoreOutput>& out, const std::string& error = {},
               CoreOutput* last = nullptr);
   void record_step(const SchedulerOutput& so, int64_t n_tokens);
+  Status step_once(std::vector<CoreOutput>& out);
+  void add_once(RequestId id, const PreparedRequest& prepared);
+  // Ends every live request with Error and `message` (after a failed step).
+  void fail_all(const std::string& message, std::vector<CoreOutput>& out);
   // Sets constraint_vocab_: the vocabulary's pieces and trie for constrained requests, built
   // once when the engine is created.
   void build_constraint_vocab();

@@ -287,6 +287,9 @@ bool BlockManager::allocate(SeqId seq, int32_t n_tokens, std::span<const TokenId
   const int n_target = n_blocks_for(n_tokens);
   if (n_target == 0 && attached.empty()) return true;
   std::vector<BlockId>& table = tables_[seq];
+  // Room first: a push_back that failed after take_block() would lose the block (allocation
+  // failure is tested, tests/engine/test_engine_alloc_faults.cpp).
+  table.reserve(std::max<size_t>(static_cast<size_t>(n_target), table.size() + attached.size()));
   for (int32_t b : attached) {
     // Attach first: a block taken out of the LRU can no longer be evicted by the takes below.
     Block& blk = blocks_[b];
@@ -308,11 +311,12 @@ void BlockManager::fork(SeqId src, SeqId dst, int32_t n_tokens) {
   TERN_ASSERT(n >= 0 && n <= static_cast<int>(src_table.size()));
   if (n == 0) return;
   std::vector<BlockId> table(src_table.begin(), src_table.begin() + n);
+  std::vector<BlockId>& slot = tables_[dst];  // allocated before any refcount changes
   for (BlockId b : table) {
     TERN_ASSERT_MSG(b != kNoBlock, "fork of a sequence with released blocks");
     ++blocks_[b.value].refcount;  // shared blocks are in use: never in the LRU
   }
-  tables_[dst] = std::move(table);
+  slot = std::move(table);
 }
 
 std::optional<BlockCopy> BlockManager::prepare_write(SeqId seq, int32_t pos, bool* out_of_blocks) {

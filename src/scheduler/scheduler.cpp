@@ -37,6 +37,14 @@ void erase_id(std::vector<RequestId>& ids, RequestId id) {
   ids.erase(it);
 }
 
+// Moves `id` from one queue to the other. Room is made first, so an allocation that fails
+// leaves it where it was (never in neither queue: tests/engine/test_engine_alloc_faults.cpp).
+void move_id(std::vector<RequestId>& from, std::vector<RequestId>& to, RequestId id) {
+  to.reserve(to.size() + 1);
+  erase_id(from, id);
+  to.push_back(id);
+}
+
 }  // namespace
 
 Scheduler::Scheduler(SchedulerConfig cfg) : config_(std::move(cfg)) {
@@ -52,19 +60,20 @@ void Scheduler::add(SchedRequest r) {
   TERN_ASSERT(r.n_tokens >= 1 && r.n_computed >= 0 && r.n_computed <= r.n_tokens);
   r.status = SeqStatus::Waiting;
   activate_tenant(r.tenant);
-  waiting_.push_back(r.id);
-  requests_.emplace(r.id, std::move(r));
+  waiting_.reserve(waiting_.size() + 1);  // the push below cannot fail once the request is in
+  const RequestId id = r.id;
+  requests_.emplace(id, std::move(r));
+  waiting_.push_back(id);
 }
 
 void Scheduler::remove(RequestId id, KvAllocator& kv) {
   SchedRequest& r = at(id);
-  if (r.status == SeqStatus::Running) {
-    kv.free_slots(r);
-    erase_id(running_, id);
-  } else {
-    if (r.status == SeqStatus::Swapped) kv.free_slots(r);  // drops the host copy
-    erase_id(waiting_, id);
-  }
+  // Whatever its status: a step that failed part-way (out of memory) may have given a waiting
+  // request blocks, or moved one before its status changed. Freeing nothing is a no-op; for a
+  // swapped request it drops the host copy.
+  kv.free_slots(r);
+  if (std::find(running_.begin(), running_.end(), id) != running_.end()) erase_id(running_, id);
+  else erase_id(waiting_, id);
   --tenant_live_[r.tenant];
   warned_never_fits_.erase(id);
   requests_.erase(id);
@@ -165,8 +174,7 @@ bool Scheduler::restore_swapped(Step& st) {
       ++n_swaps_lost_;
       continue;
     }
-    erase_id(waiting_, id);
-    running_.push_back(id);
+    move_id(waiting_, running_, id);
     r.status = SeqStatus::Running;
     st.admitted.insert(id);
     try_chunk(st, r, n);  // it holds its blocks now; without a chunk it runs next step
@@ -221,8 +229,7 @@ bool Scheduler::admit(Step& st, SchedRequest& r) {
     r.n_computed = n_computed_before;
     return false;
   }
-  erase_id(waiting_, r.id);
-  running_.push_back(r.id);
+  move_id(waiting_, running_, r.id);
   r.status = SeqStatus::Running;
   if (r.n_cached < 0) r.n_cached = r.n_computed;  // the prefix hit of its first admission (a figure)
   st.admitted.insert(r.id);
@@ -322,8 +329,7 @@ void Scheduler::preempt(Step& st, SchedRequest& v, bool force_recompute) {
     st.out.chunks.erase(it);
     break;
   }
-  erase_id(running_, v.id);
-  waiting_.push_back(v.id);
+  move_id(running_, waiting_, v.id);
   ++v.n_preemptions;
   ++n_preemptions_;
   st.preempted.insert(v.id);

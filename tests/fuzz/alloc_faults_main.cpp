@@ -17,52 +17,20 @@
 #include <string>
 #include <vector>
 
+#include "failing_new.h"
 #include "fuzz.h"
 #include "seed_files.h"
 
 namespace {
 
-thread_local long t_fail_at = -1;  // the allocation to fail (counted from arming), -1 = none
-thread_local long t_count = 0;     // allocations since arming
-
-void* allocate(std::size_t n, std::size_t align) {
-  if (t_fail_at >= 0 && t_count++ == t_fail_at) throw std::bad_alloc();
-  if (n == 0) n = 1;
-  void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align)
-                                              : std::malloc(n);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-
-void arm(long fail_at) {
-  t_fail_at = fail_at;
-  t_count = 0;
-}
+using tern::test::failing_new::allocations;
+using tern::test::failing_new::arm;
+using tern::test::failing_new::count_only;
+using tern::test::failing_new::disarm;
 
 void run(const std::string& s) { LLVMFuzzerTestOneInput(reinterpret_cast<const uint8_t*>(s.data()), s.size()); }
 
 }  // namespace
-
-void* operator new(std::size_t n) { return allocate(n, 0); }
-void* operator new[](std::size_t n) { return allocate(n, 0); }
-void* operator new(std::size_t n, std::align_val_t a) { return allocate(n, static_cast<std::size_t>(a)); }
-void* operator new[](std::size_t n, std::align_val_t a) { return allocate(n, static_cast<std::size_t>(a)); }
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return allocate(n, 0);
-  } catch (const std::bad_alloc&) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t& t) noexcept { return operator new(n, t); }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 
 int main(int argc, char** argv) {
   std::vector<std::filesystem::path> files;
@@ -77,10 +45,10 @@ int main(int argc, char** argv) {
   for (const auto& f : files) {
     const std::string seed = tern::fuzz::slurp(f);
     run(seed);  // first: statics and caches built outside the count
-    arm(1L << 62);  // count without failing
+    count_only();
     run(seed);
-    const long total = t_count;
-    arm(-1);
+    const long total = allocations();
+    disarm();
     const long stride = total <= kMaxPoints ? 1 : std::max(1L, (total - kEvery) / (kMaxPoints - kEvery));
     for (long n = 0; n < total; n += n < kEvery ? 1 : stride) {
       arm(n);
@@ -89,7 +57,7 @@ int main(int argc, char** argv) {
       } catch (const std::bad_alloc&) {
         ++thrown;
       }
-      arm(-1);
+      disarm();
       ++points;
     }
     run(seed);
