@@ -103,11 +103,13 @@ Status convert_llama2c(const Llama2cConvertOptions& o) {
   if (bytes.size() < sizeof h) return error(ErrorKind::InvalidFile, "'" + o.model_path + "' is too short for a llama2.c header");
   std::memcpy(&h, bytes.data(), sizeof h);
   const bool shared_cls = h.vocab_size > 0;
-  const int vocab = shared_cls ? h.vocab_size : -h.vocab_size;
-  if (h.dim <= 0 || h.hidden_dim <= 0 || h.n_layers <= 0 || h.n_heads <= 0 || h.n_kv_heads <= 0 || vocab <= 0 ||
+  // In 64 bits: -INT32_MIN does not fit an int (found by fuzz_llama2c).
+  const int64_t vocab_signed = shared_cls ? h.vocab_size : -static_cast<int64_t>(h.vocab_size);
+  if (h.dim <= 0 || h.hidden_dim <= 0 || h.n_layers <= 0 || h.n_heads <= 0 || h.n_kv_heads <= 0 || vocab_signed <= 0 ||
       h.seq_len <= 0 || h.dim % h.n_heads != 0 || h.n_heads % h.n_kv_heads != 0 || h.dim > 65536 || h.n_layers > 1024 ||
-      vocab > (1 << 22) || h.hidden_dim > (1 << 20))
+      vocab_signed > (1 << 22) || h.hidden_dim > (1 << 20))
     return error(ErrorKind::InvalidFile, "'" + o.model_path + "' does not have a plausible llama2.c header");
+  const int vocab = static_cast<int>(vocab_signed);
   const size_t dim = h.dim, hidden = h.hidden_dim, L = h.n_layers, head = dim / h.n_heads;
   const size_t kv_dim = head * h.n_kv_heads;
 

@@ -130,6 +130,7 @@ TEST(Json, ErrorsNameTheByte) {
                           "Infinity", "'a'", "[1 2]", "{\"a\"}", "{1:2}", "tru", "nul", "[", "{", "\"abc",
                           "\xEF\xBB", "[\"a\",]"})
     parse_error(bad);
+  parse_error(std::string_view("1\0", 2));  // NUL is not whitespace (nlohmann stops reading there)
 }
 
 TEST(Json, NestingIsBounded) {

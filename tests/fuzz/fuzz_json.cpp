@@ -34,7 +34,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (again->dump() != written) fail("written twice differently", text, written + "\n" + again->dump());
   }
 #ifndef TERN_FUZZ_ALLOC_FAULTS
-  if (tern::test::json_nesting(text) <= kDepth) {
+  // nlohmann stops reading at a NUL byte (it takes it for the end of a C string), so texts with
+  // one are not compared; ours refuses the NUL, as RFC 8259 does.
+  if (tern::test::json_nesting(text) <= kDepth && text.find('\0') == std::string_view::npos) {
     const auto ref = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (ours.is_ok() == ref.is_discarded())
       fail(ours.is_ok() ? "accepted what the reference refuses" : "refused what the reference accepts", text,
