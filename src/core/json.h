@@ -13,7 +13,8 @@
 //
 // Accessors of a specific type (as_string, as_array, …) are for values whose
 // type the caller has checked: the wrong type is a programming error (an
-// assert), not bad input.
+// assert), not bad input. Members and elements live in vectors: a reference to
+// one stays valid until its object or array gains another.
 #pragma once
 
 #include <cstddef>
