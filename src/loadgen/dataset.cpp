@@ -6,14 +6,13 @@
 #include <random>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
-
 #include "core/input_file.h"
+#include "core/json.h"
 
 namespace tern::loadgen {
 namespace {
 
-using json = nlohmann::json;
+using json = ::tern::Json;
 
 // Words for synthetic prompts: short, common, one token in most vocabularies.
 constexpr const char* kWords[] = {
@@ -82,28 +81,27 @@ struct Turns {
 // Why a record cannot be used, or "" with the turns filled in.
 std::string read_record(const json& rec, Turns& t) {
   if (!rec.is_object()) return "not an object";
-  const auto conv = rec.find("conversations");
-  if (conv != rec.end() && conv->is_array()) {
-    for (const json& turn : *conv) {
+  const json* conv = rec.find("conversations");
+  if (conv && conv->is_array()) {
+    for (const json& turn : conv->as_array()) {
       if (!turn.is_object()) return "turn is not an object";
-      const auto from = turn.find("from");
-      const auto value = turn.find("value");
-      if (from == turn.end() || !from->is_string() || value == turn.end() || !value->is_string())
-        return "turn without string from/value";
-      const std::string& role = from->get_ref<const std::string&>();
-      if (!t.prompt && is_role(role, {"human", "user"})) t.prompt = &value->get_ref<const std::string&>();
+      const json* from = turn.find("from");
+      const json* value = turn.find("value");
+      if (!from || !from->is_string() || !value || !value->is_string()) return "turn without string from/value";
+      const std::string& role = from->as_string();
+      if (!t.prompt && is_role(role, {"human", "user"})) t.prompt = &value->as_string();
       else if (t.prompt && is_role(role, {"gpt", "assistant", "chatgpt", "bard", "model"})) {
-        t.reply = &value->get_ref<const std::string&>();
+        t.reply = &value->as_string();
         break;
       }
     }
     if (!t.prompt) return "no human turn";
   } else {
-    const auto prompt = rec.find("prompt");
-    if (prompt == rec.end() || !prompt->is_string()) return "no conversations or prompt";
-    t.prompt = &prompt->get_ref<const std::string&>();
-    const auto response = rec.find("response");
-    if (response != rec.end() && response->is_string()) t.reply = &response->get_ref<const std::string&>();
+    const json* prompt = rec.find("prompt");
+    if (!prompt || !prompt->is_string()) return "no conversations or prompt";
+    t.prompt = &prompt->as_string();
+    const json* response = rec.find("response");
+    if (response && response->is_string()) t.reply = &response->as_string();
   }
   if (t.prompt->empty()) return "empty prompt";
   return {};
@@ -167,8 +165,9 @@ Result<DatasetSpec> parse_dataset_spec(const std::string& text) {
 }
 
 Result<Dataset> parse_sharegpt(std::string_view json_text, const TokenCounter& counter, const ShareGptOptions& opt) {
-  const json doc = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return error(ErrorKind::InvalidFile, "ShareGPT file is not valid JSON");
+  const auto parsed = json::parse(json_text);
+  if (!parsed) return error(ErrorKind::InvalidFile, "ShareGPT file is not valid JSON: " + parsed.status().message());
+  const json& doc = *parsed;
   if (!doc.is_array()) return error(ErrorKind::InvalidFile, "ShareGPT file must hold a JSON array of records");
   Dataset ds;
   ds.counts_exact = counter.exact;
