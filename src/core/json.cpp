@@ -393,6 +393,10 @@ class Parser {
     if (err_.empty()) err_ = what, err_pos_ = pos_;
     return false;
   }
+  bool too_deep() {
+    const std::string what = "nested deeper than " + std::to_string(max_depth_) + " levels (the limit here)";
+    return fail(what.c_str());
+  }
   bool at_end() const { return pos_ >= s_.size(); }
   char peek() const { return s_[pos_]; }
   void skip_space() {
@@ -424,7 +428,7 @@ class Parser {
   }
 
   bool array(Json& out, int depth) {
-    if (depth > max_depth_) return fail("nested too deeply");
+    if (depth > max_depth_) return too_deep();
     ++pos_;
     Json::Array a;
     skip_space();
@@ -450,7 +454,7 @@ class Parser {
   }
 
   bool object(Json& out, int depth) {
-    if (depth > max_depth_) return fail("nested too deeply");
+    if (depth > max_depth_) return too_deep();
     ++pos_;
     Json::Object o;
     skip_space();

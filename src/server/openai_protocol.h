@@ -73,7 +73,7 @@ struct GenerationParams {
 };
 
 inline constexpr int kMaxN = 16;
-inline constexpr int kMaxJsonDepth = 64;  // deeper request bodies are refused before parsing
+inline constexpr int kMaxJsonDepth = 64;  // deeper request bodies are refused (the reader stops there)
 inline constexpr int kMaxStop = 16;
 inline constexpr size_t kMaxLogitBias = 1024;
 
