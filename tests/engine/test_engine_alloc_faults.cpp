@@ -74,7 +74,7 @@ Running start(const Case& k, int steps) {
     EXPECT_TRUE(p.is_ok()) << p.status().message();
     if (p.is_ok()) s.core->add(RequestId(i + 1), *p);
   }
-  for (int k = 0; k < steps; ++k) {
+  for (int i = 0; i < steps; ++i) {
     s.outs.clear();
     EXPECT_TRUE(s.core->step(s.outs).is_ok());
     for (const CoreOutput& o : s.outs)
@@ -118,7 +118,9 @@ TEST_P(EngineStepAllocFaults, EveryFailurePointEndsTheRequestsAndTheCoreServesOn
     total = fn::allocations();
     fn::disarm();
     ASSERT_TRUE(st.is_ok()) << st.message();
-    if (k.n_blocks > 0) EXPECT_GT(s.core->stats().n_preemptions, preempted) << "the step preempts nothing";
+    if (k.n_blocks > 0) {
+      EXPECT_GT(s.core->stats().n_preemptions, preempted) << "the step preempts nothing";
+    }
   }
   ASSERT_GT(total, 0);
   const std::vector<TokenId> golden = run_golden(*start(k, 0).core, 20);
@@ -227,7 +229,7 @@ INSTANTIATE_TEST_SUITE_P(Steps, EngineStepAllocFaults,
                          ::testing::Values(Case{"prefill", 0, 0, "recompute"}, Case{"decode", 4, 0, "recompute"},
                                            Case{"preempt_recompute", 8, 3, "recompute"},
                                            Case{"preempt_swap", 8, 3, "swap"}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 }  // namespace
 }  // namespace tern
