@@ -14,9 +14,13 @@
 // A stop string found there cancels the request in the core.
 #include "tern/engine.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <deque>
+#include <new>
 #include <thread>
 
 #include "core/log.h"
@@ -83,40 +87,80 @@ struct Engine::Impl {
     cv.notify_one();
   }
 
+  // Hands a step's outputs to the output thread. False when memory ran out: `outs` stays as it
+  // was, to be handed over later (the event's node is allocated before anything moves).
+  bool post_outputs(std::vector<CoreOutput>& outs) {
+    {
+      std::lock_guard lock(out_mu);
+      try {
+        events.emplace_back();
+      } catch (const std::bad_alloc&) {
+        return false;
+      }
+      events.back().kind = Event::Kind::Outputs;
+      events.back().outputs.swap(outs);
+    }
+    out_cv.notify_one();
+    return true;
+  }
+
+  // The step thread. When memory runs out (std::bad_alloc) it loses nothing: arrivals that could
+  // not be queued, cancellations not yet recorded and outputs not yet handed over are kept and
+  // tried again after a pause, while the core ends the requests of a step that failed.
   void run_steps() {
-    std::vector<CoreOutput> outs;
+    std::vector<CoreOutput> outs;  // produced, not yet handed to the output thread
+    std::vector<Pending> arrivals;
+    std::vector<RequestId> cancelled;
+    bool short_of_memory = false;
     for (;;) {
-      std::vector<Pending> arrivals;
-      std::vector<RequestId> cancelled;
       bool stop = false;
       {
         std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return stopping || !inbox.empty() || !cancels.empty() || core->has_work(); });
-        arrivals.swap(inbox);
-        cancelled.swap(cancels);
+        const auto ready = [&] {
+          return stopping || !inbox.empty() || !cancels.empty() || core->has_work() || !arrivals.empty() ||
+                 !cancelled.empty() || !outs.empty();
+        };
+        if (short_of_memory) cv.wait_for(lock, std::chrono::milliseconds(10), ready);
+        else cv.wait(lock, ready);
+        // Held-over ones go first, so the order of arrival is kept.
+        if (arrivals.empty()) arrivals.swap(inbox);
+        if (cancelled.empty()) cancelled.swap(cancels);
         stop = stopping;
       }
-      for (Pending& p : arrivals) core->add(p.id, p.prepared);
-      for (RequestId id : cancelled) core->cancel(id);
-      if (stop) core->cancel_all();
-      bool stepped = false;
-      if (core->has_work()) {
-        outs.clear();
-        const Status st = core->step(outs);
-        if (!st.is_ok()) TERN_LOG_ERROR("engine: step: %s", st.message().c_str());
-        // The counters first: a client that got its last token and then asks
-        // for /stats sees the step that produced it.
-        {
-          std::lock_guard lock(mu);
-          snapshot = core->stats();
-        }
-        stepped = true;
-        if (!outs.empty()) post({Event::Kind::Outputs, RequestId(), nullptr, nullptr, 0, std::move(outs)});
+      short_of_memory = false;
+      size_t n_added = 0;
+      while (n_added < arrivals.size() && core->add(arrivals[n_added].id, arrivals[n_added].prepared)) ++n_added;
+      arrivals.erase(arrivals.begin(), arrivals.begin() + static_cast<std::ptrdiff_t>(n_added));
+      try {
+        for (RequestId id : cancelled) core->cancel(id);  // recording one twice is harmless
+        cancelled.clear();
+        if (stop) core->cancel_all();
+      } catch (const std::bad_alloc&) {
+        short_of_memory = true;
       }
+      short_of_memory = short_of_memory || !arrivals.empty();
+      if (core->has_work()) {
+        const Status st = core->step(outs);  // appends: outputs not yet handed over stay first
+        if (!st.is_ok()) {
+          TERN_LOG_ERROR("engine: step: %s", st.message().c_str());
+          if (st.kind() == ErrorKind::Unavailable) short_of_memory = true;
+        }
+      }
+      // The counters before the outputs: a client that got its last token and then asks for
+      // /stats sees the step that produced it. (When copying them runs out of memory they stay
+      // as they were.)
       {
         std::lock_guard lock(mu);
-        if (!stepped) snapshot = core->stats();
-        if (stop && !core->has_work()) return;
+        try {
+          snapshot = core->stats();
+        } catch (const std::bad_alloc&) {
+          short_of_memory = true;
+        }
+      }
+      if (!outs.empty() && !post_outputs(outs)) short_of_memory = true;
+      {
+        std::lock_guard lock(mu);
+        if (stop && !core->has_work() && outs.empty() && arrivals.empty()) return;
       }
     }
   }
@@ -156,8 +200,16 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& config) {
   impl.core = std::move(core).value();
   impl.processor = std::make_unique<OutputProcessor>(impl.core->tokenizer());
   impl.snapshot = impl.core->stats();
-  impl.output_thread = std::thread([&impl] { impl.run_outputs(); });
-  impl.step_thread = std::thread([&impl] { impl.run_steps(); });
+  // Named, for top -H, perf and debuggers (and the allocation-failure test, which finds the step
+  // thread by its name).
+  impl.output_thread = std::thread([&impl] {
+    pthread_setname_np(pthread_self(), "tern-output");
+    impl.run_outputs();
+  });
+  impl.step_thread = std::thread([&impl] {
+    pthread_setname_np(pthread_self(), "tern-step");
+    impl.run_steps();
+  });
   return engine;
 }
 
@@ -172,6 +224,10 @@ Result<RequestId> Engine::add_request(GenerationRequest request, OutputCallback 
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->stopping) return error(ErrorKind::Unavailable, "the engine is shutting down");
+    // Room in the inbox first: once registered, the request must reach the inbox. (Out of
+    // memory before that throws std::bad_alloc to the caller with nothing registered.)
+    std::vector<Impl::Pending>& inbox = impl_->inbox;
+    if (inbox.size() == inbox.capacity()) inbox.reserve(std::max<size_t>(16, 2 * inbox.size()));
     Impl::Event reg{Impl::Event::Kind::Register, id, std::make_unique<PreparedRequest>(prepared.value()),
                     std::move(on_output), t_arrival, {}};
     impl_->post(std::move(reg));

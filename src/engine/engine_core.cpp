@@ -155,26 +155,21 @@ double EngineCore::now_s() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
 }
 
-void EngineCore::add(RequestId id, const PreparedRequest& p) {
+bool EngineCore::add(RequestId id, const PreparedRequest& p) {
   try {
     add_once(id, p);
+    return true;
   } catch (const std::bad_alloc&) {
-    // Memory ran out while queueing it: undo what was queued; it ends with Error at the next
-    // step. (A second failure here propagates.)
+    // Memory ran out while queueing it: undo what was queued (none of this allocates) and let
+    // the caller try again.
     const SchedRequest* r = scheduler_->find(id);
-    if (spec_) spec_->remove(id, r ? std::span<const TokenId>(r->tokens) : std::span<const TokenId>());
+    if (spec_) spec_->remove(id, {});
     if (r) scheduler_->remove(id, *kv_);
     runner_->remove_request(id);
     score_only_.erase(id);
     std::erase_if(pending_, [&](const CoreOutput& o) { return o.id == id; });
-    CoreOutput o;
-    o.id = id;
-    o.finish = FinishReason::Error;
-    o.error = "out of memory while queueing the request";
-    o.t_s = now_s();
-    o.n_tokens_prompt = static_cast<int32_t>(p.prompt.size());
-    live_.insert(id);
-    pending_.push_back(std::move(o));
+    if (live_.erase(id) > 0) n_tokens_prompt_ -= static_cast<int64_t>(p.prompt.size());
+    return false;
   }
 }
 
@@ -240,13 +235,16 @@ void EngineCore::cancel_all() {
 
 bool EngineCore::has_work() const { return !live_.empty() || !pending_.empty(); }
 
-void EngineCore::finish(RequestId id, FinishReason reason, std::vector<CoreOutput>& out, const std::string& error_message,
+void EngineCore::finish(RequestId id, FinishReason reason, std::vector<CoreOutput>& out, std::string_view error_message,
                         CoreOutput* last) {
+  // What may allocate first, while nothing has changed: a failure leaves the request live.
   CoreOutput o = last ? std::move(*last) : CoreOutput{};
   o.id = id;
   o.finish = reason;
-  o.error = error_message;
+  o.error.assign(error_message);
   o.t_s = now_s();
+  if (out.size() == out.capacity()) out.reserve(std::max<size_t>(16, 2 * out.size()));
+  // From here nothing allocates.
   const SchedRequest* r = scheduler_->find(id);
   // Before the scheduler forgets the tokens (prompt lookup keeps them).
   if (spec_) spec_->remove(id, r ? std::span<const TokenId>(r->tokens) : std::span<const TokenId>());
@@ -265,36 +263,57 @@ void EngineCore::finish(RequestId id, FinishReason reason, std::vector<CoreOutpu
   out.push_back(std::move(o));
 }
 
-void EngineCore::fail_all(const std::string& message, std::vector<CoreOutput>& out) {
-  const std::vector<RequestId> ids(live_.begin(), live_.end());
-  for (RequestId id : ids) finish(id, FinishReason::Error, out, message);
-  cancelled_.clear();
+void EngineCore::deliver_pending(std::vector<CoreOutput>& out) {
+  if (pending_.empty()) return;
+  out.reserve(out.size() + pending_.size());  // the only allocation, before anything changes
+  for (CoreOutput& o : pending_) {
+    live_.erase(o.id);
+    scheduler_->record_output_length(0);
+    ++n_finished_;
+    out.push_back(std::move(o));
+  }
+  pending_.clear();
 }
 
+bool EngineCore::fail_all(std::string_view message, std::vector<CoreOutput>& out) {
+  failing_ = true;
+  try {
+    deliver_pending(out);
+    while (!live_.empty()) finish(*live_.begin(), FinishReason::Error, out, message);
+  } catch (const std::bad_alloc&) {
+    return false;  // those not ended stay live; the next step goes on with them
+  }
+  cancelled_.clear();
+  failing_ = false;
+  return true;
+}
+
+namespace {
+constexpr std::string_view kStepOutOfMemory = "out of memory during an engine step";
+}  // namespace
+
 Status EngineCore::step(std::vector<CoreOutput>& out) {
+  // A short message: it fits std::string's inline buffer, so returning it allocates nothing.
+  const auto out_of_memory = [] { return Status(ErrorKind::Unavailable, "out of memory"); };
+  if (failing_) {  // an earlier step ran out of memory before it had ended every request
+    if (!fail_all(kStepOutOfMemory, out)) return out_of_memory();
+    return Status::ok();
+  }
   try {
     return step_once(out);
   } catch (const std::bad_alloc&) {
     // Memory ran out part-way through the step, so which request it left half-updated is not
     // known: every live request ends with Error, giving back its KV blocks and sampler, and the
-    // engine goes on serving what arrives next. (A second failure while ending them propagates.)
-    fail_all("out of memory during an engine step", out);
-    return error(ErrorKind::Unavailable, "engine step: out of memory; every live request ended with an error");
+    // engine goes on serving what arrives next. Requests queued before they have all ended
+    // (memory still short) end with Error too.
+    fail_all(kStepOutOfMemory, out);
+    return out_of_memory();
   }
 }
 
 Status EngineCore::step_once(std::vector<CoreOutput>& out) {
-  // Taken out first, and each erased from live_ only once delivered: a failure here leaves the
-  // rest live, so fail_all() still ends them.
-  std::vector<CoreOutput> pending;
-  pending.swap(pending_);
-  for (CoreOutput& o : pending) {
-    const RequestId id = o.id;
-    out.push_back(std::move(o));
-    live_.erase(id);
-    scheduler_->record_output_length(0);
-    ++n_finished_;
-  }
+  // Whatever fails from here (std::bad_alloc), fail_all() ends every request still live.
+  deliver_pending(out);
   if (!cancelled_.empty()) {
     std::vector<RequestId> ids(cancelled_.begin(), cancelled_.end());
     cancelled_.clear();

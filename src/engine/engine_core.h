@@ -19,6 +19,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -44,10 +45,10 @@ class EngineCore {
   const InputProcessor& input() const { return *input_; }
   // Validates and tokenises (the input processor's prepare()).
   Result<PreparedRequest> prepare(GenerationRequest request) const { return input_->prepare(std::move(request)); }
-  // Queues a prepared request; its outputs come out of step(). When memory
-  // runs out while queueing it, nothing of it stays queued and the next step
-  // reports it ended with Error.
-  void add(RequestId id, const PreparedRequest& prepared);
+  // Queues a prepared request; its outputs come out of step(). False when
+  // memory ran out while queueing it: nothing of it stays queued, and the
+  // caller keeps it and tries again (nothing a user sent is lost).
+  [[nodiscard]] bool add(RequestId id, const PreparedRequest& prepared);
   void cancel(RequestId id);
   void cancel_all();
 
@@ -56,6 +57,8 @@ class EngineCore {
   // or exhausted memory): the requests of the failed step finish with Error.
   // When memory runs out inside the step (std::bad_alloc), every live request
   // finishes with Error and the step returns Unavailable; the core stays usable.
+  // Never throws std::bad_alloc: when even ending them runs out, the requests
+  // not yet ended stay live and the next step ends them before anything else.
   Status step(std::vector<CoreOutput>& out);
 
   EngineStats stats() const;
@@ -75,14 +78,20 @@ class EngineCore {
  private:
   EngineCore() = default;
   // Ends a request the scheduler knows: its final CoreOutput (merged into
-  // `last` when given), its KV and sampler released.
-  void finish(RequestId id, FinishReason reason, std::vector<CoreOutput>& out, const std::string& error = {},
+  // `last` when given), its KV and sampler released. Whatever allocates comes
+  // before anything changes: when it throws std::bad_alloc the request is
+  // still live, as it was.
+  void finish(RequestId id, FinishReason reason, std::vector<CoreOutput>& out, std::string_view error = {},
               CoreOutput* last = nullptr);
   void record_step(const SchedulerOutput& so, int64_t n_tokens);
   Status step_once(std::vector<CoreOutput>& out);
   void add_once(RequestId id, const PreparedRequest& prepared);
-  // Ends every live request with Error and `message` (after a failed step).
-  void fail_all(const std::string& message, std::vector<CoreOutput>& out);
+  // Ends every live request with Error and `message` (after a failed step),
+  // outputs already decided (pending_) as they are. False when memory ran out
+  // before all had ended: failing_ stays set and the next step() goes on.
+  bool fail_all(std::string_view message, std::vector<CoreOutput>& out);
+  // Moves pending_ into `out`, ending those requests.
+  void deliver_pending(std::vector<CoreOutput>& out);
   // Sets constraint_vocab_: the vocabulary's pieces and trie for constrained requests, built
   // once when the engine is created.
   void build_constraint_vocab();
@@ -101,6 +110,7 @@ class EngineCore {
   std::unordered_set<RequestId> live_;       // added and not finished
   std::unordered_set<RequestId> cancelled_;  // to finish at the next step
   std::vector<CoreOutput> pending_;          // finished at add() (max_tokens 0): reported by the next step
+  bool failing_ = false;  // a step ran out of memory and live requests are still to be ended
   // max_tokens 0 with prompt log-probabilities: run for one token, which is dropped.
   std::unordered_set<RequestId> score_only_;
   std::unique_ptr<Speculator> spec_;  // null: no speculative decoding

@@ -1,5 +1,7 @@
 #include "engine/inline_engine.h"
 
+#include <new>
+
 namespace tern {
 
 InlineEngine::InlineEngine(std::unique_ptr<EngineCore> core)
@@ -13,7 +15,8 @@ Result<std::unique_ptr<InlineEngine>> InlineEngine::create(const EngineConfig& c
 
 void InlineEngine::add(RequestId id, const PreparedRequest& prepared, OutputCallback on_output) {
   outputs_.add(id, prepared, std::move(on_output), core_->now_s());
-  core_->add(id, prepared);
+  // Single-threaded callers (the CLI) have nothing to wait for: out of memory ends the command.
+  if (!core_->add(id, prepared)) throw std::bad_alloc();
 }
 
 Status InlineEngine::step() {

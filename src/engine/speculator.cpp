@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 
 #include "backend/backend.h"
 #include "core/log.h"
@@ -120,7 +121,14 @@ void Speculator::add(RequestId id, int request_k, int request_tree) {
 }
 
 void Speculator::remove(RequestId id, std::span<const TokenId> tokens) {
-  if (config_.spec == SpecMethod::Ngram && state_.contains(id)) suffixes_.add(tokens);
+  // The history only feeds proposals: when memory runs out adding to it, it goes without, so
+  // that ending a request never fails (EngineCore::finish).
+  if (config_.spec == SpecMethod::Ngram && state_.contains(id)) {
+    try {
+      suffixes_.add(tokens);
+    } catch (const std::bad_alloc&) {
+    }
+  }
   state_.erase(id);
   if (draft_) draft_->release(id);
 }
