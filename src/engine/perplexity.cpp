@@ -21,7 +21,7 @@ Result<PerplexityResult> compute_perplexity(const Model& model, const std::vecto
 
   const int n_vocab = model.hparams().n_vocab;
   const int first = o.n_ctx / 2;
-  auto runner = BatchRunner::create(model, 1, o.n_ctx);
+  auto runner = BatchRunner::create(model, 1, o.n_ctx, o.kv_type);
   TERN_RETURN_IF_ERROR(runner.status());
   BatchRunner& kv = *runner.value();
   std::vector<float> logits, window_logits;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "tern/config.h"
 #include "model/model.h"
 
 namespace tern {
@@ -22,6 +23,7 @@ struct PerplexityOptions {
   bool add_bos = true;
   TokenId bos = -1;
   int n_batch = 512;
+  KvType kv_type = KvType::F32;  // the window's K/V cache (f32: no loss from the cache)
 };
 
 struct PerplexityResult {

@@ -1,5 +1,6 @@
 #include "eval/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -216,6 +217,11 @@ std::string quant_table(const QuantEval& q) {
                                      "KL median", "KL p99", "top-1 %", "pp tok/s", "tg tok/s", "pp tok/s/core",
                                      "tg tok/s/core"};
   if (priced) header.push_back("cost / M tg tokens");
+  // K/V cache columns only when some row ran with another cache than f32 (eval quant --kv-types).
+  const bool kv = std::any_of(q.rows.begin(), q.rows.end(), [](const QuantEvalRow& r) {
+    return !r.kv_type.empty() && r.kv_type != "f32";
+  });
+  if (kv) header.insert(header.begin() + 4, {"KV cache", "KV bytes/token"});
   std::vector<std::vector<std::string>> rows;
   for (const auto& r : q.rows) {
     std::string types = r.tensor_types;
@@ -227,9 +233,10 @@ std::string quant_table(const QuantEval& q) {
                                     fmt(100.0 * r.top1, 2), fmt(r.pp_tok_s, 1), fmt(r.tg_tok_s, 1),
                                     fmt(r.pp_tok_s_per_core, 1), fmt(r.tg_tok_s_per_core, 1)};
     if (priced) row.push_back(fmt(r.cost_per_mtok, 4));
+    if (kv) row.insert(row.begin() + 4, {r.kv_type.empty() ? "f32" : r.kv_type, fmt(r.kv_bytes_per_token, 0)});
     rows.push_back(row);
   }
-  return markdown_table(header, rows, "lrrlrrrrrrrrrrr");
+  return markdown_table(header, rows, kv ? "lrrllrrrrrrrrrrrr" : "lrrlrrrrrrrrrrr");
 }
 
 Chart quant_chart(const std::vector<const QuantEval*>& evals, const std::vector<std::string>& names,

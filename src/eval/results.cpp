@@ -97,6 +97,8 @@ QuantEval quant_from_json(const json& j) {
     row.cost_per_mtok = num(r, "cost_per_mtok");
     row.auto_kl_predicted = num(r, "auto_kl_predicted");
     row.auto_kl_calib = num(r, "auto_kl_calibration");
+    row.kv_type = str(r, "kv_type");
+    row.kv_bytes_per_token = num(r, "kv_bytes_per_token");
     q.rows.push_back(row);
   }
   return q;
@@ -231,7 +233,9 @@ std::string quant_eval_to_json(const QuantEval& q) {
                     {"tg_tok_s_per_core", number_or_null(r.tg_tok_s_per_core)},
                     {"cost_per_mtok", number_or_null(r.cost_per_mtok)},
                     {"auto_kl_predicted", number_or_null(r.auto_kl_predicted)},
-                    {"auto_kl_calibration", number_or_null(r.auto_kl_calib)}});
+                    {"auto_kl_calibration", number_or_null(r.auto_kl_calib)},
+                    {"kv_type", r.kv_type},
+                    {"kv_bytes_per_token", number_or_null(r.kv_bytes_per_token)}});
   const json j = {{"kind", "tern.eval.quant"}, {"version", 1},
                   {"setup", setup_to_json(q.setup)},
                   {"text", q.text_path},  {"n_ctx", q.n_ctx}, {"chunks", q.n_chunks},

@@ -56,6 +56,10 @@ struct QuantEvalRow {
   // Automatic mixes (quantize --auto): on the calibration windows, the KL the
   // choice predicted (sum over tensors) and the KL the mix measured there.
   double auto_kl_predicted = kNaN, auto_kl_calib = kNaN;
+  // The K/V cache the row ran with ("f32", "q8_0" …; "" in files from before --kv-types) and
+  // its bytes per token of context (every layer's keys and values).
+  std::string kv_type;
+  double kv_bytes_per_token = kNaN;
 };
 
 struct QuantEval {

@@ -146,6 +146,64 @@ TEST_F(EvalCli, EvalQuantThenReport) {
   EXPECT_NE(bad.exit_code, 0);
 }
 
+// --kv-type on perplexity: f32 is the default exactly; a quantized cache costs something,
+// measured against the f32-cache logits; q4_0 more than q8_0.
+TEST_F(EvalCli, PerplexityMeasuresWhatTheKvCacheCosts) {
+  TERN_REQUIRE_STORIES();
+  ASSERT_TRUE(fs::exists(base_logits()));
+  auto kl_of = [&](const std::string& kv) {
+    const Output o = tern(ppl_args(test::stories_gguf()) + "--json --kv-type " + kv + " --kl-divergence " + quote(base_logits()));
+    EXPECT_EQ(o.exit_code, 0) << o.err;
+    return o.exit_code == 0 ? nlohmann::json::parse(o.out) : nlohmann::json::object();
+  };
+  const auto f32 = kl_of("f32"), q8 = kl_of("q8_0"), q4 = kl_of("q4_0");
+  ASSERT_TRUE(f32.contains("kl_mean") && q8.contains("kl_mean") && q4.contains("kl_mean"));
+  std::printf("KV cache KL from f32: f32 %.3g, q8_0 %.3g, q4_0 %.3g\n", f32["kl_mean"].get<double>(),
+              q8["kl_mean"].get<double>(), q4["kl_mean"].get<double>());
+  // The f32 run is the base itself: only the saved log-probabilities' F16 rounding (~1e-7).
+  EXPECT_LT(f32["kl_mean"].get<double>(), 1e-6);
+  EXPECT_NEAR(f32["ppl_ratio"].get<double>(), 1.0, 1e-12);
+  EXPECT_GT(q8["kl_mean"].get<double>(), 10 * f32["kl_mean"].get<double>());
+  EXPECT_LT(q8["kl_mean"].get<double>(), 0.01);
+  EXPECT_GT(q4["kl_mean"].get<double>(), q8["kl_mean"].get<double>());
+  const Output bad = tern(ppl_args(test::stories_gguf()) + "--kv-type q5_9");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("q8_0"), std::string::npos) << bad.err;
+}
+
+// --kv-types: rows of the base weights with each K/V cache, in the same table and JSON, with the
+// cache's bytes per token (f16 half of f32, q8_0 less, q4_0 less still).
+TEST_F(EvalCli, EvalQuantWithKvTypes) {
+  TERN_REQUIRE_STORIES();
+  const fs::path json = dir() / "kv.json";
+  const Output o = tern("eval quant -m " + quote(test::stories_gguf()) + " -f " + text() +
+                        " --types Q8_0 --kv-types f16,q8_0,q4_0 -c 128 --chunks 2 -p 16 -n 4 -r 1 -t 2 --json " +
+                        quote(json.string()));
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_NE(o.out.find("| KV cache | KV bytes/token |"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("| base (F32), KV q8_0 |"), std::string::npos) << o.out;
+  auto parsed = eval::parse_result_json(slurp(json), json.string());
+  ASSERT_TRUE(parsed) << parsed.status().message();
+  const auto& rows = parsed->quant.rows;
+  ASSERT_EQ(rows.size(), 5u);
+  EXPECT_EQ(rows[0].kv_type, "f32");
+  EXPECT_EQ(rows[1].kv_type, "f32");  // Q8_0 weights, f32 cache
+  EXPECT_EQ(rows[2].kv_type, "f16");
+  EXPECT_EQ(rows[3].kv_type, "q8_0");
+  EXPECT_EQ(rows[4].kv_type, "q4_0");
+  EXPECT_DOUBLE_EQ(rows[2].kv_bytes_per_token, rows[0].kv_bytes_per_token / 2);
+  EXPECT_LT(rows[3].kv_bytes_per_token, rows[2].kv_bytes_per_token);
+  EXPECT_LT(rows[4].kv_bytes_per_token, rows[3].kv_bytes_per_token);
+  EXPECT_GT(rows[4].kl_mean, rows[3].kl_mean);
+  for (size_t i = 2; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].file_bytes, rows[0].file_bytes) << "the same weights";
+    EXPECT_GT(rows[i].tg_tok_s, 0.0);
+  }
+  const Output bad = tern("eval quant -m " + quote(test::stories_gguf()) + " -f " + text() + " --kv-types q8_0,bf3");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--kv-types 'bf3'"), std::string::npos) << bad.err;
+}
+
 // --auto-bpw: an automatic mix per bits/weight, chosen on calibration text
 // disjoint from the evaluated text, measured as one more row.
 TEST_F(EvalCli, EvalQuantWithAnAutomaticMix) {

@@ -3,6 +3,8 @@
 // text and machine: perplexity, KL divergence against the base's saved
 // distributions, top-1 agreement, and pp/tg speed. Prints one markdown table
 // (stdout); --json and --plot write the record and a quality–speed scatter.
+// --kv-types adds rows of the base weights run with a quantized K/V cache, against the same
+// base logits (computed with an f32 cache): what the cache alone costs.
 #include <unistd.h>
 
 #include <cstdio>
@@ -16,12 +18,14 @@
 #include "commands.h"
 #include "core/atomic_file.h"
 #include "core/input_file.h"
+#include "core/kv_format.h"
 #include "core/work_dir.h"
 #include "engine/auto_mix.h"
 #include "engine/bench.h"
 #include "engine/calibrate.h"
 #include "eval/report.h"
 #include "logits_pass.h"
+#include "model/batch_runner.h"
 #include "model/hf_model.h"
 #include "model/quantize.h"
 #include "tokenizer/tokenizer.h"
@@ -34,7 +38,7 @@ namespace fs = std::filesystem;
 struct EvalQuantArgs {
   std::string model_path, text_path, types_text = "Q8_0,Q6_K,Q5_K_M,Q4_K_M,Q4_0", out_dir, json_path, plot_path;
   std::string plot_metric = "kl";
-  std::string calib_path, methods_text = "rtn", calib_text, auto_bpw_text, auto_types;
+  std::string calib_path, methods_text = "rtn", calib_text, auto_bpw_text, auto_types, kv_types_text;
   int n_ctx = 0, n_chunks = 0, n_threads = 0;
   BenchOptions bench{.n_prompt = 128, .n_gen = 32, .batches = {}, .n_batch = 512, .repetitions = 3, .seed = 42};
   float price_per_hour = 0;
@@ -74,8 +78,8 @@ void status_line(const std::string& what) {
 // Measures one model file into a table row: quality against the base logits
 // (or saves them, for the base) and speed.
 Result<eval::QuantEvalRow> measure(const std::string& label, const std::string& path, const std::vector<TokenId>& tokens,
-                                   const PerplexityOptions& ppl, const std::string& logits_path, bool is_base,
-                                   const EvalQuantArgs& a, ThreadPool& pool) {
+                                   PerplexityOptions ppl, const std::string& logits_path, bool is_base,
+                                   const EvalQuantArgs& a, ThreadPool& pool, KvType kv = KvType::F32) {
   // A backend per model: what it prepared (packed panels) goes with the model.
   auto model = Model::load(path, backend::make_backend(backend::BackendKind::Cpu, pool.n_threads()));
   if (!model) return model.status();
@@ -86,6 +90,9 @@ Result<eval::QuantEvalRow> measure(const std::string& label, const std::string& 
   row.file_bytes = fs::file_size(path);
   row.bits_per_weight = bits_per_weight(m);
   row.tensor_types = tensor_types(m);
+  ppl.kv_type = kv;
+  row.kv_type = kv_type_name(kv);
+  row.kv_bytes_per_token = static_cast<double>(BatchRunner::kv_bytes(m, 1, ppl.n_ctx, kv)) / ppl.n_ctx;
   LogitsPassOptions lo{ppl, is_base ? logits_path : "", is_base ? "" : logits_path};
   auto pass = run_logits_pass(m, tokens, lo, [&](int w, double p) {
     if (isatty(STDERR_FILENO))
@@ -106,7 +113,9 @@ Result<eval::QuantEvalRow> measure(const std::string& label, const std::string& 
     row.top1 = 1.0;
   }
   status_line("eval: " + label + ": measuring speed");
-  auto bench = run_bench(m, a.bench);
+  BenchOptions bo = a.bench;
+  bo.kv_type = kv;
+  auto bench = run_bench(m, bo);
   if (!bench) return bench.status().with_context(label);
   const int n = pool.n_threads();
   if (bench->pp.tokens > 0) row.pp_tok_s = bench->pp.tok_s, row.pp_tok_s_per_core = bench->pp.tok_s / n;
@@ -118,7 +127,7 @@ Result<eval::QuantEvalRow> measure(const std::string& label, const std::string& 
 int eval_quant(int argc, char** argv) {
   EvalQuantArgs a;
   ArgParser args("eval quant",
-                 "tern eval quant -m BASE.gguf -f TEXT [--types Q8_0,Q4_K_M,...] [-c CTX] [--chunks N] [--out-dir DIR]\n"
+                 "tern eval quant -m BASE.gguf -f TEXT [--types Q8_0,Q4_K_M,...] [--kv-types f16,q8_0,...] [-c CTX] [--chunks N] [--out-dir DIR]\n"
                  "                [-p 128] [-n 32] [-r 3] [-t THREADS] [--json OUT.json] [--plot OUT.svg] [--price-per-hour P]");
   args.add("-m,--model", &a.model_path, "base GGUF model (F32/F16/BF16 for a fair baseline)");
   args.add("-f,--file", &a.text_path, "text to score");
@@ -130,6 +139,8 @@ int eval_quant(int argc, char** argv) {
   args.add("--calib-text", &a.calib_text, "gptq: the calibration text, if it moved since tern calibrate");
   args.add("--auto-bpw", &a.auto_bpw_text, "comma-separated bits/weight: also an automatic mix (quantize --auto) at each, by each method but awq (needs --calib)");
   args.add("--auto-types", &a.auto_types, "candidate types of the automatic mixes (default: quantize --auto's per method)");
+  args.add("--kv-types", &a.kv_types_text,
+           "comma-separated K/V cache encodings (f16, q8_0, q4_0, fp8): also a row of the base weights with each, against the base's f32-cache logits");
   args.add("--out-dir", &a.out_dir, "keep the quantized files and base logits here (default: a temporary directory, removed)");
   args.add("-p,--n-prompt", &a.bench.n_prompt, "prompt tokens for pp (default 128, 0 skips)");
   args.add("-n,--n-gen", &a.bench.n_gen, "generated tokens for tg (default 32, 0 skips)");
@@ -184,6 +195,17 @@ int eval_quant(int argc, char** argv) {
   }
   if (!auto_bpw.empty() && a.calib_path.empty())
     return report(error(ErrorKind::InvalidArgument, "eval quant: --auto-bpw needs --calib CALIB.gguf (sensitivity is measured on its text)"));
+  std::vector<KvType> kv_types;
+  {
+    std::stringstream ss(a.kv_types_text);
+    for (std::string item; std::getline(ss, item, ',');) {
+      const std::optional<KvType> t = parse_kv_type(item);
+      if (!t)
+        return report(error(ErrorKind::InvalidArgument, "eval quant: --kv-types '" + item + "': expected " + kv_type_choices()));
+      if (*t == KvType::F32) continue;  // the base row is that
+      kv_types.push_back(*t);
+    }
+  }
   auto auto_candidates = parse_quant_schemes(a.auto_types);  // empty: quantize --auto's defaults per method
   if (!auto_candidates) return report(auto_candidates.status().with_context("eval quant --auto-types"));
   auto text = read_file(a.text_path);
@@ -249,6 +271,14 @@ int eval_quant(int argc, char** argv) {
     row->n_fallback = static_cast<int>(q->n_fallback);
     result.rows.push_back(*row);
     if (temp_dir) fs::remove(qpath, ec);
+  }
+  // The base weights with each K/V cache encoding.
+  for (KvType kv : kv_types) {
+    const std::string label = result.rows[0].type + ", KV " + kv_type_name(kv);
+    status_line("eval: " + label);
+    auto row = measure(label, a.model_path, tokens, ppl, logits_path, false, a, pool, kv);
+    if (!row) return report(row.status());
+    result.rows.push_back(*row);
   }
   // Automatic mixes: chosen on the calibration text, measured here like every other row.
   for (double bpw : auto_bpw) {

@@ -1,4 +1,4 @@
-// tern perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [--json]
+// tern perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [--json] [--kv-type T]
 //                 [--save-logits BASE.bin | --kl-divergence BASE.bin]
 #include <unistd.h>
 
@@ -9,6 +9,7 @@
 #include "backend_flag.h"
 #include "commands.h"
 #include "core/input_file.h"
+#include "core/kv_format.h"
 #include "engine/kv_budget.h"
 #include "engine/perplexity.h"
 #include "logits_pass.h"
@@ -21,9 +22,9 @@ int cmd_perplexity(int argc, char** argv) {
   int n_ctx = 512, n_chunks = 0, n_threads = 0;
   bool json = false;
   std::string backend_name = "cpu";
-  std::string save_logits, kl_base;
+  std::string save_logits, kl_base, kv_type = "f32";
   ArgParser args("perplexity",
-                 "tern perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [--json] [--save-logits F | --kl-divergence F]");
+                 "tern perplexity -m MODEL -f TEXT [-c CTX] [--chunks N] [--json] [--kv-type T] [--save-logits F | --kl-divergence F]");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-f,--file", &text_path, "text file to score (regular file, up to 1 GiB)");
   args.add("-c,--ctx-size", &n_ctx, "window size in tokens (default 512)");
@@ -32,6 +33,8 @@ int cmd_perplexity(int argc, char** argv) {
   args.add("--backend", &backend_name, kBackendHelp);
   args.add_flag("--json", &json, "print {\"perplexity\", \"tokens\", \"windows\"} as JSON");
   args.add("--save-logits", &save_logits, "save the scored distributions to F (the base for --kl-divergence)");
+  args.add("--kv-type", &kv_type,
+           "K/V cache encoding: f32 (default: no loss), f16, q8_0, q4_0 or fp8; with --kl-divergence against f32 logits it measures what the cache costs");
   args.add("--kl-divergence", &kl_base, "compare with base distributions saved in F: KL, top-1 agreement, PPL ratio");
   if (auto s = args.parse(argc, argv); !s) return report(s);
   if (args.help_requested()) {
@@ -43,6 +46,9 @@ int cmd_perplexity(int argc, char** argv) {
   if (n_chunks < 0 || n_threads < 0) return report(error(ErrorKind::InvalidArgument, "perplexity: negative count"));
   if (!save_logits.empty() && !kl_base.empty())
     return report(error(ErrorKind::InvalidArgument, "perplexity: --save-logits and --kl-divergence are separate runs"));
+  const std::optional<KvType> kv = parse_kv_type(kv_type);
+  if (!kv)
+    return report(error(ErrorKind::InvalidArgument, "perplexity: --kv-type '" + kv_type + "': expected " + kv_type_choices()));
   auto text = read_file(text_path);
   if (!text) return report(text.status());
   auto be = make_backend_from_flag(backend_name, n_threads);
@@ -60,6 +66,7 @@ int cmd_perplexity(int argc, char** argv) {
   o.max_windows = n_chunks;
   o.add_bos = (*tok)->add_bos();
   o.bos = (*tok)->bos_id();
+  o.kv_type = *kv;
   const bool tty = isatty(STDERR_FILENO);
   auto on_window = [&](int w, double ppl) {
     if (tty) std::fprintf(stderr, "\rwindow %d: perplexity %.4f", w + 1, ppl);
