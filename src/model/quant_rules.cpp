@@ -20,6 +20,7 @@ constexpr QuantScheme kSchemes[] = {
     {"Q5_1", GgmlType::Q5_1, 9, true},
     {"Q8_0", GgmlType::Q8_0, 7, true},
     {"IQ4_NL", GgmlType::IQ4_NL, 25, true},
+    {"IQ4_XS", GgmlType::IQ4_XS, 30, true},
     {"Q2_K", GgmlType::Q2_K, 10, true},
     {"Q3_K_S", GgmlType::Q3_K, 11, true},
     {"Q3_K_M", GgmlType::Q3_K, 12, true},
@@ -68,6 +69,7 @@ constexpr MixRule kMixRules[] = {
     {"Q3_K_S", Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
     {"Q3_K_M", Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
     {"IQ4_NL", Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
+    {"IQ4_XS", Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
     {"Q4_K_S", Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
     {"Q4_K_M", Role::AttnOutput, When::Experts8,       GgmlType::Q5_K},
     {"Q2_K",   Role::AttnV,      When::Gqa4,           GgmlType::Q4_K},
@@ -90,6 +92,8 @@ constexpr MixRule kMixRules[] = {
     {"Q5_K_M", Role::FfnDown,    When::MoreBits,       GgmlType::Q6_K},
     {"IQ4_NL", Role::AttnV,      When::Gqa4,           GgmlType::Q5_K},
     {"IQ4_NL", Role::FfnDown,    When::FirstEighth,    GgmlType::Q5_K},
+    {"IQ4_XS", Role::AttnV,      When::Gqa4,           GgmlType::Q5_K},
+    {"IQ4_XS", Role::FfnDown,    When::FirstEighth,    GgmlType::Q5_K},
 };
 
 bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
@@ -261,6 +265,7 @@ GgmlType fallback_type(GgmlType target, uint64_t n_cols) {
     case GgmlType::Q4_K: partner = GgmlType::Q5_0; break;
     case GgmlType::Q5_K: partner = GgmlType::Q5_1; break;
     case GgmlType::Q6_K: partner = GgmlType::Q8_0; break;
+    case GgmlType::IQ4_XS: partner = GgmlType::IQ4_NL; break;
     default: break;  // already 32-element blocks: nothing smaller but F16
   }
   return n_cols % block_elems(partner) == 0 ? partner : GgmlType::F16;

@@ -86,6 +86,23 @@ struct BlockQ6_K {
 };
 static_assert(sizeof(BlockQ6_K) == 210, "Q6_K block must be 210 bytes");
 
+// IQ4_XS: IQ4_NL's code book in 256-element super-blocks, eight sub-blocks of 32 with 6-bit
+// scales: x = d * (ls - 32) * kIq4nlValues[q], ls = scales_l nibble | two scales_h bits << 4.
+struct BlockIq4Xs {
+  uint16_t d;                  // fp16 super-scale
+  uint16_t scales_h;           // high 2 bits of each sub-block's scale, sub-block s at bits 2s
+  uint8_t scales_l[kQK_K / 64];  // low 4 bits: sub-block 2i in the low nibble of byte i, 2i+1 high
+  uint8_t qs[kQK_K / 2];       // per sub-block 16 bytes: element j low nibble, j + 16 high
+};
+static_assert(sizeof(BlockIq4Xs) == 136, "IQ4_XS block must be 136 bytes");
+
+// The scale ls - 32 (range -32..31) of sub-block s (0..7) of an IQ4_XS block.
+inline int unpack_scale_iq4_xs(const BlockIq4Xs& b, int s) {
+  const int low4 = (b.scales_l[s / 2] >> (4 * (s % 2))) & 0x0f;
+  const int hi2 = (b.scales_h >> (2 * s)) & 3;
+  return (low4 | hi2 << 4) - 32;
+}
+
 struct BlockQ8_K {
   float d;                     // f32 scale (not fp16)
   int8_t qs[kQK_K];

@@ -260,13 +260,12 @@ void iq4_nl_fit(const float* x, float id, uint8_t* L, float* sum_qx, float* sum_
   }
 }
 
-// One block as ggml's quantize_row_iq4_nl_impl does it for a lone 32-element
-// block without importance weights: a first fit with the absmax element on a
-// table end, then (n_try > 0) 2*n_try+1 inverse scales that put it at table
-// entry -127 + t, keeping the scale of best weighted error; indices are then
-// re-chosen for the final (f32) scale.
-void iq4_nl_quantize_block(const float* x, BlockIq4Nl* b, int n_try) {
-  uint8_t L[kQK4_NL];
+}  // namespace
+
+// As ggml's quantize_row_iq4_nl_impl searches one 32-element block without importance weights:
+// a first fit with the absmax element on a table end, then (n_try > 0) 2*n_try+1 inverse scales
+// that put it at table entry -127 + t, keeping the scale of best weighted error.
+float iq4_best_scale(const float* x, int n_try, uint8_t* L) {
   const float max = signed_absmax32(x);
   float d = 0.0f;
   if (std::fabs(max) >= 1e-15f) {
@@ -286,8 +285,18 @@ void iq4_nl_quantize_block(const float* x, BlockIq4Nl* b, int n_try) {
   } else {
     // All (near) zero: ggml leaves the indices of the previous block here when
     // n_try <= 0; we always use the index of the value nearest 0.
-    std::memset(L, 8, sizeof(L));
+    std::memset(L, 8, kQK4_NL);
   }
+  return d;
+}
+
+namespace {
+
+// One IQ4_NL block: the scale search, then (n_try > 0) the indices re-chosen for the final
+// (f32) scale.
+void iq4_nl_quantize_block(const float* x, BlockIq4Nl* b, int n_try) {
+  uint8_t L[kQK4_NL];
+  const float d = iq4_best_scale(x, n_try, L);
   b->d = float_to_fp16(d);
   if (n_try > 0) {
     const float id = d != 0.0f ? 1.0f / d : 0.0f;

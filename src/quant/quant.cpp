@@ -162,6 +162,7 @@ const TypeTraits kTraits[] = {
     {GgmlType::Q5_K, "Q5_K", 256, 176, q5_k_to_float, q5_k_from_float, q5_k_vec_dot, GgmlType::Q8_K},
     {GgmlType::Q6_K, "Q6_K", 256, 210, q6_k_to_float, q6_k_from_float, q6_k_vec_dot, GgmlType::Q8_K},
     {GgmlType::Q8_K, "Q8_K", 256, 292, q8_k_to_float, q8_k_from_float, q8_k_vec_dot, GgmlType::Q8_K},
+    {GgmlType::IQ4_XS, "IQ4_XS", 256, 136, iq4_xs_to_float, iq4_xs_from_float, iq4_xs_vec_dot, GgmlType::Q8_K},
 };
 
 }  // namespace

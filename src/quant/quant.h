@@ -1,9 +1,9 @@
 // quant/quant.h — per-type conversion table (scalar reference paths).
 //
 // Types: F32, F16, BF16; Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, IQ4_NL (32-element
-// blocks, quant/blocks.h); Q2_K..Q6_K and Q8_K (256-element super-blocks,
-// quant/k_blocks.h). Other ggml types (IQ2_*, IQ3_*, IQ1_*, IQ4_XS, TQ*) have
-// no row here: traits() returns nullptr for them.
+// blocks, quant/blocks.h); Q2_K..Q6_K, Q8_K and IQ4_XS (256-element super-blocks,
+// quant/k_blocks.h). Other ggml types (IQ2_*, IQ3_*, IQ1_*, TQ*) have no row
+// here: traits() returns nullptr for them.
 //
 // A row of n elements of type T occupies n / block_elems * block_bytes bytes;
 // n must be a multiple of block_elems.

@@ -55,5 +55,14 @@ float q8_k_vec_dot(const void* row, const float* x, int64_t n);
 // scales (what llama-quantize writes; our from_float), n_try = -1 keeps the
 // first fit (ggml's quantize_row_iq4_nl_ref, used for activations).
 void iq4_nl_from_float_ntry(const float* src, void* dst, int64_t n, int n_try);
+// The IQ4_NL scale search of one 32-element block (shared with IQ4_XS's sub-blocks): the scale of
+// least x²-weighted error, 0 for an all-zero block; L gets the indices of the first fit (all 8,
+// the entry nearest 0, for an all-zero block).
+float iq4_best_scale(const float* x, int n_try, uint8_t* L);
+
+// iq4_xs.cpp — IQ4_NL's code book in 256-element super-blocks with 6-bit sub-block scales.
+void iq4_xs_to_float(const void* src, float* dst, int64_t n);
+void iq4_xs_from_float(const float* src, void* dst, int64_t n);
+float iq4_xs_vec_dot(const void* row, const float* x, int64_t n);
 
 }  // namespace tern::quant::rows

@@ -23,7 +23,7 @@ using testing::Problem;
 
 constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                                GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
-                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL};
+                               GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS};
 
 // Row lengths to try: one block, every remainder of a 4-block group, and longer rows.
 std::vector<int64_t> lengths(GgmlType t) {
@@ -131,6 +131,46 @@ TEST(MatmulKernels, ExtremeValuesStayFinite) {
       double worst = 0.0;
       check_all_shapes(*k, p, label(t, level) + " extreme", &worst);
       if (HasFatalFailure()) return;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern::kernels
+
+namespace tern::kernels {
+namespace {
+
+// IQ4_XS's fast kernel sums integers exactly: against the exact dot product of the stored codes
+// with the Q8_K activations it was given (not with the f32 x, as the budgets above), it may differ
+// only by the f32 rounding of a few products and sums per super-block — a scale taken from the
+// wrong sub-block or a missed +128 correction is off by far more.
+TEST(MatmulKernels, Iq4XsIsExactOnTheQuantizedActivations) {
+  const quant::TypeTraits* w_tr = quant::traits(GgmlType::IQ4_XS);
+  for (CpuLevel level : available_levels()) {
+    const MatmulKernels* k = matmul_kernels_at(GgmlType::IQ4_XS, level);
+    if (!k || k->act_type != GgmlType::Q8_K) continue;
+    SCOPED_TRACE(cpu_level_name(level));
+    for (int64_t n : {256, 1024, 4096}) {
+      const int rows = std::min(3, k->max_rows), cols = std::min(2, k->max_cols);
+      const Problem p = make_problem(GgmlType::IQ4_XS, n, rows, cols, static_cast<uint32_t>(n));
+      const size_t x_stride = act_row_bytes(*k, n);
+      const std::vector<uint8_t> xq = testing::quantize_activations(*k, p, x_stride);
+      std::vector<float> y(static_cast<size_t>(rows * cols));
+      k->tile(n, p.w.data(), p.w_stride, rows, xq.data(), x_stride, cols, y.data(), static_cast<size_t>(rows));
+      std::vector<float> xd(static_cast<size_t>(n)), wd(static_cast<size_t>(n));
+      for (int c = 0; c < cols; ++c) {
+        quant::traits(GgmlType::Q8_K)->to_float(xq.data() + c * x_stride, xd.data(), n);
+        for (int r = 0; r < rows; ++r) {
+          w_tr->to_float(p.w.data() + r * p.w_stride, wd.data(), n);
+          double want = 0.0, mag = 0.0;
+          for (int64_t i = 0; i < n; ++i) {
+            want += static_cast<double>(wd[static_cast<size_t>(i)]) * xd[static_cast<size_t>(i)];
+            mag += std::fabs(static_cast<double>(wd[static_cast<size_t>(i)]) * xd[static_cast<size_t>(i)]);
+          }
+          EXPECT_NEAR(y[static_cast<size_t>(c * rows + r)], want, 2e-6 * mag + 1e-30) << "n=" << n << " r=" << r << " c=" << c;
+        }
+      }
     }
   }
 }

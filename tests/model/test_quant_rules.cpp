@@ -77,6 +77,7 @@ TEST(QuantRules, SchemeTable) {
       {"Q3_K_S", {GgmlType::Q3_K, 11}}, {"Q3_K_M", {GgmlType::Q3_K, 12}},  {"Q3_K_L", {GgmlType::Q3_K, 13}},
       {"Q4_K_S", {GgmlType::Q4_K, 14}}, {"Q4_K_M", {GgmlType::Q4_K, 15}},  {"Q5_K_S", {GgmlType::Q5_K, 16}},
       {"Q5_K_M", {GgmlType::Q5_K, 17}}, {"Q6_K", {GgmlType::Q6_K, 18}},    {"IQ4_NL", {GgmlType::IQ4_NL, 25}},
+      {"IQ4_XS", {GgmlType::IQ4_XS, 30}},
       {"Q3_K", {GgmlType::Q3_K, 12}},   {"Q4_K", {GgmlType::Q4_K, 15}},    {"Q5_K", {GgmlType::Q5_K, 17}},
   };
   for (const auto& [name, tf] : want) {
@@ -117,8 +118,8 @@ TEST(QuantRules, FloatSchemesConvertEveryMatrix) {
 
 TEST(QuantRules, OutputAndEmbeddings) {
   const auto untied = llama(32, 32, 8, true), tied = llama(32, 32, 8, false);
-  for (const char* s : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "Q2_K", "Q3_K_S", "Q3_K_M", "Q4_K_S", "Q4_K_M",
-                        "Q5_K_M", "Q6_K"}) {
+  for (const char* s : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "IQ4_NL", "IQ4_XS", "Q2_K", "Q3_K_S", "Q3_K_M", "Q4_K_S",
+                        "Q4_K_M", "Q5_K_M", "Q6_K"}) {
     EXPECT_EQ(type_of(s, untied, "output.weight"), GgmlType::Q6_K) << s;
     EXPECT_EQ(type_of(s, tied, "token_embd.weight"), GgmlType::Q6_K) << s << ": tied embeddings are the output";
     EXPECT_EQ(type_of(s, untied, "token_embd.weight"), find_quant_scheme(s)->base) << s;
@@ -181,6 +182,10 @@ TEST(QuantRules, SmallKMixes) {
   EXPECT_EQ(type_of("IQ4_NL", gqa, blk(20, "attn_v")), GgmlType::Q5_K);
   EXPECT_EQ(type_of("IQ4_NL", mha, blk(20, "attn_v")), GgmlType::IQ4_NL);
   EXPECT_EQ(layers_with("IQ4_NL", mha, "ffn_down", GgmlType::Q5_K), (std::vector<int>{0, 1, 2, 3}));
+  // IQ4_XS: the same upgrades as IQ4_NL (llama.cpp treats the two alike).
+  EXPECT_EQ(type_of("IQ4_XS", gqa, blk(20, "attn_v")), GgmlType::Q5_K);
+  EXPECT_EQ(type_of("IQ4_XS", mha, blk(20, "attn_v")), GgmlType::IQ4_XS);
+  EXPECT_EQ(layers_with("IQ4_XS", mha, "ffn_down", GgmlType::Q5_K), (std::vector<int>{0, 1, 2, 3}));
   // Legacy types: no per-layer upgrades.
   for (const char* s : {"Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"})
     for (const char* t : {"attn_v", "ffn_down", "attn_output"})
@@ -211,6 +216,9 @@ TEST(QuantRules, RowLengthFallback) {
   EXPECT_EQ(fallback_type(GgmlType::Q4_0, 172), GgmlType::F16);
   EXPECT_EQ(fallback_type(GgmlType::Q8_0, 48), GgmlType::F16);
   EXPECT_EQ(fallback_type(GgmlType::IQ4_NL, 40), GgmlType::F16);
+  EXPECT_EQ(fallback_type(GgmlType::IQ4_XS, 64), GgmlType::IQ4_NL);  // rows of 64: IQ4_NL's 32-blocks
+  EXPECT_EQ(fallback_type(GgmlType::IQ4_XS, 512), GgmlType::IQ4_XS);
+  EXPECT_EQ(fallback_type(GgmlType::IQ4_XS, 48), GgmlType::F16);
   EXPECT_EQ(fallback_type(GgmlType::F16, 7), GgmlType::F16);
   const auto m = llama(32, 32, 32);
   auto c = choose_tensor_type(*find_quant_scheme("Q4_K_M"), m, blk(2, "ffn_down"), 2, 11008 + 64, GgmlType::F32);

@@ -119,14 +119,14 @@ TEST(Quant, VecDotMatchesDequantizedDot) {
 }
 
 TEST(Quant, TraitsAgreeWithGgufSizes) {
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16, GgmlType::BF16, GgmlType::F32}) {
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::F16, GgmlType::BF16, GgmlType::F32, GgmlType::IQ4_XS}) {
     const TypeTraits* tr = traits(t);
     auto s = gguf::type_size(static_cast<uint32_t>(t));
     ASSERT_TRUE(s.has_value());
     EXPECT_EQ(tr->block_elems, s->block_elems);
     EXPECT_EQ(tr->block_bytes, s->block_bytes);
   }
-  EXPECT_EQ(traits(GgmlType::IQ4_XS), nullptr);  // no row for the grid-based i-quants
+  EXPECT_EQ(traits(GgmlType::IQ2_XXS), nullptr);  // no row for the grid-based i-quants
 }
 
 }  // namespace

@@ -7,6 +7,8 @@
 // All chosen scales are exact in fp16, so expected values are exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "quant/blocks.h"
 #include "quant/k_blocks.h"
 #include "quant/quant.h"
+#include "quant_test_data.h"
 
 namespace tern::quant {
 namespace {
@@ -118,6 +121,49 @@ TEST(QuantLayout, Iq4Nl) {
     EXPECT_EQ(y[j], 2.0f * table[j]) << j;
     EXPECT_EQ(y[j + 16], 2.0f * table[15 - j]) << j;
   }
+}
+
+// IQ4_XS: sub-block s has the 6-bit scale ls = 8s + 3 (so ls - 32 runs -29 .. 27), split as
+// ggml stores it (low nibbles two to a byte, high bits two per sub-block in a u16); d = 0.5;
+// byte j of sub-block s holds (j + s) & 15 low and 15 - j high.
+TEST(QuantLayout, Iq4Xs) {
+  BlockIq4Xs b{};
+  b.d = float_to_fp16(0.5f);
+  for (int s = 0; s < 8; ++s) {
+    const int ls = 8 * s + 3;
+    b.scales_l[s / 2] = static_cast<uint8_t>(b.scales_l[s / 2] | (ls & 15) << (4 * (s % 2)));
+    b.scales_h = static_cast<uint16_t>(b.scales_h | (ls >> 4) << (2 * s));
+    for (int j = 0; j < 16; ++j) b.qs[16 * s + j] = static_cast<uint8_t>(((j + s) & 15) | (15 - j) << 4);
+  }
+  std::vector<float> y(256);
+  traits(GgmlType::IQ4_XS)->to_float(&b, y.data(), 256);
+  const int table[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+  EXPECT_EQ(y[0], 0.5f * -29 * -127);  // sub-block 0: ls - 32 = -29, code 0
+  EXPECT_EQ(y[255], 0.5f * 27 * -127); // sub-block 7: ls - 32 = 27; its element 31: high nibble 15 - 15
+  for (int s = 0; s < 8; ++s)
+    for (int j = 0; j < 16; ++j) {
+      const float dl = 0.5f * static_cast<float>(8 * s + 3 - 32);
+      EXPECT_EQ(y[32 * s + j], dl * static_cast<float>(table[(j + s) & 15])) << s << " " << j;
+      EXPECT_EQ(y[32 * s + j + 16], dl * static_cast<float>(table[15 - j])) << s << " " << j;
+    }
+}
+
+// The IQ4_XS quantizer: the sub-block of largest scale magnitude gets ls - 32 = -32 exactly (the
+// super-scale is chosen so), every code decodes within the block's value range, and an all-zero
+// sub-block decodes to zeros.
+TEST(QuantLayout, Iq4XsQuantizerScales) {
+  std::vector<float> x = test::normal_row(256 * 16, 3);
+  for (int j = 64; j < 96; ++j) x[j] = 0.0f;  // sub-block 2 of the first block: all zero
+  std::vector<BlockIq4Xs> q(16);
+  std::vector<float> y(x.size());
+  traits(GgmlType::IQ4_XS)->from_float(x.data(), q.data(), static_cast<int64_t>(x.size()));
+  traits(GgmlType::IQ4_XS)->to_float(q.data(), y.data(), static_cast<int64_t>(x.size()));
+  for (const BlockIq4Xs& b : q) {
+    int lowest = 99;
+    for (int s = 0; s < 8; ++s) lowest = std::min(lowest, unpack_scale_iq4_xs(b, s));
+    EXPECT_EQ(lowest, -32);
+  }
+  for (int j = 64; j < 96; ++j) EXPECT_EQ(std::fabs(y[j]), 0.0f) << j;
 }
 
 // ---- K-quants --------------------------------------------------------------------

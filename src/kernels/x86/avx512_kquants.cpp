@@ -16,6 +16,8 @@
 //   Q2_K  u = q (0..3),  4-bit scale, 4-bit min per 16:  x = d*sc*q - dmin*m
 //   Q3_K  u = q + 4 (0..7), 6-bit signed scale per 16:   offset o = 4
 // maddubs cannot saturate: 7 * 127 * 2 < 32767. Bit layouts: quant/k_blocks.h.
+// IQ4_XS (below) multiplies bytes straight into int32 instead: its codes look up values up to 127.
+
 #include <immintrin.h>
 
 #include <cstddef>
@@ -75,7 +77,21 @@ inline __mmask64 bit_chunk(const uint8_t* p, int a, int b) {
   return _mm512_test_epi8_mask(both, sel);
 }
 
-struct Q3K {
+// Chunk k of a row: its 64 weights as unsigned bytes u and, per lane, the scale they take.
+struct Chunk {
+  __m512i u, sc;
+};
+
+// Q2_K and Q3_K: u below 8, int16 scales per pair of bytes (maddubs, then vpdpwssd).
+template <class KT>
+struct MaddubsChunks {
+  static Chunk chunk(const KRow& row, int k) { return {KT::quants(row, k), perm16(natural_scale_idx(k), row.scales)}; }
+  static __m512i dot(const __m512i& isum, const Chunk& ch, const __m512i& x) {
+    return _mm512_dpwssd_epi32(isum, _mm512_maddubs_epi16(ch.u, x), ch.sc);
+  }
+};
+
+struct Q3K : MaddubsChunks<Q3K> {
   static constexpr size_t kBytes = sizeof(quant::BlockQ3_K);
   static constexpr bool kMins = false;
   static void prepare(const uint8_t* b, KRow& row) {
@@ -96,10 +112,9 @@ struct Q3K {
     const __m512i lo = two_bit_chunk(row.b + 32 + 32 * h, p, p + 1);
     return _mm512_mask_add_epi8(lo, bit_chunk(row.b, 4 * h + p, 4 * h + p + 1), lo, bytes(4));
   }
-  static __m512i scale_idx(int k) { return natural_scale_idx(k); }
 };
 
-struct Q2K {
+struct Q2K : MaddubsChunks<Q2K> {
   static constexpr size_t kBytes = sizeof(quant::BlockQ2_K);
   static constexpr bool kMins = true;
   static void prepare(const uint8_t* b, KRow& row) {
@@ -114,7 +129,6 @@ struct Q2K {
     const int p = 2 * (k % 2);
     return two_bit_chunk(row.b + 16 + 32 * (k / 2), p, p + 1);
   }
-  static __m512i scale_idx(int k) { return natural_scale_idx(k); }
 };
 
 template <class KT>
@@ -138,11 +152,9 @@ struct KTile {
       for (int k = 0; k < 4; ++k) {
         __m512i xk[C];
         for (int c = 0; c < C; ++c) xk[c] = load_512(xb + c * x_stride + 4 + 64 * k);
-        const __m512i idx = KT::scale_idx(k);
         for (int r = 0; r < R; ++r) {
-          const __m512i u = KT::quants(row[r], k);
-          const __m512i sc = perm16(idx, row[r].scales);
-          for (int c = 0; c < C; ++c) isum[r][c] = _mm512_dpwssd_epi32(isum[r][c], _mm512_maddubs_epi16(u, xk[c]), sc);
+          const Chunk ch = KT::chunk(row[r], k);
+          for (int c = 0; c < C; ++c) isum[r][c] = KT::dot(isum[r][c], ch, xk[c]);
         }
       }
       for (int c = 0; c < C; ++c) {
@@ -164,6 +176,55 @@ struct KTile {
       }
     }
     store_tile(acc, y, ldy);
+  }
+};
+
+// IQ4_XS: IQ4_NL's code book in super-blocks with 6-bit scales per 32. Each chunk of 64 codes
+// is looked up (vpshufb) as value + 128, unsigned, so vpdpbusd multiplies it with the signed
+// activations straight into int32 — int16 pair sums (maddubs) would overflow: 241 * 128 * 2 >
+// 32767. The eight int32 lanes of a sub-block are scaled by its integer scale (ls - 32), and the
+// +128 comes back out through Q8_K's bsums once per super-block (-128 * scale per 16-sum):
+//   i32 += (vpdpbusd(0, value + 128, x)) * scale32      per chunk, exact
+//   acc += f32(i32 + vpdpwssd(bsums, -128 * scale16)) * d * dx
+// |i32| stays below 8 * 32 * 255 * 128 * 32 < 2^31.
+struct Iq4Xs {
+  static constexpr size_t kBytes = sizeof(quant::BlockIq4Xs);
+  static constexpr bool kMins = false;
+
+  // The scales in vector registers (a scalar unpack stored to memory and read back as a vector
+  // stalls store forwarding): row.scales int32 lane s = ls - 32 of sub-block s (lanes 0..7),
+  // row.corr int16 lane j = -128 * the scale of 16-sum j's sub-block (j / 2).
+  static void prepare(const uint8_t* b, KRow& row) {
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i low4 = _mm512_and_si512(
+        _mm512_srlv_epi32(_mm512_set1_epi32(static_cast<int>(load_u32(b + 4))), _mm512_slli_epi32(lane, 2)),
+        _mm512_set1_epi32(0x0f));
+    const __m512i hi2 = _mm512_and_si512(
+        _mm512_srlv_epi32(_mm512_set1_epi32(load_u16(b + 2)), _mm512_slli_epi32(lane, 1)), _mm512_set1_epi32(3));
+    row.b = b;
+    row.scales = _mm512_sub_epi32(_mm512_or_si512(low4, _mm512_slli_epi32(hi2, 4)), _mm512_set1_epi32(32));
+    const __m512i pairs = _mm512_permutexvar_epi32(_mm512_srli_epi32(lane, 1), row.scales);
+    row.corr = _mm512_zextsi256_si512(_mm512_cvtepi32_epi16(_mm512_mullo_epi32(pairs, _mm512_set1_epi32(-128))));
+    row.d = bcast_f16(b);
+  }
+
+  // Codes of sub-blocks 2k, 2k+1 (32 bytes) in element order, looked up as value + 128; int32
+  // lane j takes the scale of sub-block 2k + j / 8.
+  static Chunk chunk(const KRow& row, int k) {
+    // kIq4nlValues + 128 in every 128-bit lane (vpshufb looks up within lanes).
+    const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(
+        1, 24, 45, 63, 79, 93, 106, 118, static_cast<char>(129), static_cast<char>(141), static_cast<char>(153),
+        static_cast<char>(166), static_cast<char>(181), static_cast<char>(197), static_cast<char>(217),
+        static_cast<char>(241)));
+    const __m512i both = _mm512_castsi256_si512(load_256(row.b + 8 + 32 * k));
+    // 128-bit lanes: bytes 0-15, 0-15, 16-31, 16-31; the second of each pair shifted to its high nibbles.
+    const __m512i lanes = _mm512_shuffle_i64x2(both, both, 0x50);
+    const __m512i nib = _mm512_and_si512(_mm512_srlv_epi64(lanes, _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0)), bytes(0x0f));
+    const __m512i idx = _mm512_mask_blend_epi32(0xff00, _mm512_set1_epi32(2 * k), _mm512_set1_epi32(2 * k + 1));
+    return {_mm512_shuffle_epi8(table, nib), _mm512_permutexvar_epi32(idx, row.scales)};
+  }
+  static __m512i dot(const __m512i& isum, const Chunk& ch, const __m512i& x) {
+    return _mm512_add_epi32(isum, _mm512_mullo_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), ch.u, x), ch.sc));
   }
 };
 
@@ -207,6 +268,7 @@ constexpr MatmulKernels panel_row() {
           pack_layout(kType), packed_panel_tile<kType>};
 }
 
+constexpr MatmulKernels kIq4_XS = row<Iq4Xs>();
 constexpr MatmulKernels kQ2_K = row<Q2K>();
 constexpr MatmulKernels kQ3_K = row<Q3K>();
 constexpr MatmulKernels kQ4_K = panel_row<GgmlType::Q4_K>();
@@ -222,6 +284,7 @@ const MatmulKernels* avx512_kquant_kernels(GgmlType t) {
     case GgmlType::Q4_K: return &kQ4_K;
     case GgmlType::Q5_K: return &kQ5_K;
     case GgmlType::Q6_K: return &kQ6_K;
+    case GgmlType::IQ4_XS: return &kIq4_XS;
     default: return nullptr;
   }
 }
