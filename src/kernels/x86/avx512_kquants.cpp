@@ -28,6 +28,7 @@
 #include "kernels/x86/kquant_scales.h"
 #include "kernels/x86/tile_dispatch.h"
 #include "kernels/x86/x86_impl.h"
+#include "quant/blocks.h"
 #include "quant/k_blocks.h"
 
 namespace tern::kernels::x86 {
@@ -211,11 +212,9 @@ struct Iq4Xs {
   // Codes of sub-blocks 2k, 2k+1 (32 bytes) in element order, looked up as value + 128; int32
   // lane j takes the scale of sub-block 2k + j / 8.
   static Chunk chunk(const KRow& row, int k) {
-    // kIq4nlValues + 128 in every 128-bit lane (vpshufb looks up within lanes).
-    const __m512i table = _mm512_broadcast_i32x4(_mm_setr_epi8(
-        1, 24, 45, 63, 79, 93, 106, 118, static_cast<char>(129), static_cast<char>(141), static_cast<char>(153),
-        static_cast<char>(166), static_cast<char>(181), static_cast<char>(197), static_cast<char>(217),
-        static_cast<char>(241)));
+    // kIq4nlValues + 128 (the sign bit flipped) in every 128-bit lane (vpshufb looks up within lanes).
+    const __m512i table = _mm512_xor_si512(
+        _mm512_broadcast_i32x4(load_128(reinterpret_cast<const uint8_t*>(quant::kIq4nlValues))), bytes(0x80));
     const __m512i both = _mm512_castsi256_si512(load_256(row.b + 8 + 32 * k));
     // 128-bit lanes: bytes 0-15, 0-15, 16-31, 16-31; the second of each pair shifted to its high nibbles.
     const __m512i lanes = _mm512_shuffle_i64x2(both, both, 0x50);
