@@ -27,7 +27,11 @@ void HostBackend::to_host(const float* src, float* dst, int64_t n) {
 
 void HostBackend::embed(const kernels::WeightView& table, std::span<const TokenId> tokens, float* x) {
   const int64_t n = table.n_cols;
-  for (size_t t = 0; t < tokens.size(); ++t) table.traits->to_float(table.row(tokens[t]), x + t * n, n);
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    table.traits->to_float(table.row(tokens[t]), x + t * n, n);
+    if (table.row_scale)
+      for (int64_t i = 0; i < n; ++i) x[t * n + i] *= table.row_scale[tokens[t]];
+  }
 }
 
 void HostBackend::store_kv(const KvPoolView& pool, int layer, std::span<const int64_t> slots, const float* k,

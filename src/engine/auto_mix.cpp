@@ -135,6 +135,8 @@ Result<AutoMixReport> quantize_auto(const AutoMixOptions& o, ThreadPool& pool, c
   const auto say = [&](const std::string& s) {
     if (progress) progress(s);
   };
+  if (o.method == QuantMethod::SmoothQuant)
+    return error(ErrorKind::InvalidArgument, "quantize --auto: --method smoothquant makes W8A8 files; use rtn, imatrix or gptq");
   if (o.method == QuantMethod::Awq)
     return error(ErrorKind::InvalidArgument, "quantize --auto: --method awq changes the norms every tensor reads, so "
                                              "tensors cannot be measured one at a time; use rtn, imatrix or gptq");

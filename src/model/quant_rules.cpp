@@ -35,6 +35,9 @@ constexpr QuantScheme kSchemes[] = {
     {"Q3_K", GgmlType::Q3_K, 12, false},
     {"Q4_K", GgmlType::Q4_K, 15, false},
     {"Q5_K", GgmlType::Q5_K, 17, false},
+    // W8A8 (SmoothQuant's form; docs/quantize.md): dense matrices I8 with
+    // per-row scales. llama.cpp has no such file type: 1024 is tern's own.
+    {"W8A8", GgmlType::I8, 1024, true},
 };
 
 // The tensor roles the mix rules distinguish.
@@ -275,6 +278,16 @@ TypeChoice choose_tensor_type(const QuantScheme& scheme, const QuantModelInfo& m
                               uint32_t n_dims, uint64_t n_cols, GgmlType current) {
   if (!is_quantizable(name, n_dims)) return {current, false};
   if (is_float(scheme.base)) return {scheme.base, false};
+  if (scheme.base == GgmlType::I8) {
+    // W8A8 covers the dense matrices of the layers; the embeddings, the output
+    // head and MoE experts take Q8_0, the same bits per weight.
+    const bool head = name == "output.weight" || name == "token_embd.weight";
+    if (head || n_dims != 2) {
+      const GgmlType t = fallback_type(GgmlType::Q8_0, n_cols);
+      return {t, t != GgmlType::Q8_0};
+    }
+    return {GgmlType::I8, false};
+  }
   const GgmlType wanted = scheme.mix ? mix_type(scheme, model, name, n_cols) : scheme.base;
   const GgmlType type = fallback_type(wanted, n_cols);
   return {type, type != wanted};

@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
 
 #include "core/input_file.h"
 #include "gguf/reader.h"
 #include "model/awq.h"
+#include "model/smoothquant.h"
 #include "quant/block_codec.h"
 #include "quant/gptq.h"
 #include "quant/quant.h"
@@ -109,6 +112,56 @@ struct CalibratedJob {
   }
 };
 
+// W8A8: one job for the int8 quants of each row, one for the rows' f32 scales
+// ("<base>.scale"), both from the same row source (decoded, folded): per row,
+// d = max|w| / 127 and q = round-half-even(w / d) (d = 0: q = 0).
+void w8a8_row(const float* row, int64_t n, int8_t* q, float& d) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(row[i]));
+  d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  for (int64_t i = 0; i < n; ++i)
+    q[i] = static_cast<int8_t>(std::nearbyint(std::fmin(std::fmax(row[i] * id, -127.0f), 127.0f)));  // NaN: -127
+}
+
+void add_w8a8_jobs(TensorJob job, int64_t n_rows, std::vector<TensorJob>& jobs) {
+  const int64_t n = static_cast<int64_t>(job.dims[0]);
+  RowSource source = std::move(job.source);
+  job.source = {};
+  TensorJob scales;
+  const std::string base = job.name.ends_with(".weight") ? job.name.substr(0, job.name.size() - 7) : job.name;
+  scales.name = base + ".scale";
+  scales.dims = {static_cast<uint64_t>(n_rows)};
+  scales.type = GgmlType::F32;
+  scales.calibrated = job.calibrated;
+  scales.mapped_input = job.mapped_input;  // released after the second pass over the input
+  job.mapped_input = {};
+  auto run = [source, n, n_rows](ThreadPool& pool, const std::function<void(int64_t, const int8_t*, float)>& put) {
+    pool.parallel_for(static_cast<size_t>(n_rows), [&](size_t b, size_t e, int) {
+      std::vector<float> row(static_cast<size_t>(n));
+      std::vector<int8_t> q(static_cast<size_t>(n));
+      for (size_t r = b; r < e; ++r) {
+        float d = 0.0f;
+        source(static_cast<int64_t>(r), row.data());
+        w8a8_row(row.data(), n, q.data(), d);
+        put(static_cast<int64_t>(r), q.data(), d);
+      }
+    });
+  };
+  job.encode = [run, n, n_rows](std::vector<uint8_t>& out, ThreadPool& pool) {
+    out.resize(static_cast<size_t>(n * n_rows));
+    run(pool, [&](int64_t r, const int8_t* q, float) { std::memcpy(out.data() + r * n, q, static_cast<size_t>(n)); });
+    return Status::ok();
+  };
+  scales.encode = [run, n_rows](std::vector<uint8_t>& out, ThreadPool& pool) {
+    out.resize(static_cast<size_t>(n_rows) * sizeof(float));
+    run(pool, [&](int64_t r, const int8_t*, float d) { std::memcpy(out.data() + r * sizeof(float), &d, sizeof d); });
+    return Status::ok();
+  };
+  jobs.push_back(std::move(job));
+  jobs.push_back(std::move(scales));
+}
+
 }  // namespace
 
 const char* quant_method_name(QuantMethod m) {
@@ -117,15 +170,16 @@ const char* quant_method_name(QuantMethod m) {
     case QuantMethod::Imatrix: return "imatrix";
     case QuantMethod::Gptq: return "gptq";
     case QuantMethod::Awq: return "awq";
+    case QuantMethod::SmoothQuant: return "smoothquant";
   }
   return "?";
 }
 
 Result<QuantMethod> parse_quant_method(std::string_view name) {
-  for (QuantMethod m : {QuantMethod::Rtn, QuantMethod::Imatrix, QuantMethod::Gptq, QuantMethod::Awq})
+  for (QuantMethod m : {QuantMethod::Rtn, QuantMethod::Imatrix, QuantMethod::Gptq, QuantMethod::Awq, QuantMethod::SmoothQuant})
     if (name == quant_method_name(m)) return m;
   return error(ErrorKind::InvalidArgument,
-               "unknown quantization method '" + std::string(name) + "' (rtn, imatrix, gptq, awq)");
+               "unknown quantization method '" + std::string(name) + "' (rtn, imatrix, gptq, awq, smoothquant)");
 }
 
 Result<std::vector<GptqTensor>> gptq_plan(const gguf::GgufFile& file, const QuantScheme& scheme) {
@@ -243,13 +297,22 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
   writer.set("general.file_type", gguf::Value::of_u32(o.scheme.file_type));
   writer.set("general.quantization_version", gguf::Value::of_u32(2));
 
+  const bool w8a8 = o.scheme.base == GgmlType::I8;
+  // A float scheme keeps the smoothed weights unrounded (the fold alone; tests check it computes the same).
+  if (o.method == QuantMethod::SmoothQuant && !w8a8 && !is_float_type(o.scheme.base))
+    return error(ErrorKind::InvalidArgument, "quantize --method smoothquant makes W8A8 files: use type W8A8");
+  if (w8a8 && o.method != QuantMethod::Rtn && o.method != QuantMethod::SmoothQuant)
+    return error(ErrorKind::InvalidArgument, std::string("quantize: W8A8 takes --method rtn or smoothquant, not ") +
+                                                 quant_method_name(o.method));
   AwqResult awq;
-  if (o.method == QuantMethod::Awq) {
-    if (!o.inputs) return error(ErrorKind::InvalidArgument, "quantize: awq needs calibration statistics");
-    auto r = awq_search(*file, o.awq_search_as ? *o.awq_search_as : o.scheme, o.inputs, pool);
+  if (o.method == QuantMethod::Awq || o.method == QuantMethod::SmoothQuant) {
+    if (!o.inputs) return error(ErrorKind::InvalidArgument, "quantize: this method needs calibration statistics");
+    auto r = o.method == QuantMethod::Awq ? awq_search(*file, o.awq_search_as ? *o.awq_search_as : o.scheme, o.inputs, pool)
+                                          : smoothquant_search(*file, o.inputs, o.sq_alpha, pool);
     if (!r) return r.status().with_context(o.in_path);
     awq = std::move(*r);
   }
+  if (w8a8) writer.set("tern.w8a8", gguf::Value::of_string(quant_method_name(o.method)));
 
   std::vector<TensorJob> jobs;
   for (const gguf::TensorInfo& t : file->tensors()) {
@@ -317,6 +380,13 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
       job.source = [from, data, row_bytes, n_cols](int64_t i_row, float* row) {
         from->to_float(data + static_cast<size_t>(i_row) * row_bytes, row, n_cols);
       };
+    }
+    if (t.type == GgmlType::I8 && (job.source || job.encode))
+      return error(ErrorKind::InvalidArgument, o.in_path + ": tensor '" + t.name + "' is already W8A8 (I8); quantize "
+                                               "from the F32/F16/BF16 model it was made from");
+    if (job.type == GgmlType::I8 && job.source) {
+      add_w8a8_jobs(std::move(job), static_cast<int64_t>(t.dims[1]), jobs);
+      continue;
     }
     jobs.push_back(std::move(job));
   }

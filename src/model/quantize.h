@@ -98,10 +98,13 @@ Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const s
 //            are also read row by row, get Imatrix
 //   Awq      activation-aware per-channel scales folded into the producing norm or
 //            matrix (model/awq.h), then ggml's reference rounding (any block type)
+//   SmoothQuant  SmoothQuant's scales (model/smoothquant.h) folded the same way; for
+//            the W8A8 scheme (its matrices I8 with per-row scales), from the
+//            calibration file's statistics alone
 // Gptq covers the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
 // IQ4_NL), Imatrix those and Q4_K, Q5_K, Q6_K; a tensor a scheme gives
 // another quantized type is an error naming it.
-enum class QuantMethod { Rtn, Imatrix, Gptq, Awq };
+enum class QuantMethod { Rtn, Imatrix, Gptq, Awq, SmoothQuant };
 const char* quant_method_name(QuantMethod m);
 Result<QuantMethod> parse_quant_method(std::string_view name);
 
@@ -120,6 +123,8 @@ struct QuantizeOptions {
   // Awq: search the scales for this scheme's types but write under `scheme`
   // (tests: the folded model written in F32 must compute what the original does).
   std::optional<QuantScheme> awq_search_as = {};
+  // SmoothQuant: α for every group (0.5, the paper's default), or none to search it per group.
+  std::optional<float> sq_alpha = 0.5f;
 };
 
 // One tensor GPTQ will quantize: its name, row length and expert count (0: 2-D).

@@ -69,8 +69,31 @@ class Binder {
     out.n_rows = n_rows;
     out.n_cols = n_cols;
     out.file_backed = f_.file_backed() && !info->in_memory;
+    if (info->type == gguf::GgmlType::I8) {
+      auto scale = row_scales(name, n_rows_total);
+      if (!scale) return scale.status();
+      out.row_scale = *scale + row_begin;
+    }
     used_.insert(name);
     return Status::ok();
+  }
+
+  // W8A8 (docs/quantize.md): an I8 matrix "<base>.weight" has its per-row f32
+  // scales in "<base>.scale"; without them its quants mean nothing.
+  Result<const float*> row_scales(const std::string& name, int64_t n_rows) {
+    const std::string base = name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
+    const std::string scale_name = base + ".scale";
+    const gguf::TensorInfo* s = f_.find_tensor(scale_name);
+    if (!s)
+      return error(ErrorKind::InvalidFile, "tensor '" + name + "' is I8 (W8A8) but its row scales '" + scale_name +
+                                               "' are missing");
+    if (s->type != gguf::GgmlType::F32 || s->n_dims != 1 || static_cast<int64_t>(s->dims[0]) != n_rows)
+      return error(ErrorKind::InvalidFile, "tensor '" + scale_name + "' must be F32 of shape [" +
+                                               std::to_string(n_rows) + "] (one scale per row of '" + name + "')");
+    if (reinterpret_cast<uintptr_t>(s->data) % alignof(float) != 0)
+      return error(ErrorKind::InvalidFile, "tensor '" + scale_name + "' is not aligned to 4 bytes");
+    used_.insert(scale_name);
+    return static_cast<const float*>(static_cast<const void*>(s->data));
   }
 
   // Expert e of a 3-D tensor [n_cols, n_rows, n_expert], for every e: the
@@ -88,9 +111,10 @@ class Binder {
                                                std::to_string(n_cols) + ", " + std::to_string(n_rows) + ", " +
                                                std::to_string(n_expert) + "] (row length, rows, experts)");
     const quant::TypeTraits* tr = quant::traits(info->type);
-    if (!tr)
+    if (!tr || info->type == gguf::GgmlType::I8)
       return error(ErrorKind::Unsupported, "tensor '" + name + "' has type " + std::string(gguf::type_name(info->type)) +
-                                               ", which this build cannot compute with yet");
+                                               ", which this build cannot compute with yet" +
+                                               (tr ? " (W8A8 covers dense matrices, not MoE experts)" : ""));
     out.resize(static_cast<size_t>(n_expert));
     const size_t row_bytes = quant::row_bytes(*tr, n_cols);
     for (int64_t e = 0; e < n_expert; ++e) {
@@ -132,7 +156,7 @@ class Binder {
       return error(ErrorKind::InvalidFile, "tensor '" + name + "' has shape " + info->shape_string() + ", expected [" +
                                                std::to_string(n) + "]");
     const quant::TypeTraits* tr = quant::traits(info->type);
-    if (!tr)
+    if (!tr || info->type == gguf::GgmlType::I8)  // I8 quants without their scale are not values
       return error(ErrorKind::Unsupported, "tensor '" + name + "' has unsupported type " +
                                                std::string(gguf::type_name(info->type)));
     out.host.resize(static_cast<size_t>(n));

@@ -141,6 +141,23 @@ float q4_0_vec_dot(const void* row, const float* x, int64_t n) {
   return sum;
 }
 
+// ---- I8 ----------------------------------------------------------------------
+// The quants of a W8A8 matrix (docs/quantize.md): one int8 per weight, the
+// row's scale held apart (WeightView::row_scale, the file's "<name>.scale"
+// tensor), so these functions see the quants only and leave scaling to their
+// callers. No from_float: a row's quants depend on its scale, which this
+// per-row signature cannot return (model/quantize.cpp writes both).
+void i8_to_float(const void* src, float* dst, int64_t n) {
+  const auto* q = static_cast<const int8_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<float>(q[i]);
+}
+float i8_vec_dot(const void* row, const float* x, int64_t n) {
+  const auto* q = static_cast<const int8_t*>(row);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += static_cast<float>(q[i]) * x[i];
+  return sum;
+}
+
 using namespace rows;  // NOLINT: the per-type row functions of rows.h
 
 // One row per type. The last column is the activation type ggml's fast kernels
@@ -163,6 +180,8 @@ const TypeTraits kTraits[] = {
     {GgmlType::Q6_K, "Q6_K", 256, 210, q6_k_to_float, q6_k_from_float, q6_k_vec_dot, GgmlType::Q8_K},
     {GgmlType::Q8_K, "Q8_K", 256, 292, q8_k_to_float, q8_k_from_float, q8_k_vec_dot, GgmlType::Q8_K},
     {GgmlType::IQ4_XS, "IQ4_XS", 256, 136, iq4_xs_to_float, iq4_xs_from_float, iq4_xs_vec_dot, GgmlType::Q8_K},
+    // Activations of W8A8 are int8 per token (kernels/w8a8.h), a row format with no GGUF type.
+    {GgmlType::I8, "I8", 1, 1, i8_to_float, nullptr, i8_vec_dot, GgmlType::I8},
 };
 
 }  // namespace

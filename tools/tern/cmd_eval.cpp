@@ -135,7 +135,7 @@ int eval_quant(int argc, char** argv) {
   args.add("-c,--ctx-size", &a.n_ctx, "perplexity window in tokens (default min(512, training context))");
   args.add("--chunks", &a.n_chunks, "score only the first N windows (default all; the base logits take 2*n_vocab bytes a token)");
   args.add("--calib", &a.calib_path, "calibration file (tern calibrate) for the calibrated methods; the text must not overlap it");
-  args.add("--methods", &a.methods_text, "comma-separated rtn, imatrix, gptq, awq: each type is made by each (default rtn)");
+  args.add("--methods", &a.methods_text, "comma-separated rtn, imatrix, gptq, awq, smoothquant: each type is made by each that applies (smoothquant: W8A8 only; W8A8: rtn and smoothquant) (default rtn)");
   args.add("--calib-text", &a.calib_text, "gptq: the calibration text, if it moved since tern calibrate");
   args.add("--auto-bpw", &a.auto_bpw_text, "comma-separated bits/weight: also an automatic mix (quantize --auto) at each, by each method but awq (needs --calib)");
   args.add("--auto-types", &a.auto_types, "candidate types of the automatic mixes (default: quantize --auto's per method)");
@@ -250,6 +250,10 @@ int eval_quant(int argc, char** argv) {
   for (size_t i = 0; i < n_runs; ++i) {
     const QuantScheme& scheme = *(*schemes)[i / methods.size()];
     const QuantMethod method = methods[i % methods.size()];
+    // smoothquant makes W8A8 only, and W8A8 takes rtn or smoothquant: other pairs have no file to measure.
+    if ((method == QuantMethod::SmoothQuant) != (scheme.base == gguf::GgmlType::I8) &&
+        !(method == QuantMethod::Rtn && scheme.base == gguf::GgmlType::I8))
+      continue;
     const std::string name =
         std::string(scheme.name) + (method == QuantMethod::Rtn ? "" : std::string(" ") + quant_method_name(method));
     status_line("eval: [" + std::to_string(i + 1) + "/" + std::to_string(n_runs) + "] quantizing " + name);
@@ -283,7 +287,7 @@ int eval_quant(int argc, char** argv) {
   // Automatic mixes: chosen on the calibration text, measured here like every other row.
   for (double bpw : auto_bpw) {
     for (QuantMethod method : methods) {
-      if (method == QuantMethod::Awq) continue;  // quantize --auto refuses it (folded norms)
+      if (method == QuantMethod::Awq || method == QuantMethod::SmoothQuant) continue;  // quantize --auto refuses them (folded norms)
       char label[64];
       std::snprintf(label, sizeof label, "auto %.2f%s%s", bpw, method == QuantMethod::Rtn ? "" : " ",
                     method == QuantMethod::Rtn ? "" : quant_method_name(method));

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "args.h"
 #include "commands.h"
@@ -67,12 +68,14 @@ int cmd_quantize(int argc, char** argv) {
   bool pure = false;
   std::string calib_path, method_name, calib_text;
   float damp = 0.01f;
+  std::string sq_alpha_text;
   uint64_t gptq_memory = 4ull << 30;
   bool automatic = false;
   float target_bpw = 0;
   std::string auto_types;
   int auto_chunks = 16;
   ArgParser args("quantize", "tern quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [--calib CALIB.gguf [--method imatrix|gptq|awq]]\n"
+                             "       tern quantize IN.gguf OUT.gguf W8A8 [--calib CALIB.gguf [--sq-alpha A]]   (SmoothQuant)\n"
                              "       tern quantize IN.gguf OUT.gguf --auto --target-bpw B --calib CALIB.gguf [--auto-types T,...] [--method rtn|imatrix|gptq]");
   args.add_positional("IN.gguf", &in_path, "model to read (any supported tensor types)");
   args.add_positional("OUT.gguf", &out_path, "model to write (atomically: OUT.gguf.tmp, then renamed)");
@@ -84,7 +87,8 @@ int cmd_quantize(int argc, char** argv) {
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   args.add_flag("--pure", &pure, "every matrix TYPE's base type: no mix upgrades (only the row-length fallback)");
   args.add("--calib", &calib_path, "calibration file from tern calibrate: rounding weighted by input statistics");
-  args.add("--method", &method_name, "rtn (plain rounding), imatrix (default with --calib), gptq or awq");
+  args.add("--method", &method_name, "rtn (plain rounding), imatrix (default with --calib), gptq, awq, or smoothquant (W8A8; its default with --calib)");
+  args.add("--sq-alpha", &sq_alpha_text, "smoothquant: migration strength alpha in [0, 1] for every layer (default 0.5), or 'search' (per layer, by a rounding-noise model)");
   args.add("--calib-text", &calib_text, "gptq: the calibration text, if it moved since tern calibrate (checked by size and hash)");
   args.add("--gptq-damp", &damp, "gptq: damping, a fraction of H's mean diagonal (default 0.01)");
   args.add("--gptq-memory", &gptq_memory, "gptq: bytes of H held at once; more tensors need more passes (default 4 GiB)");
@@ -124,7 +128,7 @@ int cmd_quantize(int argc, char** argv) {
     return report(error(ErrorKind::InvalidArgument,
                         "quantize: unknown type '" + type_name + "' (known: " + quant_scheme_names() + ")"));
   QuantizeOptions o{in_path, out_path, pure ? pure_scheme(*scheme) : *scheme};
-  if (method_name.empty()) method_name = calib_path.empty() ? "rtn" : "imatrix";
+  if (method_name.empty()) method_name = calib_path.empty() ? "rtn" : scheme->base == gguf::GgmlType::I8 ? "smoothquant" : "imatrix";
   auto method = parse_quant_method(method_name);
   if (!method) return report(method.status());
   o.method = *method;
@@ -135,6 +139,17 @@ int cmd_quantize(int argc, char** argv) {
     return report(error(ErrorKind::InvalidArgument, "quantize: --calib is not used by --method rtn"));
   if (!(damp > 0.0f && damp < 10.0f)) return report(error(ErrorKind::InvalidArgument, "quantize: --gptq-damp must be in (0, 10)"));
   o.gptq_damp = damp;
+  if (!sq_alpha_text.empty() && o.method != QuantMethod::SmoothQuant)
+    return report(error(ErrorKind::InvalidArgument, "quantize: --sq-alpha is for --method smoothquant"));
+  if (sq_alpha_text == "search") {
+    o.sq_alpha.reset();
+  } else if (!sq_alpha_text.empty()) {
+    char* end = nullptr;
+    const float a = std::strtof(sq_alpha_text.c_str(), &end);
+    if (end == sq_alpha_text.c_str() || *end != '\0' || !(a >= 0.0f && a <= 1.0f))
+      return report(error(ErrorKind::InvalidArgument, "quantize: --sq-alpha must be a number in [0, 1] or 'search'"));
+    o.sq_alpha = a;
+  }
   std::unique_ptr<CalibrationSource> calib;
   if (o.method != QuantMethod::Rtn) {
     auto src = CalibrationSource::for_method(o.method, o.scheme, calib_path, in_path, calib_text, gptq_memory, n_threads);

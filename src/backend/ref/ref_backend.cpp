@@ -67,6 +67,8 @@ class RefBackend final : public HostBackend {
     row_.resize(static_cast<size_t>(w.n_cols));
     for (int64_t r = 0; r < w.n_rows; ++r) {
       w.traits->to_float(w.row(r), row_.data(), w.n_cols);
+      if (w.row_scale)
+        for (float& v : row_) v *= w.row_scale[r];
       for (int64_t t = 0; t < n_rows; ++t) {
         const float* xr = x + t * w.n_cols;
         double acc = 0;

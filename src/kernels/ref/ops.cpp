@@ -20,6 +20,13 @@ void matmul(const WeightView& w, const float* x, float* y, int64_t n_tokens, Thr
 namespace {
 constexpr int kMaxGroup = 4;
 
+// W8A8: a tile's outputs times their rows' scales (WeightView::row_scale),
+// after the kernel, packed or not, so both give the same bits.
+void scale_rows(const float* scale, int n_rows, int n_cols, float* y, size_t ldy) {
+  for (int c = 0; c < n_cols; ++c)
+    for (int r = 0; r < n_rows; ++r) y[c * ldy + r] *= scale[r];
+}
+
 // One distinct input of a pass: its rows quantized for one activation format.
 struct ActPlan {
   const MatmulKernels* k;
@@ -155,6 +162,7 @@ void matmul_experts(std::span<const ExpertMatmulJob> jobs, ThreadPool& pool) {
               p.k->tile(n, w.row(r0), w.row_stride_bytes, n_rows, p.xq + c * p.x_stride, p.x_stride, n_cols, y,
                         static_cast<size_t>(w.n_rows));
             }
+            if (w.row_scale) scale_rows(w.row_scale + r0, n_rows, n_cols, y, static_cast<size_t>(w.n_rows));
           }
         }
       }

@@ -29,6 +29,10 @@ struct WeightView {
   // back from the file if touched). False for weights in ordinary memory,
   // which dropping would zero.
   bool file_backed = false;
+  // W8A8 (traits I8, kernels/w8a8.h): row r's weights are its int8 quants
+  // times row_scale[r]; kernels compute with the quants, and matmul multiplies
+  // each output by its row's scale. Null for every block type.
+  const float* row_scale = nullptr;
   const void* row(int64_t r) const { return static_cast<const uint8_t*>(data) + r * row_stride_bytes; }
 };
 
