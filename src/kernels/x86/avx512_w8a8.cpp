@@ -17,7 +17,7 @@
 namespace tern::kernels::x86 {
 namespace {
 
-constexpr int kMaxCols = 12;  // 2 x 12 accumulators + 2 weight vectors fit the 32 zmm registers
+constexpr int kMaxCols = 8;  // 2 x 8 accumulators, 2 weight vectors, 8 column pointers
 
 float act_scale(const uint8_t* xr) {
   float d;
@@ -94,35 +94,53 @@ inline __mmask16 row_mask(int n_rows, int h) {
   return k >= 16 ? static_cast<__mmask16>(0xffff) : k <= 0 ? static_cast<__mmask16>(0) : static_cast<__mmask16>((1u << k) - 1);
 }
 
-// One packed panel against NC columns.
+// One packed panel against NC columns. Two plain accumulator arrays (not one
+// [2][NC]) and NC <= 8 column pointers: with 12, GCC kept the accumulators
+// in memory and re-loaded the pointers every step (pp512 ~20% slower).
 template <int NC>
 void panel_cols(int64_t n, const uint8_t* panel, int n_rows, const uint8_t* xq, size_t x_stride, float* y, size_t ldy) {
-  __m512i acc[2][NC];
-  for (int c = 0; c < NC; ++c) acc[0][c] = acc[1][c] = _mm512_setzero_si512();
-  const uint8_t* body = panel + 192;
+  __m512i acc0[NC], acc1[NC];
+  const uint8_t* xc[NC];
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) {
+    acc0[c] = acc1[c] = _mm512_setzero_si512();
+    xc[c] = xq + c * x_stride + kW8ActHeader;
+  }
+  const uint8_t* wg = panel + 192;
   const int64_t n_groups = w8_padded(n) / 64;
-  for (int64_t g = 0; g < n_groups; ++g) {
-    const uint8_t* wg = body + g * 2048;
+  for (int64_t g = 0; g < n_groups; ++g, wg += 2048) {
     _mm_prefetch(reinterpret_cast<const char*>(wg + 4096), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(wg + 4096 + 1024), _MM_HINT_T0);
-    const uint8_t* xg = xq + kW8ActHeader + g * 64;
+    const int64_t xo = g * 64;
+    // A group's chains start from zero and are added in once: carried
+    // through the loop directly, GCC 12 copied every accumulator each step.
+    __m512i t0[NC], t1[NC];
+#pragma GCC unroll 8
+    for (int c = 0; c < NC; ++c) t0[c] = t1[c] = _mm512_setzero_si512();
+#pragma GCC unroll 16
     for (int j = 0; j < 16; ++j) {
       const __m512i w0 = load_512(wg + j * 128), w1 = load_512(wg + j * 128 + 64);
+#pragma GCC unroll 8
       for (int c = 0; c < NC; ++c) {
-        const __m512i a = _mm512_set1_epi32(static_cast<int>(load_u32(xg + c * x_stride + 4 * j)));
-        acc[0][c] = _mm512_dpbusd_epi32(acc[0][c], a, w0);
-        acc[1][c] = _mm512_dpbusd_epi32(acc[1][c], a, w1);
+        const __m512i a = _mm512_set1_epi32(static_cast<int>(load_u32(xc[c] + xo + 4 * j)));
+        t0[c] = _mm512_dpbusd_epi32(t0[c], a, w0);
+        t1[c] = _mm512_dpbusd_epi32(t1[c], a, w1);
       }
     }
-  }
-  for (int h = 0; h < 2; ++h) {
-    const __m512i off = _mm512_slli_epi32(load_512(panel + 64 * h), 7);  // 128 * sum(w) per row
-    const __mmask16 m = row_mask(n_rows, h);
+#pragma GCC unroll 8
     for (int c = 0; c < NC; ++c) {
-      const __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc[h][c], off)),
-                                     _mm512_set1_ps(act_scale(xq + c * x_stride)));
-      _mm512_mask_storeu_ps(y + c * ldy + 16 * h, m, v);
+      acc0[c] = _mm512_add_epi32(acc0[c], t0[c]);
+      acc1[c] = _mm512_add_epi32(acc1[c], t1[c]);
     }
+  }
+  const __m512i off0 = _mm512_slli_epi32(load_512(panel), 7);  // 128 * sum(w) per row
+  const __m512i off1 = _mm512_slli_epi32(load_512(panel + 64), 7);
+  const __mmask16 m0 = row_mask(n_rows, 0), m1 = row_mask(n_rows, 1);
+#pragma GCC unroll 8
+  for (int c = 0; c < NC; ++c) {
+    const __m512 dx = _mm512_set1_ps(act_scale(xq + c * x_stride));
+    _mm512_mask_storeu_ps(y + c * ldy, m0, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc0[c], off0)), dx));
+    _mm512_mask_storeu_ps(y + c * ldy + 16, m1, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(acc1[c], off1)), dx));
   }
 }
 
@@ -135,10 +153,6 @@ void packed_tile(int64_t n, const void* panel, int n_rows, const void* xq, size_
     const uint8_t* xc = x + c * x_stride;
     float* yc = y + c * ldy;
     switch (left >= kMaxCols ? kMaxCols : left) {
-      case 12: panel_cols<12>(n, p, n_rows, xc, x_stride, yc, ldy); c += 12; break;
-      case 11: panel_cols<11>(n, p, n_rows, xc, x_stride, yc, ldy); c += 11; break;
-      case 10: panel_cols<10>(n, p, n_rows, xc, x_stride, yc, ldy); c += 10; break;
-      case 9: panel_cols<9>(n, p, n_rows, xc, x_stride, yc, ldy); c += 9; break;
       case 8: panel_cols<8>(n, p, n_rows, xc, x_stride, yc, ldy); c += 8; break;
       case 7: panel_cols<7>(n, p, n_rows, xc, x_stride, yc, ldy); c += 7; break;
       case 6: panel_cols<6>(n, p, n_rows, xc, x_stride, yc, ldy); c += 6; break;
