@@ -139,6 +139,20 @@ TEST(CliQuantize, CalibrateThenCalibratedMethods) {
     EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight")->type, gguf::GgmlType::Q4_0);
     std::filesystem::remove(out);
   }
+  // W8A8: smoothquant is its default calibrated method; the file runs.
+  for (const std::string extra : {"", " --sq-alpha 0.3", " --sq-alpha search"}) {
+    auto q = tern("quantize " + m + " " + quote(out) + " W8A8 --calib " + quote(calib) + extra);
+    EXPECT_EQ(q.exit_code, 0) << extra << ": " << q.err;
+    EXPECT_NE(q.err.find("smoothquant: "), std::string::npos) << q.err;
+    auto f = gguf::GgufFile::open(out);
+    ASSERT_TRUE(f) << extra;
+    EXPECT_EQ(f->find_tensor("blk.0.attn_q.weight")->type, gguf::GgmlType::I8);
+    EXPECT_EQ(f->find_tensor("blk.0.attn_q.scale")->type, gguf::GgmlType::F32);
+    auto r = tern("run -m " + quote(out) + " -p \"Once upon a time\" -n 8 --temp 0");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_FALSE(r.out.empty());
+    std::filesystem::remove(out);
+  }
   // --auto: the per-tensor table on stdout, predicted and measured KL in the summary.
   auto a = tern("quantize " + m + " " + quote(out) + " --auto --target-bpw 12 --calib " + quote(calib) +
                 " --auto-types Q8_0,F16 --auto-chunks 2 --method rtn");
@@ -166,6 +180,10 @@ TEST(CliQuantize, CalibrateThenCalibratedMethods) {
       {"eval quant -m " + m + " -f " + quote(text) + " --calib " + quote(calib) + " --methods imatrix --types Q4_0",
        "are also in the calibration text"},
       {"calibrate -m " + m + " -o " + quote(calib), "are required"},
+      {"quantize " + m + " " + quote(out) + " W8A8 --calib " + quote(calib) + " --sq-alpha 1.5", "--sq-alpha must be"},
+      {"quantize " + m + " " + quote(out) + " W8A8 --calib " + quote(calib) + " --method gptq", "W8A8 takes --method rtn or smoothquant"},
+      {"quantize " + m + " " + quote(out) + " Q4_0 --calib " + quote(calib) + " --method smoothquant", "makes W8A8 files"},
+      {"quantize " + m + " " + quote(out) + " Q4_0 --calib " + quote(calib) + " --method awq --sq-alpha 0.5", "--sq-alpha is for"},
   };
   for (const auto& k : cases) {
     auto o = tern(k.args);
