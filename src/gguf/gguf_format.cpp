@@ -53,6 +53,7 @@ std::optional<TypeSize> type_size(uint32_t ggml_type) {
     case GgmlType::IQ1_M: return TypeSize{"IQ1_M", 256, 56};
     case GgmlType::TQ1_0: return TypeSize{"TQ1_0", 256, 54};
     case GgmlType::TQ2_0: return TypeSize{"TQ2_0", 256, 66};
+    case GgmlType::MXFP4: return TypeSize{"MXFP4", 32, 17};
   }
   return std::nullopt;
 }

@@ -32,9 +32,10 @@ size_t packed_bytes(const MatmulKernels& k, const WeightView& w) {
 
 namespace {
 
-// Lead and trail parts are 0 or 2 bytes: a fixed-size copy the compiler inlines.
+// Lead and trail parts are 0, 1 (MXFP4's E8M0) or 2 bytes: a fixed-size copy the compiler inlines.
 inline void copy_small(uint8_t* dst, const uint8_t* src, int n) {
   if (n == 2) std::memcpy(dst, src, 2);
+  if (n == 1) *dst = *src;
 }
 
 // By element (2-byte elements, F16): for each k, element k of rows 0..31 side
@@ -75,7 +76,7 @@ void pack_panel(const MatmulKernels& k, const WeightView& w, int64_t p, uint8_t*
 
 void pack_weights(const MatmulKernels& k, const WeightView& w, void* out, ThreadPool* pool) {
   TERN_ASSERT(packed_bytes(k, w) > 0);
-  TERN_ASSERT(k.pack.lead_bytes % 2 == 0 && k.pack.lead_bytes <= 2 && k.pack.trail_bytes <= 2);
+  TERN_ASSERT(k.pack.lead_bytes <= 2 && k.pack.trail_bytes <= 2);
   const size_t panel_bytes = packed_panel_bytes(w);
   const auto n_panels = static_cast<size_t>((w.n_rows + kPanelRows - 1) / kPanelRows);
   auto* dst = static_cast<uint8_t*>(out);

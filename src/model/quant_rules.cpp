@@ -38,6 +38,10 @@ constexpr QuantScheme kSchemes[] = {
     // W8A8 (SmoothQuant's form; docs/quantize.md): dense matrices I8 with
     // per-row scales. llama.cpp has no such file type: 1024 is tern's own.
     {"W8A8", GgmlType::I8, 1024, true},
+    // MXFP4_MOE is llama.cpp's (gpt-oss): experts MXFP4, every other matrix Q8_0.
+    // MXFP4 alone is the block type, pure, with the same file type.
+    {"MXFP4_MOE", GgmlType::MXFP4, 38, true},
+    {"MXFP4", GgmlType::MXFP4, 38, false},
 };
 
 // The tensor roles the mix rules distinguish.
@@ -278,6 +282,12 @@ TypeChoice choose_tensor_type(const QuantScheme& scheme, const QuantModelInfo& m
                               uint32_t n_dims, uint64_t n_cols, GgmlType current) {
   if (!is_quantizable(name, n_dims)) return {current, false};
   if (is_float(scheme.base)) return {scheme.base, false};
+  if (scheme.base == GgmlType::MXFP4 && scheme.mix) {
+    const GgmlType wanted = n_dims == 3 && !(name == "output.weight" || name == "token_embd.weight") ? GgmlType::MXFP4
+                                                                                                    : GgmlType::Q8_0;
+    const GgmlType t = fallback_type(wanted, n_cols);
+    return {t, t != wanted};
+  }
   if (scheme.base == GgmlType::I8) {
     // W8A8 covers the dense matrices of the layers; the embeddings, the output
     // head and MoE experts take Q8_0, the same bits per weight.

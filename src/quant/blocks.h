@@ -14,6 +14,7 @@
 //   Q8_0   (34 B): | d fp16 | qs[32] int8 |                   x = d * q
 //   Q8_1   (36 B): | d fp16 | s fp16 | qs[32] int8 |          x = d * q, s = d * sum(q)
 //   IQ4_NL (18 B): | d fp16 | qs[16] |                        x = d * kIq4nlValues[q]
+//   MXFP4  (17 B): | e E8M0 | qs[16] |                        x = 2^(e-128) * kMxfp4Values[q]
 //
 // Q5_*: qh read as a little-endian u32 holds the fifth bit of element j at bit
 // j (j = 0..31), so q[j] = nibble | ((qh >> j) & 1) << 4.
@@ -34,6 +35,18 @@ inline constexpr int kQK4_NL = 32;
 // IQ4_NL code book: a non-uniform 4-bit grid, denser near zero (ggml's kvalues_iq4nl).
 inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// MXFP4 (OCP microscaling): FP4 E2M1 values, doubled so they are integers
+// (0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives), with one power-of-two
+// scale per block (E8M0, here halved to undo the doubling).
+inline constexpr int kQK_MXFP4 = 32;
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+struct BlockMxfp4 {
+  uint8_t e;                   // E8M0 exponent
+  uint8_t qs[kQK_MXFP4 / 2];   // 4-bit indices into kMxfp4Values, nibble order as Q4_0
+};
+static_assert(sizeof(BlockMxfp4) == 17, "MXFP4 block must be 17 bytes");
 
 struct BlockQ4_0 {
   uint16_t d;                // fp16 scale

@@ -26,6 +26,12 @@ void iq4_nl_to_float(const void* src, float* dst, int64_t n);
 void iq4_nl_from_float(const float* src, void* dst, int64_t n);
 float iq4_nl_vec_dot(const void* row, const float* x, int64_t n);
 
+// mxfp4.cpp — MXFP4 (32-element blocks, E8M0 scale); mxfp4_scale(e) = 2^(e - 128).
+float mxfp4_scale(uint8_t e);
+void mxfp4_to_float(const void* src, float* dst, int64_t n);
+void mxfp4_from_float(const float* src, void* dst, int64_t n);
+float mxfp4_vec_dot(const void* row, const float* x, int64_t n);
+
 // k_quants.cpp (to_float, vec_dot) and k_quantize.cpp (from_float) — 256-element super-blocks.
 void q2_k_to_float(const void* src, float* dst, int64_t n);
 void q2_k_from_float(const float* src, void* dst, int64_t n);

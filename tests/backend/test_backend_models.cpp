@@ -232,7 +232,7 @@ std::vector<ArchCase> arch_cases() {
   });
   for (int key_length : {24, 8})
     add("key_length_" + std::to_string(key_length), [&](SynthSpec& s) { s.n_head = 4; s.n_head_kv = 2; s.key_length = key_length; s.seed = 8; });
-  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0})
+  for (GgmlType t : {GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::MXFP4})
     add("weights_" + std::string(gguf::type_name(t)), [](SynthSpec& s) { s.seed = 9; }, t);
   // Row lengths of 256 for the super-block types; weights scaled by
   // sqrt(64 / 256) so that dot products, and logits, are as large as in the

@@ -178,7 +178,8 @@ double matmul_budget(GgmlType type) {
 }
 
 const GgmlType kMatmulTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-                                 GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
+                                 GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS,
+                                 GgmlType::MXFP4};
 
 TEST_F(BackendOps, MatmulEveryWeightType) {
   // 72 rows: two whole 32-row panels and a partial one; 512 columns: two

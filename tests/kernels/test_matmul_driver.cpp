@@ -23,7 +23,7 @@ using gguf::GgmlType;
 TEST(MatmulDriver, MatchesReferenceForEveryTypeThreadCountAndTokenCount) {
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                             GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
-                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL};
+                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::MXFP4};
   for (GgmlType t : types) {
     const quant::TypeTraits* tr = quant::traits(t);
     const MatmulKernels* k = matmul_kernels(t);
@@ -86,7 +86,7 @@ TEST(MatmulDriver, GroupEqualsSeparateCallsBitForBit) {
 // type with a packed form, partial last panels, any token and thread count.
 TEST(MatmulDriver, PackedWeightsGiveBitIdenticalResults) {
   int n_packed_types = 0;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q5_K,
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q4_K, GgmlType::Q5_K,
                      GgmlType::Q6_K, GgmlType::Q4_1, GgmlType::F16}) {
     const quant::TypeTraits* tr = quant::traits(t);
     const MatmulKernels* k = matmul_kernels(t);

@@ -79,18 +79,47 @@ TEST(QuantRules, SchemeTable) {
       {"Q5_K_M", {GgmlType::Q5_K, 17}}, {"Q6_K", {GgmlType::Q6_K, 18}},    {"IQ4_NL", {GgmlType::IQ4_NL, 25}},
       {"IQ4_XS", {GgmlType::IQ4_XS, 30}},
       {"Q3_K", {GgmlType::Q3_K, 12}},   {"Q4_K", {GgmlType::Q4_K, 15}},    {"Q5_K", {GgmlType::Q5_K, 17}},
+      {"W8A8", {GgmlType::I8, 1024}},   {"MXFP4_MOE", {GgmlType::MXFP4, 38}}, {"MXFP4", {GgmlType::MXFP4, 38}},
   };
   for (const auto& [name, tf] : want) {
     const QuantScheme* s = find_quant_scheme(name);
     ASSERT_NE(s, nullptr) << name;
     EXPECT_EQ(s->base, tf.first) << name;
     EXPECT_EQ(s->file_type, tf.second) << name;
-    EXPECT_EQ(s->mix, name != "Q3_K" && name != "Q4_K" && name != "Q5_K") << name;
+    EXPECT_EQ(s->mix, name != "Q3_K" && name != "Q4_K" && name != "Q5_K" && name != "MXFP4") << name;
   }
   EXPECT_EQ(find_quant_scheme("q4_k_m"), find_quant_scheme("Q4_K_M"));
   EXPECT_EQ(find_quant_scheme("Q9_X"), nullptr);
   EXPECT_EQ(find_quant_scheme(""), nullptr);
   EXPECT_NE(quant_scheme_names().find("Q4_K_M"), std::string::npos);
+}
+
+// W8A8: the layers' dense matrices I8 at any row length; embeddings, output
+// head and expert tensors Q8_0 (F16 where 32 does not divide the row).
+TEST(QuantRules, W8a8) {
+  const QuantModelInfo m = llama(16, 32, 8), tied = llama(16, 32, 8, false);
+  for (const char* t : {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"})
+    EXPECT_EQ(type_of("W8A8", m, blk(3, t)), GgmlType::I8) << t;
+  EXPECT_EQ(type_of("W8A8", m, blk(3, "ffn_down"), 172), GgmlType::I8);
+  EXPECT_EQ(type_of("W8A8", m, "output.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(type_of("W8A8", m, "token_embd.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(type_of("W8A8", tied, "token_embd.weight", 100), GgmlType::F16);
+  EXPECT_EQ(type_of("W8A8", m, blk(0, "ffn_up_exps"), 4096, 3), GgmlType::Q8_0);
+  EXPECT_EQ(type_of("W8A8", m, blk(0, "attn_norm")), GgmlType::F32);
+}
+
+// llama.cpp's MXFP4_MOE: experts MXFP4, every other matrix Q8_0; MXFP4: every matrix.
+TEST(QuantRules, Mxfp4) {
+  const QuantModelInfo moe = llama(24, 64, 8);
+  EXPECT_EQ(type_of("MXFP4_MOE", moe, blk(0, "ffn_up_exps"), 2880, 3), GgmlType::MXFP4);
+  EXPECT_EQ(type_of("MXFP4_MOE", moe, blk(0, "ffn_down_exps"), 2880, 3), GgmlType::MXFP4);
+  EXPECT_EQ(type_of("MXFP4_MOE", moe, blk(0, "attn_q")), GgmlType::Q8_0);
+  EXPECT_EQ(type_of("MXFP4_MOE", moe, blk(0, "attn_v")), GgmlType::Q8_0);
+  EXPECT_EQ(type_of("MXFP4_MOE", moe, "output.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(type_of("MXFP4_MOE", moe, blk(0, "ffn_gate_inp")), GgmlType::F32);
+  EXPECT_EQ(type_of("MXFP4", moe, blk(0, "attn_q")), GgmlType::MXFP4);
+  EXPECT_EQ(type_of("MXFP4", moe, "output.weight"), GgmlType::MXFP4);
+  EXPECT_EQ(type_of("MXFP4", moe, blk(0, "ffn_down"), 172), GgmlType::F16);
 }
 
 TEST(QuantRules, OnlyMatricesChange) {

@@ -203,6 +203,13 @@ TEST(W8a8Model, CloseToF32OnHeldOutTextAndIndependentOfTheBatch) {
       return Status::ok();
     }));
     EXPECT_EQ(row, lm.size() / 4);
+    // The reference backend: the same weights (quants times row scales) against f32 activations.
+    auto r = Model::load(path, backend::make_backend(backend::BackendKind::Ref, 1));
+    ASSERT_TRUE(r);
+    const auto lr = logits(**r, tokens);
+    const auto [kl_ref, top1_ref] = kl_top1(lr, lm);
+    EXPECT_LT(kl_ref, 0.004) << path;  // only the activations' rounding differs
+    EXPECT_GT(top1_ref, 0.95) << path;
   }
   std::filesystem::remove(rtn);
   std::filesystem::remove(sq);

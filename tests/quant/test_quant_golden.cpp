@@ -7,6 +7,7 @@
 // 2^-12 .. 2^4:
 //   bytes:   quantize_row_<type>_ref (IQ4_NL: quantize_iq4_nl without imatrix,
 //            IQ4_XS: quantize_row_iq4_xs_ref, which is quantize_iq4_xs without one;
+//            MXFP4: quantize_row_mxfp4_ref, ggml 3f545be);
 //            the search llama-quantize runs), i.e. llama-quantize's output;
 //   decoded: dequantize_row_<type> of those bytes, as f32 bit patterns (Q8_1 has
 //            no ggml decoder; its value is d*q computed in f32).
@@ -43,6 +44,7 @@ const Golden kGolden[] = {
     {GgmlType::Q6_K, 0x26758d287efed79bull, 0x8477abff76ee53d8ull},
     {GgmlType::Q8_K, 0xa0e124aebbced401ull, 0x678522bb9cebbb31ull},
     {GgmlType::IQ4_XS, 0x71cfb2fe9a2c3415ull, 0x8c856c6368791ca6ull},
+    {GgmlType::MXFP4, 0x6eede10fb1da1573ull, 0xa126e2b75d1742d8ull},
 };
 
 TEST(QuantGolden, BytesAndDecodedFloatsMatchGgml) {

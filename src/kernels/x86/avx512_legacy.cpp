@@ -204,6 +204,7 @@ constexpr MatmulKernels::PackLayout pack_layout(GgmlType t) {
     case GgmlType::Q4_0: return {2, 4, 0};
     case GgmlType::Q8_0: return {2, 8, 0};
     case GgmlType::IQ4_NL: return {2, 4, 0};
+    case GgmlType::MXFP4: return {1, 4, 0};
     default: return {};
   }
 }
@@ -222,6 +223,7 @@ constexpr MatmulKernels kQ5_0 = row<Q5_0>();
 constexpr MatmulKernels kQ5_1 = row<Q5_1>();
 constexpr MatmulKernels kQ8_0 = panel_row<GgmlType::Q8_0>();
 constexpr MatmulKernels kIq4Nl = panel_row<GgmlType::IQ4_NL>();
+constexpr MatmulKernels kMxfp4 = panel_row<GgmlType::MXFP4>();
 
 }  // namespace
 
@@ -233,6 +235,7 @@ const MatmulKernels* avx512_legacy_kernels(GgmlType t) {
     case GgmlType::Q5_1: return &kQ5_1;
     case GgmlType::Q8_0: return &kQ8_0;
     case GgmlType::IQ4_NL: return &kIq4Nl;
+    case GgmlType::MXFP4: return &kMxfp4;
     default: return nullptr;
   }
 }

@@ -1,5 +1,5 @@
 // AVX-512 VNNI panel kernels for prompt processing with 32-element block
-// weights: Q4_0, Q8_0, IQ4_NL against Q8_0 activations, up to 32 rows x any columns.
+// weights: Q4_0, Q8_0, IQ4_NL, MXFP4 against Q8_0 activations, up to 32 rows x any columns.
 // Every tile of these types runs here, prompt and decode alike, so that a
 // (row, token) result is the same whatever the batch: the float operations
 // are the same sequence, on an int32 dot product that is exact either way.
@@ -110,23 +110,30 @@ inline __m512 d_ps(__m512i first) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16
 struct RowSource {
   const uint8_t* const* rows;  // [32]
   size_t off;
-  __m512 d(int h) const {
+  size_t lead = 2;  // bytes of scale before the quants (MXFP4: 1)
+  // The block's first dword of each row, lane r = row 16h + r.
+  __m512i head(int h) const {
     __m512i hdr[4];
     transpose_16x4(rows + 16 * h, off, hdr);
-    return d_ps(hdr[0]);
+    return hdr[0];
   }
-  // Dwords j..j+3 of the bytes after d, lane r = row 16h + r.
-  void dw4(int h, int j, __m512i out[4]) const { transpose_16x4(rows + 16 * h, off + 2 + 4 * j, out); }
+  __m512 d(int h) const { return d_ps(head(h)); }
+  __m512i e8(int h) const { return _mm512_and_si512(head(h), _mm512_set1_epi32(0xff)); }
+  // Dwords j..j+3 of the bytes after the scale, lane r = row 16h + r.
+  void dw4(int h, int j, __m512i out[4]) const { transpose_16x4(rows + 16 * h, off + lead + 4 * j, out); }
 };
 
 // A packed block (MatmulKernels::pack: lead 2 bytes, n_dw dwords):
 //   [32 x fp16 d] [h = 0, 1][dword j < n_dw][16 lanes x 4 bytes]
+//   (MXFP4: [32 x E8M0 byte], then the dwords)
 struct PackedSource {
   const uint8_t* blk;
   int n_dw;
+  size_t lead = 2;
   __m512 d(int h) const { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 * h))); }
+  __m512i e8(int h) const { return _mm512_cvtepu8_epi32(load_128(blk + 16 * h)); }
   void dw4(int h, int j, __m512i out[4]) const {
-    const uint8_t* p = blk + 64 + static_cast<size_t>(h * n_dw + j) * 64;
+    const uint8_t* p = blk + 32 * lead + static_cast<size_t>(h * n_dw + j) * 64;
     for (int i = 0; i < 4; ++i) out[i] = load_512(p + 64 * i);
   }
 };
@@ -151,6 +158,7 @@ inline void split_nibbles(const __m512i t[4], int h, Decoded& dec) {
 // on the batch). kSigned selects the weights' decoding; o is the type's offset.
 struct Q4_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
+  static constexpr size_t kLead = 2;  // fp16 d
   static constexpr int kDwords = 4;
   static constexpr int kOffset = 8;  // unsigned form: the nibble itself
   template <bool kSigned, class Src>
@@ -166,6 +174,7 @@ struct Q4_0 {
 
 struct Iq4Nl {
   static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
+  static constexpr size_t kLead = 2;  // fp16 d
   static constexpr int kDwords = 4;
   static constexpr int kOffset = 128;
   // Q4_0's nibbles are indices into the code book (its values + 128 in the unsigned form).
@@ -181,8 +190,33 @@ struct Iq4Nl {
   }
 };
 
+// MXFP4: IQ4_NL's decoding with the FP4 table, and a power-of-two scale from
+// the E8M0 byte: 2^(e - 128) as f32 bits, (e - 1) << 23, or for e < 2 the
+// subnormals 0x00200000 << e (quant::rows::mxfp4_scale). Packed blocks lead
+// with the 32 rows' E8M0 bytes.
+struct Mxfp4 {
+  static constexpr size_t kBytes = sizeof(quant::BlockMxfp4);
+  static constexpr size_t kLead = 1;
+  static constexpr int kDwords = 4;
+  static constexpr int kOffset = 128;
+  template <bool kSigned, class Src>
+  static void decode(const Src& src, int h, Decoded& dec) {
+    __m512i t[4];
+    src.dw4(h, 0, t);
+    const __m512i e = src.e8(h);
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    dec.d[h] = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, tiny));
+    split_nibbles(t, h, dec);
+    __m512i table = _mm512_broadcast_i32x4(load_128(reinterpret_cast<const uint8_t*>(quant::kMxfp4Values)));
+    if constexpr (!kSigned) table = _mm512_xor_si512(table, _mm512_set1_epi8(static_cast<char>(0x80)));
+    for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_shuffle_epi8(table, dec.w[k][h]);
+  }
+};
+
 struct Q8_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
+  static constexpr size_t kLead = 2;  // fp16 d
   static constexpr int kDwords = 8;
   static constexpr int kOffset = 128;
   template <bool kSigned, class Src>
@@ -279,10 +313,10 @@ void tail_group(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHal
 template <class WT, bool kSigned, bool kPacked>
 inline void decode_block(const uint8_t* w, const PanelRows& rows, int64_t ib, Decoded& dec) {
   if constexpr (kPacked) {
-    const PackedSource src{w + ib * 32 * WT::kBytes, WT::kDwords};
+    const PackedSource src{w + ib * 32 * WT::kBytes, WT::kDwords, WT::kLead};
     for (int h = 0; h < kHalves; ++h) WT::template decode<kSigned>(src, h, dec);
   } else {
-    const RowSource src{rows.p, static_cast<size_t>(ib) * WT::kBytes};
+    const RowSource src{rows.p, static_cast<size_t>(ib) * WT::kBytes, WT::kLead};
     for (int h = 0; h < kHalves; ++h) WT::template decode<kSigned>(src, h, dec);
   }
 }
@@ -340,6 +374,7 @@ PanelFn avx512_legacy_panel(GgmlType t, bool packed) {
     case GgmlType::Q4_0: return packed ? panel<Q4_0, true> : panel<Q4_0, false>;
     case GgmlType::Q8_0: return packed ? panel<Q8_0, true> : panel<Q8_0, false>;
     case GgmlType::IQ4_NL: return packed ? panel<Iq4Nl, true> : panel<Iq4Nl, false>;
+    case GgmlType::MXFP4: return packed ? panel<Mxfp4, true> : panel<Mxfp4, false>;
     default: return nullptr;
   }
 }
