@@ -10,7 +10,7 @@
 //   avx512_f16.cpp                              F16: 32-row panels read by element, packed or in place
 //   avx512_panel_kquants.cpp                    32-row GEMM panels for Q4_K, Q5_K, Q6_K (row-per-lane layout)
 //   avx512_panel_legacy.cpp                     32-row GEMM panels for Q4_0, Q8_0, IQ4_NL
-//   avx512_w8a8.cpp                             W8A8: per-token int8 activations x per-row int8 weights
+//   avx512_w8a8.cpp / avx2_w8a8.cpp             W8A8: per-token int8 activations x per-row int8 weights
 //   avx512_matmul.cpp / avx2_matmul.cpp         the level's table: asks each family in turn
 //
 // ODR rule for every file compiled with -mavx*: include only <immintrin.h>,
@@ -57,5 +57,6 @@ const MatmulKernels* avx512_w8a8_kernels(gguf::GgmlType weight_type);  // I8 (W8
 const MatmulKernels* avx2_legacy_kernels(gguf::GgmlType weight_type);
 const MatmulKernels* avx2_kquant_kernels(gguf::GgmlType weight_type);
 const MatmulKernels* avx2_float_kernels(gguf::GgmlType weight_type);
+const MatmulKernels* avx2_w8a8_kernels(gguf::GgmlType weight_type);  // I8 (W8A8)
 
 }  // namespace tern::kernels::x86
