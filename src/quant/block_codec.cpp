@@ -32,15 +32,21 @@ constexpr std::array<float, 16> kGridIq4Nl = [] {
   return g;
 }();
 
+// MXFP4's 16 codes hold 15 distinct values (+0 and -0): the grid is those, ascending;
+// kMxfp4Code maps a grid index back to the code the block stores.
+constexpr std::array<float, 15> kGridMxfp4 = {-12, -8, -6, -4, -3, -2, -1, 0, 1, 2, 3, 4, 6, 8, 12};
+constexpr uint8_t kMxfp4Code[15] = {15, 14, 13, 12, 11, 10, 9, 0, 1, 2, 3, 4, 5, 6, 7};
+
 const BlockCodec kCodecs[] = {
     {GgmlType::Q4_0, 32, false, kGridQ4_0}, {GgmlType::Q4_1, 32, true, kGridQ4_1},
     {GgmlType::Q5_0, 32, false, kGridQ5_0}, {GgmlType::Q5_1, 32, true, kGridQ5_1},
     {GgmlType::Q8_0, 32, false, kGridQ8_0}, {GgmlType::IQ4_NL, 32, false, kGridIq4Nl},
+    {GgmlType::MXFP4, 32, false, kGridMxfp4},
 };
 
 
-// Every grid but IQ4_NL's is consecutive integers: the nearest index is a rounding.
-bool uniform(const BlockCodec& c) { return c.type != GgmlType::IQ4_NL; }
+// Every grid but IQ4_NL's and MXFP4's is consecutive integers: the nearest index is a rounding.
+bool uniform(const BlockCodec& c) { return c.type != GgmlType::IQ4_NL && c.type != GgmlType::MXFP4; }
 
 // Index of the grid value nearest v (in grid units), ties to the upper one.
 int nearest_grid(const BlockCodec& c, float v) {
@@ -75,7 +81,7 @@ bool refit(const BlockCodec& c, const float* x, const float* w, const uint8_t* q
   }
   if (!c.affine) {
     if (sgg <= 0) return false;
-    f = {fp16_round(static_cast<float>(sgx / sgg)), 0.0f};
+    f = {stored_scale(c, static_cast<float>(sgx / sgg)), 0.0f};
     return true;
   }
   const double det = sgg * s1 - sg * sg;
@@ -103,10 +109,24 @@ BlockFit reference_fit(const BlockCodec& c, const float* x) {
   const float last = c.grid[c.grid.size() - 1];
   if (c.affine) return {fp16_round((hi - lo) / last), fp16_round(lo)};
   if (c.type == GgmlType::Q8_0) return {fp16_round(amax / last), 0.0f};
+  if (c.type == GgmlType::MXFP4) {  // ggml's exponent: the largest magnitude in [4, 8) steps
+    const float e = amax > 0.0f ? std::floor(std::log2(amax)) - 2.0f + 127.0f : 0.0f;
+    return {rows::mxfp4_scale(static_cast<uint8_t>(std::fmin(std::fmax(e, 0.0f), 254.0f))), 0.0f};
+  }
   return {fp16_round(max / c.grid[0]), 0.0f};
 }
 
 }  // namespace
+
+float stored_scale(const BlockCodec& c, float v) {
+  if (c.type != GgmlType::MXFP4) return fp16_round(v);
+  if (!(std::fabs(v) > 0.0f)) return 0.0f;
+  // The power of two nearest in the log domain (scales multiply), sign dropped:
+  // the grid is symmetric, so a negative scale is the positive one with every
+  // index mirrored, and the least-squares scale of a non-empty block is >= 0.
+  const int e = static_cast<int>(std::lround(std::log2(std::fabs(v)))) + 128;
+  return rows::mxfp4_scale(static_cast<uint8_t>(e < 0 ? 0 : (e > 254 ? 254 : e)));
+}
 
 const BlockCodec* block_codec(GgmlType type) {
   for (const BlockCodec& c : kCodecs)
@@ -147,6 +167,21 @@ BlockFit fit_block(const BlockCodec& c, const float* x, const float* w) {
     hi = std::fmax(hi, x[j]);
   }
   if (amax == 0.0f) return best;
+  if (c.type == GgmlType::MXFP4) {
+    // Powers of two only: the reference exponent and its neighbours, each with
+    // its nearest indices (a least-squares refit would leave the grid of scales).
+    const BlockFit ref = best;
+    for (float k : {0.25f, 0.5f, 2.0f}) {
+      const BlockFit f{ref.d * k, 0.0f};
+      if (!(f.d >= rows::mxfp4_scale(0) && f.d <= rows::mxfp4_scale(254))) continue;  // no E8M0 byte holds it
+      const double e = block_error(c, f, x, w);
+      if (e < best_err) {
+        best_err = e;
+        best = f;
+      }
+    }
+    return best;
+  }
 
   // Candidates stretch the extreme element to a little past or short of the
   // grid's end (clipping it buys resolution for the rest); each is refined by
@@ -225,6 +260,13 @@ void store_block(const BlockCodec& c, const BlockFit& f, const uint8_t* q, void*
       auto* b = static_cast<BlockIq4Nl*>(block);
       b->d = d;
       nibbles(b->qs);
+      break;
+    }
+    case GgmlType::MXFP4: {
+      auto* b = static_cast<BlockMxfp4*>(block);
+      // d = 2^(e - 128) exactly (stored_scale); 0 only when every index is the zero's.
+      b->e = f.d > 0.0f ? static_cast<uint8_t>(std::ilogb(f.d) + 128) : 0;
+      for (int j = 0; j < 16; ++j) b->qs[j] = static_cast<uint8_t>(kMxfp4Code[q[j]] | kMxfp4Code[q[j + 16]] << 4);
       break;
     }
     default:

@@ -4,11 +4,13 @@
 // rounding, GPTQ (quant/gptq.h) — write ordinary blocks that every decoder,
 // tern's kernels and llama.cpp's, reads unchanged.
 //
-//   symmetric  x̂ = d * grid[q]       Q4_0 (q-8), Q5_0 (q-16), Q8_0 (q-127), IQ4_NL (its table)
+//   symmetric  x̂ = d * grid[q]       Q4_0 (q-8), Q5_0 (q-16), Q8_0 (q-127), IQ4_NL (its table),
+//                                    MXFP4 (the 15 distinct FP4 values, ascending; d a power of two)
 //   affine     x̂ = d * q + m         Q4_1 (q < 16), Q5_1 (q < 32)
 //
-// d and m are kept as the fp16 values the block stores, so level() is the
-// value the decoder will produce (up to the decoder's own float rounding).
+// d and m are kept as the values the block stores (fp16; MXFP4: a power of
+// two, its E8M0 byte), so level() is the value the decoder will produce (up
+// to the decoder's own float rounding).
 // All functions are pure and thread-safe.
 #pragma once
 
@@ -34,6 +36,10 @@ struct BlockCodec {
 
 // The codec of a 32-element block type, or nullptr (K-quants, float types, ...).
 const BlockCodec* block_codec(gguf::GgmlType type);
+
+// The scale (or offset) the block can store nearest to v: fp16, or for MXFP4
+// the nearest power of two 2^(e-128), e in 0..254 (log-nearest, 0 stays 0).
+float stored_scale(const BlockCodec& c, float v);
 
 // The grid index whose level is nearest to x (ties to the upper index).
 int nearest_index(const BlockCodec& c, const BlockFit& f, float x);

@@ -110,7 +110,7 @@ class Refiner {
     double dd = 0, dm = 0;
     if (!c_.affine) {
       if (!(gg > 0)) return;
-      dd = static_cast<double>(fp16_round(static_cast<float>(f.d + bg / gg))) - f.d;
+      dd = static_cast<double>(stored_scale(c_, static_cast<float>(f.d + bg / gg))) - f.d;
     } else {
       const double det = gg * ee - ge * ge;
       if (!(det > 1e-12 * gg * ee)) return;

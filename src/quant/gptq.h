@@ -15,7 +15,7 @@
 // indices move to a neighbouring level and block scales are refitted by
 // least squares with the indices fixed, each change kept only when the
 // error falls (so the result is never worse than GPTQ's own).
-// The result is ordinary blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL).
+// The result is ordinary blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4).
 //
 // Input channels no calibration row touched (H_ii = 0) are set to 0 as in the
 // paper. Rows are independent: they run in tiles over the pool, and the bytes

@@ -198,7 +198,7 @@ TEST(Gptq, InverseFactorMatchesGaussJordanAndCholesky) {
 }
 
 TEST(Gptq, SameChoicesAsTheStraightforwardImplementation) {
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4}) {
     const BlockCodec& c = *block_codec(type);
     const Layer l = make_layer(40, 96, 256, 17 + static_cast<int>(type), /*dead_col=*/33);
     const auto ref = reference_gptq(c, l, 0.01);
@@ -212,7 +212,7 @@ TEST(Gptq, SameChoicesAsTheStraightforwardImplementation) {
 }
 
 TEST(Gptq, LayerOutputErrorBelowRoundToNearestOnEverySeed) {
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL}) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4}) {
     const BlockCodec& c = *block_codec(type);
     for (uint64_t seed = 1; seed <= 4; ++seed) {
       const Layer l = make_layer(32, 128, 512, 1000 * seed + static_cast<int>(type));
@@ -227,7 +227,7 @@ TEST(Gptq, LayerOutputErrorBelowRoundToNearestOnEverySeed) {
 }
 
 TEST(Gptq, RefinementOnlyLowersTheLayerOutputError) {
-  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::IQ4_NL}) {
+  for (GgmlType type : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::MXFP4}) {
     const BlockCodec& c = *block_codec(type);
     double plain_total = 0, refined_total = 0;
     for (uint64_t seed = 1; seed <= 3; ++seed) {
