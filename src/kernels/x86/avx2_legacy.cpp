@@ -1,4 +1,4 @@
-// AVX2 tiles for the 32-element block types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL.
+// AVX2 tiles for the 32-element block types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4.
 //
 // One block is one ymm of 32 weights against one ymm of 32 int8 activations.
 // vpmaddubsw multiplies unsigned by signed bytes into saturating int16 pairs,
@@ -7,7 +7,7 @@
 //               (o = 8 / 16) is a maddubs of x by o, once per column, shared
 //               by every row; |pair| <= 31*127*2 < 2^15
 //   Q4_1, Q5_1  q unsigned, no offset; the minimum enters as m * s (Q8_1 s)
-//   Q8_0, IQ4_NL  signed weights: |w| against x with w's sign (vpsignb);
+//   Q8_0, IQ4_NL, MXFP4  signed weights: |w| against x with w's sign (vpsignb);
 //               |pair| <= 128*127*2 < 2^15
 // then vpmaddwd by ones gives int32 sums of 4, converted and scaled by
 // dw * dx in f32. Integer parts are exact; only the f32 order differs from
@@ -129,6 +129,25 @@ struct Iq4Nl {
   }
 };
 
+// MXFP4: IQ4_NL's form with the FP4 table (|w| <= 12) and the E8M0 byte's
+// power of two, 2^(e - 128), built from its bits (quant::rows::mxfp4_scale).
+struct Mxfp4 {
+  static constexpr size_t kBytes = sizeof(quant::BlockMxfp4);
+  static constexpr GgmlType kAct = GgmlType::Q8_0;
+  static constexpr int kOffset = 0;
+  static constexpr bool kSigned = true, kMin = false;
+  static void load(const uint8_t* p, WBlock& b) {
+    const __m256i table =
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kMxfp4Values)));
+    b.w = _mm256_shuffle_epi8(table, nibbles(p + 1));
+    b.u = _mm256_abs_epi8(b.w);
+    const uint32_t e = p[0];
+    const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : (e - 1) << 23;
+    std::memcpy(&b.d, &bits, sizeof b.d);
+    b.m = 0.0f;
+  }
+};
+
 template <class WT>
 inline XBlock load_x(const uint8_t* p) {
   constexpr bool kQ8_1 = WT::kAct == GgmlType::Q8_1;
@@ -197,6 +216,7 @@ constexpr MatmulKernels kQ5_0 = row<Q5_0, 2, 4>();
 constexpr MatmulKernels kQ5_1 = row<Q5_1, 2, 4>();
 constexpr MatmulKernels kQ8_0 = row<Q8_0, 2, 4>();
 constexpr MatmulKernels kIq4Nl = row<Iq4Nl, 2, 4>();
+constexpr MatmulKernels kMxfp4 = row<Mxfp4, 2, 4>();
 
 }  // namespace
 
@@ -208,6 +228,7 @@ const MatmulKernels* avx2_legacy_kernels(GgmlType t) {
     case GgmlType::Q5_1: return &kQ5_1;
     case GgmlType::Q8_0: return &kQ8_0;
     case GgmlType::IQ4_NL: return &kIq4Nl;
+    case GgmlType::MXFP4: return &kMxfp4;
     default: return nullptr;
   }
 }
