@@ -115,16 +115,20 @@ struct Q8_0 {
   }
 };
 
+// Signed weights from nibbles indexing a 16-entry code book (IQ4_NL, MXFP4), and their magnitudes.
+inline void table_nibbles(const uint8_t* qs, const int8_t* values, WBlock& b) {
+  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
+  b.w = _mm256_shuffle_epi8(table, nibbles(qs));
+  b.u = _mm256_abs_epi8(b.w);
+}
+
 struct Iq4Nl {
   static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
   static constexpr GgmlType kAct = GgmlType::Q8_0;
   static constexpr int kOffset = 0;
   static constexpr bool kSigned = true, kMin = false;
   static void load(const uint8_t* p, WBlock& b) {
-    const __m256i table =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kIq4nlValues)));
-    b.w = _mm256_shuffle_epi8(table, nibbles(p + 2));
-    b.u = _mm256_abs_epi8(b.w);
+    table_nibbles(p + 2, quant::kIq4nlValues, b);
     b.d = f16_to_f32(p);
   }
 };
@@ -137,10 +141,7 @@ struct Mxfp4 {
   static constexpr int kOffset = 0;
   static constexpr bool kSigned = true, kMin = false;
   static void load(const uint8_t* p, WBlock& b) {
-    const __m256i table =
-        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(quant::kMxfp4Values)));
-    b.w = _mm256_shuffle_epi8(table, nibbles(p + 1));
-    b.u = _mm256_abs_epi8(b.w);
+    table_nibbles(p + 1, quant::kMxfp4Values, b);
     const uint32_t e = p[0];
     const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : (e - 1) << 23;
     std::memcpy(&b.d, &bits, sizeof b.d);

@@ -172,6 +172,18 @@ struct Q4_0 {
   }
 };
 
+// A block of 16 bytes of nibbles that index a 16-entry code book (IQ4_NL,
+// MXFP4): the weights are its values (+ 128 in the unsigned form).
+template <bool kSigned, class Src>
+inline void table_nibbles(const Src& src, int h, const int8_t* values, Decoded& dec) {
+  __m512i t[4];
+  src.dw4(h, 0, t);
+  split_nibbles(t, h, dec);
+  __m512i table = _mm512_broadcast_i32x4(load_128(reinterpret_cast<const uint8_t*>(values)));
+  if constexpr (!kSigned) table = _mm512_xor_si512(table, _mm512_set1_epi8(static_cast<char>(0x80)));
+  for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_shuffle_epi8(table, dec.w[k][h]);
+}
+
 struct Iq4Nl {
   static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
   static constexpr size_t kLead = 2;  // fp16 d
@@ -180,13 +192,8 @@ struct Iq4Nl {
   // Q4_0's nibbles are indices into the code book (its values + 128 in the unsigned form).
   template <bool kSigned, class Src>
   static void decode(const Src& src, int h, Decoded& dec) {
-    __m512i t[4];
-    src.dw4(h, 0, t);
     dec.d[h] = src.d(h);
-    split_nibbles(t, h, dec);
-    __m512i table = _mm512_broadcast_i32x4(load_128(reinterpret_cast<const uint8_t*>(quant::kIq4nlValues)));
-    if constexpr (!kSigned) table = _mm512_xor_si512(table, _mm512_set1_epi8(static_cast<char>(0x80)));
-    for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_shuffle_epi8(table, dec.w[k][h]);
+    table_nibbles<kSigned>(src, h, quant::kIq4nlValues, dec);
   }
 };
 
@@ -201,16 +208,11 @@ struct Mxfp4 {
   static constexpr int kOffset = 128;
   template <bool kSigned, class Src>
   static void decode(const Src& src, int h, Decoded& dec) {
-    __m512i t[4];
-    src.dw4(h, 0, t);
     const __m512i e = src.e8(h);
     const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
     const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
     dec.d[h] = _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2)), normal, tiny));
-    split_nibbles(t, h, dec);
-    __m512i table = _mm512_broadcast_i32x4(load_128(reinterpret_cast<const uint8_t*>(quant::kMxfp4Values)));
-    if constexpr (!kSigned) table = _mm512_xor_si512(table, _mm512_set1_epi8(static_cast<char>(0x80)));
-    for (int k = 0; k < 8; ++k) dec.w[k][h] = _mm512_shuffle_epi8(table, dec.w[k][h]);
+    table_nibbles<kSigned>(src, h, quant::kMxfp4Values, dec);
   }
 };
 
