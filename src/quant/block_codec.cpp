@@ -120,7 +120,8 @@ BlockFit reference_fit(const BlockCodec& c, const float* x) {
 
 float stored_scale(const BlockCodec& c, float v) {
   if (c.type != GgmlType::MXFP4) return fp16_round(v);
-  if (!(std::fabs(v) > 0.0f)) return 0.0f;
+  if (!(std::fabs(v) > 0.0f)) return 0.0f;  // also NaN
+  if (!std::isfinite(v)) return rows::mxfp4_scale(254);
   // The power of two nearest in the log domain (scales multiply), sign dropped:
   // the grid is symmetric, so a negative scale is the positive one with every
   // index mirrored, and the least-squares scale of a non-empty block is >= 0.
