@@ -1,26 +1,18 @@
 #include "kernels/w8a8.h"
 
-#include <cmath>
+#include "quant/quant.h"
+
 #include <cstring>
 
 namespace tern::kernels {
 
 void quantize_act_i8(const float* x, void* xq, int64_t n) {
   auto* out = static_cast<uint8_t*>(xq);
-  float amax = 0.0f;
-  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-  const float d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
   std::memset(out, 0, kW8ActHeader);
-  std::memcpy(out, &d, sizeof d);
   uint8_t* q = out + kW8ActHeader;
-  // nearbyint under the default mode rounds half to even, as vcvtps2dq does;
-  // the clamp (max before min, NaN gives -127 as vmaxps does) keeps a
-  // non-finite input defined.
-  for (int64_t i = 0; i < n; ++i) {
-    const float v = std::fmin(std::fmax(x[i] * id, -127.0f), 127.0f);
-    q[i] = static_cast<uint8_t>(static_cast<int>(std::nearbyint(v)) + 128);
-  }
+  const float d = quant::quantize_row_i8(x, n, reinterpret_cast<int8_t*>(q));
+  std::memcpy(out, &d, sizeof d);
+  for (int64_t i = 0; i < n; ++i) q[i] = static_cast<uint8_t>(q[i] ^ 0x80);  // q + 128 as an unsigned byte
   std::memset(q + n, 128, static_cast<size_t>(w8_padded(n) - n));
 }
 

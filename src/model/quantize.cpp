@@ -113,17 +113,8 @@ struct CalibratedJob {
 };
 
 // W8A8: one job for the int8 quants of each row, one for the rows' f32 scales
-// ("<base>.scale"), both from the same row source (decoded, folded): per row,
-// d = max|w| / 127 and q = round-half-even(w / d) (d = 0: q = 0).
-void w8a8_row(const float* row, int64_t n, int8_t* q, float& d) {
-  float amax = 0.0f;
-  for (int64_t i = 0; i < n; ++i) amax = std::max(amax, std::fabs(row[i]));
-  d = amax / 127.0f;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
-  for (int64_t i = 0; i < n; ++i)
-    q[i] = static_cast<int8_t>(std::nearbyint(std::fmin(std::fmax(row[i] * id, -127.0f), 127.0f)));  // NaN: -127
-}
-
+// ("<base>.scale"), both from the same row source (decoded, folded), each row
+// by quant::quantize_row_i8.
 void add_w8a8_jobs(TensorJob job, int64_t n_rows, std::vector<TensorJob>& jobs) {
   const int64_t n = static_cast<int64_t>(job.dims[0]);
   RowSource source = std::move(job.source);
@@ -141,9 +132,8 @@ void add_w8a8_jobs(TensorJob job, int64_t n_rows, std::vector<TensorJob>& jobs) 
       std::vector<float> row(static_cast<size_t>(n));
       std::vector<int8_t> q(static_cast<size_t>(n));
       for (size_t r = b; r < e; ++r) {
-        float d = 0.0f;
         source(static_cast<int64_t>(r), row.data());
-        w8a8_row(row.data(), n, q.data(), d);
+        const float d = quant::quantize_row_i8(row.data(), n, q.data());
         put(static_cast<int64_t>(r), q.data(), d);
       }
     });

@@ -109,9 +109,9 @@ BlockFit reference_fit(const BlockCodec& c, const float* x) {
   const float last = c.grid[c.grid.size() - 1];
   if (c.affine) return {fp16_round((hi - lo) / last), fp16_round(lo)};
   if (c.type == GgmlType::Q8_0) return {fp16_round(amax / last), 0.0f};
-  if (c.type == GgmlType::MXFP4) {  // ggml's exponent: the largest magnitude in [4, 8) steps
-    const float e = amax > 0.0f ? std::floor(std::log2(amax)) - 2.0f + 127.0f : 0.0f;
-    return {rows::mxfp4_scale(static_cast<uint8_t>(std::fmin(std::fmax(e, 0.0f), 254.0f))), 0.0f};
+  if (c.type == GgmlType::MXFP4) {  // ggml's exponent (255 is no scale: 254)
+    const uint8_t e = rows::mxfp4_exponent(amax);
+    return {rows::mxfp4_scale(e < 255 ? e : 254), 0.0f};
   }
   return {fp16_round(max / c.grid[0]), 0.0f};
 }

@@ -19,6 +19,12 @@ float mxfp4_scale(uint8_t e) {
   return d;
 }
 
+uint8_t mxfp4_exponent(float amax) {
+  // log2f as ggml computes it, so the bytes match; clamped where ggml's cast would be undefined.
+  const float e = amax > 0.0f ? std::floor(std::log2(amax)) - 2.0f + 127.0f : 0.0f;
+  return static_cast<uint8_t>(std::clamp(e, 0.0f, 255.0f));
+}
+
 void mxfp4_to_float(const void* src, float* dst, int64_t n) {
   const auto* b = static_cast<const BlockMxfp4*>(src);
   for (int64_t i = 0; i < n / kQK_MXFP4; ++i, dst += kQK_MXFP4) {
@@ -52,10 +58,7 @@ void mxfp4_from_float(const float* src, void* dst, int64_t n) {
   for (int64_t i = 0; i < n / kQK_MXFP4; ++i, src += kQK_MXFP4) {
     float amax = 0.0f;
     for (int j = 0; j < kQK_MXFP4; ++j) amax = std::max(amax, std::fabs(src[j]));
-    // The largest magnitude lands in the top binade of the doubled values (4..8 x 2^(e-128)).
-    // log2f as ggml computes it, so the bytes match; clamped where ggml's cast would be undefined.
-    const float e = amax > 0.0f ? std::floor(std::log2(amax)) - 2.0f + 127.0f : 0.0f;
-    b[i].e = static_cast<uint8_t>(std::clamp(e, 0.0f, 255.0f));
+    b[i].e = mxfp4_exponent(amax);
     const float d = mxfp4_scale(b[i].e);
     for (int j = 0; j < kQK_MXFP4 / 2; ++j)
       b[i].qs[j] = static_cast<uint8_t>(nearest_mxfp4(src[j], d) | nearest_mxfp4(src[j + kQK_MXFP4 / 2], d) << 4);

@@ -158,6 +158,20 @@ float i8_vec_dot(const void* row, const float* x, int64_t n) {
   return sum;
 }
 
+}  // namespace
+
+float quantize_row_i8(const float* x, int64_t n, int8_t* q) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f;
+  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  // nearbyint under the default mode rounds half to even, as vcvtps2dq does.
+  for (int64_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(std::nearbyint(std::fmin(std::fmax(x[i] * id, -127.0f), 127.0f)));
+  return d;
+}
+
+namespace {
+
 using namespace rows;  // NOLINT: the per-type row functions of rows.h
 
 // One row per type. The last column is the activation type ggml's fast kernels

@@ -46,4 +46,10 @@ const TypeTraits* traits(GgmlType type);
 
 inline size_t row_bytes(const TypeTraits& t, int64_t n) { return static_cast<size_t>(n / t.block_elems) * t.block_bytes; }
 
+// One scale for a whole row of int8 (W8A8's weight rows and per-token
+// activations): returns d = max|x| / 127 and writes q = round-half-even(x / d)
+// (x times 1/d, clamped to +-127 before rounding, max before min, so NaN gives
+// -127; d = 0 gives q = 0).
+float quantize_row_i8(const float* x, int64_t n, int8_t* q);
+
 }  // namespace tern::quant

@@ -28,6 +28,9 @@ float iq4_nl_vec_dot(const void* row, const float* x, int64_t n);
 
 // mxfp4.cpp — MXFP4 (32-element blocks, E8M0 scale); mxfp4_scale(e) = 2^(e - 128).
 float mxfp4_scale(uint8_t e);
+// ggml's exponent for a block whose largest magnitude is amax: floor(log2 amax) - 2 + 127
+// (log2f, as ggml), so amax lands in [4, 8) steps; clamped to 0..255 (0 for amax = 0).
+uint8_t mxfp4_exponent(float amax);
 void mxfp4_to_float(const void* src, float* dst, int64_t n);
 void mxfp4_from_float(const float* src, void* dst, int64_t n);
 float mxfp4_vec_dot(const void* row, const float* x, int64_t n);
