@@ -1,8 +1,8 @@
 #include "kernels/w8a8.h"
 
-#include "quant/quant.h"
-
 #include <cstring>
+
+#include "quant/quant.h"
 
 namespace tern::kernels {
 
