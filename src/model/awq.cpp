@@ -81,6 +81,15 @@ std::vector<AwqGroup> awq_groups(const gguf::GgufFile& file) {
   return out;
 }
 
+void fold_group(const AwqGroup& g, std::span<const float> s, AwqResult& r) {
+  auto times = [&](std::vector<float>& v) {
+    if (v.empty()) v.assign(static_cast<size_t>(g.n), 1.0f);
+    for (int64_t j = 0; j < g.n; ++j) v[j] *= s[j];
+  };
+  for (const std::string& name : g.linears) times(r.column_scale[name]);
+  times(r.row_divisor[g.producer]);
+}
+
 Result<AwqResult> awq_search(const gguf::GgufFile& file, const QuantScheme& scheme, const AwqStatsFn& stats,
                              ThreadPool& pool) {
   auto info = quant_model_info(file);
@@ -135,14 +144,7 @@ Result<AwqResult> awq_search(const gguf::GgufFile& file, const QuantScheme& sche
     }
     result.alpha.emplace_back(g.linears[0], static_cast<float>(best) / kAlphaSteps);
     if (best == 0) continue;  // plain rounding was best: leave the group as it is
-    for (const std::string& name : g.linears) {
-      auto& cs = result.column_scale[name];
-      if (cs.empty()) cs.assign(static_cast<size_t>(g.n), 1.0f);
-      for (int64_t j = 0; j < g.n; ++j) cs[j] *= best_scale[j];
-    }
-    auto& rd = result.row_divisor[g.producer];
-    if (rd.empty()) rd.assign(static_cast<size_t>(g.n), 1.0f);
-    for (int64_t j = 0; j < g.n; ++j) rd[j] *= best_scale[j];
+    fold_group(g, best_scale, result);
   }
   return result;
 }

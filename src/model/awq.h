@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ struct AwqResult {
 
 // The groups of `file` in file order, where the producer and linears exist.
 std::vector<AwqGroup> awq_groups(const gguf::GgufFile& file);
+
+// Records group g scaled by s ([g.n]): its linears' columns multiplied by s and
+// its producer divided by s, on top of what `r` already holds for them.
+void fold_group(const AwqGroup& g, std::span<const float> s, AwqResult& r);
 
 // stats(key) returns the input record of a linear (with H); `types` the type
 // the scheme gives each linear.

@@ -123,4 +123,10 @@ std::string_view describe_tensor(std::string_view name) {
   return {};
 }
 
+std::string row_scale_name(std::string_view matrix_name) {
+  const std::string_view base =
+      matrix_name.ends_with(".weight") ? matrix_name.substr(0, matrix_name.size() - 7) : matrix_name;
+  return std::string(base) + ".scale";
+}
+
 }  // namespace tern::gguf_names

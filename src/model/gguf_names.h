@@ -102,5 +102,7 @@ bool is_per_layer(Tensor t);
 
 // What a tensor in a file is, for messages: "" when the name is not in the table.
 std::string_view describe_tensor(std::string_view name);
+// W8A8: the per-row scales of I8 matrix "<base>.weight" are "<base>.scale".
+std::string row_scale_name(std::string_view matrix_name);
 
 }  // namespace tern::gguf_names

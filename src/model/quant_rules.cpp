@@ -282,23 +282,18 @@ TypeChoice choose_tensor_type(const QuantScheme& scheme, const QuantModelInfo& m
                               uint32_t n_dims, uint64_t n_cols, GgmlType current) {
   if (!is_quantizable(name, n_dims)) return {current, false};
   if (is_float(scheme.base)) return {scheme.base, false};
+  // Two schemes give one type to the layers' matrices of one shape and Q8_0 to
+  // everything else (embeddings, output head): MXFP4_MOE to the 3-D expert
+  // tensors (llama.cpp's rule), W8A8 to the 2-D dense ones (experts stay Q8_0).
+  const bool head = name == "output.weight" || name == "token_embd.weight";
+  GgmlType wanted = GgmlType::Q8_0;
   if (scheme.base == GgmlType::MXFP4 && scheme.mix) {
-    const GgmlType wanted = n_dims == 3 && !(name == "output.weight" || name == "token_embd.weight") ? GgmlType::MXFP4
-                                                                                                    : GgmlType::Q8_0;
-    const GgmlType t = fallback_type(wanted, n_cols);
-    return {t, t != wanted};
+    if (n_dims == 3 && !head) wanted = GgmlType::MXFP4;
+  } else if (scheme.base == GgmlType::I8) {
+    if (n_dims == 2 && !head) return {GgmlType::I8, false};  // no block size: every row length
+  } else {
+    wanted = scheme.mix ? mix_type(scheme, model, name, n_cols) : scheme.base;
   }
-  if (scheme.base == GgmlType::I8) {
-    // W8A8 covers the dense matrices of the layers; the embeddings, the output
-    // head and MoE experts take Q8_0, the same bits per weight.
-    const bool head = name == "output.weight" || name == "token_embd.weight";
-    if (head || n_dims != 2) {
-      const GgmlType t = fallback_type(GgmlType::Q8_0, n_cols);
-      return {t, t != GgmlType::Q8_0};
-    }
-    return {GgmlType::I8, false};
-  }
-  const GgmlType wanted = scheme.mix ? mix_type(scheme, model, name, n_cols) : scheme.base;
   const GgmlType type = fallback_type(wanted, n_cols);
   return {type, type != wanted};
 }

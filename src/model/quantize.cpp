@@ -11,6 +11,7 @@
 #include "core/input_file.h"
 #include "gguf/reader.h"
 #include "model/awq.h"
+#include "model/gguf_names.h"
 #include "model/smoothquant.h"
 #include "quant/block_codec.h"
 #include "quant/gptq.h"
@@ -120,8 +121,7 @@ void add_w8a8_jobs(TensorJob job, int64_t n_rows, std::vector<TensorJob>& jobs) 
   RowSource source = std::move(job.source);
   job.source = {};
   TensorJob scales;
-  const std::string base = job.name.ends_with(".weight") ? job.name.substr(0, job.name.size() - 7) : job.name;
-  scales.name = base + ".scale";
+  scales.name = gguf_names::row_scale_name(job.name);
   scales.dims = {static_cast<uint64_t>(n_rows)};
   scales.type = GgmlType::F32;
   scales.calibrated = job.calibrated;

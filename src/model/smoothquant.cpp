@@ -106,14 +106,7 @@ Result<AwqResult> smoothquant_search(const gguf::GgufFile& file, const AwqStatsF
     result.alpha.emplace_back(g.linears[0], static_cast<float>(best_alpha));
     if (best_alpha == 0.0) continue;  // unsmoothed
     const std::vector<double> s = scales(best_alpha);
-    for (const std::string& name : g.linears) {
-      auto& cs = result.column_scale[name];
-      if (cs.empty()) cs.assign(static_cast<size_t>(g.n), 1.0f);
-      for (int64_t j = 0; j < g.n; ++j) cs[j] *= static_cast<float>(s[j]);
-    }
-    auto& rd = result.row_divisor[g.producer];
-    if (rd.empty()) rd.assign(static_cast<size_t>(g.n), 1.0f);
-    for (int64_t j = 0; j < g.n; ++j) rd[j] *= static_cast<float>(s[j]);
+    fold_group(g, std::vector<float>(s.begin(), s.end()), result);
   }
   return result;
 }

@@ -81,8 +81,7 @@ class Binder {
   // W8A8 (docs/quantize.md): an I8 matrix "<base>.weight" has its per-row f32
   // scales in "<base>.scale"; without them its quants mean nothing.
   Result<const float*> row_scales(const std::string& name, int64_t n_rows) {
-    const std::string base = name.size() > 7 && name.ends_with(".weight") ? name.substr(0, name.size() - 7) : name;
-    const std::string scale_name = base + ".scale";
+    const std::string scale_name = gguf_names::row_scale_name(name);
     const gguf::TensorInfo* s = f_.find_tensor(scale_name);
     if (!s)
       return error(ErrorKind::InvalidFile, "tensor '" + name + "' is I8 (W8A8) but its row scales '" + scale_name +

@@ -251,8 +251,8 @@ int eval_quant(int argc, char** argv) {
     const QuantScheme& scheme = *(*schemes)[i / methods.size()];
     const QuantMethod method = methods[i % methods.size()];
     // smoothquant makes W8A8 only, and W8A8 takes rtn or smoothquant: other pairs have no file to measure.
-    if ((method == QuantMethod::SmoothQuant) != (scheme.base == gguf::GgmlType::I8) &&
-        !(method == QuantMethod::Rtn && scheme.base == gguf::GgmlType::I8))
+    const bool w8a8 = scheme.base == gguf::GgmlType::I8;
+    if (w8a8 ? method != QuantMethod::Rtn && method != QuantMethod::SmoothQuant : method == QuantMethod::SmoothQuant)
       continue;
     const std::string name =
         std::string(scheme.name) + (method == QuantMethod::Rtn ? "" : std::string(" ") + quant_method_name(method));
