@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -30,57 +31,104 @@ std::vector<char> encode_rows(const std::vector<float>& x, KvType type, int n_kv
   return out;
 }
 
-// Runs attention over keys/values stored as `kv`; returns the outputs per block.
-std::vector<std::vector<float>> run_case(const Case& c, int threads, const AttentionKernels* kernels, KvType kv,
-                                         int run_len, std::vector<std::vector<float>>* refs_out) {
+// A case's inputs as stored (keys/values encoded as `kv`, cut into runs of
+// run_len positions) and, when asked, the reference outputs: made once and run
+// at every level and thread count (making them is most of a sweep's time).
+struct Prepared {
+  AttentionShape shape;
+  std::vector<std::vector<float>> qs, refs;
+  std::vector<std::vector<char>> ke, ve;  // as stored
+  std::vector<std::vector<KvRun>> runs;
+  std::vector<int> n_q, ctx_before;
+};
+
+// A case's queries, keys and values in f32 (per block: q, k, v).
+std::vector<std::array<std::vector<float>, 3>> make_inputs(const Case& c) {
   std::mt19937 rng(c.head_dim * 131 + c.window);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   const int row = c.n_head_kv * c.head_dim;
-  AttentionShape s{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, kv};
-  s.softcap = c.softcap;
-  std::vector<std::vector<float>> ks, vs, qs, outs, refs;
-  std::vector<std::vector<char>> ke, ve;  // as stored
-  std::vector<QueryBlock> blocks, ref_blocks;
+  std::vector<std::array<std::vector<float>, 3>> in;
   for (size_t b = 0; b < c.block_sizes.size(); ++b) {
     const int n_q = c.block_sizes[b], total = c.ctx_before[b] + n_q;
-    ks.emplace_back(static_cast<size_t>(total) * row);
-    vs.emplace_back(static_cast<size_t>(total) * row);
-    qs.emplace_back(static_cast<size_t>(n_q) * c.n_head * c.head_dim);
-    for (auto* v : {&ks.back(), &vs.back(), &qs.back()})
-      for (auto& x : *v) x = dist(rng) * 2.0f;
-    ke.push_back(encode_rows(ks.back(), kv, c.n_head_kv, c.head_dim));
-    ve.push_back(encode_rows(vs.back(), kv, c.n_head_kv, c.head_dim));
-    outs.emplace_back(qs.back().size(), -1.0f);
-    refs.emplace_back(qs.back().size(), -2.0f);
+    auto& [q, k, v] = in.emplace_back();
+    k.resize(static_cast<size_t>(total) * row);
+    v.resize(k.size());
+    q.resize(static_cast<size_t>(n_q) * c.n_head * c.head_dim);
+    for (auto* x : {&k, &v, &q})
+      for (auto& e : *x) e = dist(rng) * 2.0f;
+  }
+  return in;
+}
+
+Prepared prepare(const Case& c, KvType kv, int run_len, bool with_reference,
+                 const std::vector<std::array<std::vector<float>, 3>>& in) {
+  Prepared p;
+  p.shape = AttentionShape{c.n_head, c.n_head_kv, c.head_dim, 1.0f / std::sqrt(static_cast<float>(c.head_dim)), c.window, kv};
+  p.shape.softcap = c.softcap;
+  for (size_t b = 0; b < c.block_sizes.size(); ++b) {
+    const auto& [q, k, v] = in[b];
+    p.qs.push_back(q);
+    p.ke.push_back(encode_rows(k, kv, c.n_head_kv, c.head_dim));
+    p.ve.push_back(encode_rows(v, kv, c.n_head_kv, c.head_dim));
+    p.n_q.push_back(c.block_sizes[b]);
+    p.ctx_before.push_back(c.ctx_before[b]);
   }
   const size_t row_bytes = kv_row_bytes(kv, c.n_head_kv, c.head_dim);
+  std::vector<QueryBlock> ref_blocks;
   for (size_t b = 0; b < c.block_sizes.size(); ++b) {
-    const int n_q = c.block_sizes[b], total = c.ctx_before[b] + n_q;
-    const char* kb = ke[b].data();
-    const char* vb = ve[b].data();
-    std::vector<KvRun> runs;
-    for (int p = 0; p < total; p += run_len)
-      runs.push_back({kb + static_cast<size_t>(p) * row_bytes, vb + static_cast<size_t>(p) * row_bytes, p,
-                      std::min(run_len, total - p)});
-    blocks.push_back({qs[b].data(), outs[b].data(), n_q, c.ctx_before[b], runs});
-    ref_blocks.push_back({qs[b].data(), refs[b].data(), n_q, c.ctx_before[b], runs});
+    const int total = c.ctx_before[b] + c.block_sizes[b];
+    const char* kb = p.ke[b].data();
+    const char* vb = p.ve[b].data();
+    std::vector<KvRun>& runs = p.runs.emplace_back();
+    for (int pos = 0; pos < total; pos += run_len)
+      runs.push_back({kb + static_cast<size_t>(pos) * row_bytes, vb + static_cast<size_t>(pos) * row_bytes, pos,
+                      std::min(run_len, total - pos)});
+  }
+  if (with_reference) {
+    for (size_t b = 0; b < p.qs.size(); ++b) {
+      p.refs.emplace_back(p.qs[b].size(), -2.0f);
+      ref_blocks.push_back({p.qs[b].data(), p.refs[b].data(), p.n_q[b], p.ctx_before[b], p.runs[b]});
+    }
+    attention_reference(p.shape, ref_blocks);
+  }
+  return p;
+}
+
+Prepared prepare(const Case& c, KvType kv, int run_len, bool with_reference) {
+  return prepare(c, kv, run_len, with_reference, make_inputs(c));
+}
+
+// The kernels' outputs per block.
+std::vector<std::vector<float>> run_prepared(const Prepared& p, int threads, const AttentionKernels* kernels) {
+  std::vector<std::vector<float>> outs;
+  std::vector<QueryBlock> blocks;
+  for (size_t b = 0; b < p.qs.size(); ++b) {
+    outs.emplace_back(p.qs[b].size(), -1.0f);
+    blocks.push_back({p.qs[b].data(), outs[b].data(), p.n_q[b], p.ctx_before[b], p.runs[b]});
   }
   ThreadPool pool(threads);
-  attention(s, blocks, pool, kernels);
-  if (refs_out) {
-    attention_reference(s, ref_blocks);
-    *refs_out = refs;
-  }
+  attention(p.shape, blocks, pool, kernels);
   return outs;
 }
 
-void check(const Case& c, int threads, const AttentionKernels* kernels, KvType kv = KvType::F32) {
-  std::vector<std::vector<float>> refs;
-  const auto outs = run_case(c, threads, kernels, kv, c.run_len, &refs);
+// Runs attention over keys/values stored as `kv`; returns the outputs per block.
+std::vector<std::vector<float>> run_case(const Case& c, int threads, const AttentionKernels* kernels, KvType kv,
+                                         int run_len, std::vector<std::vector<float>>* refs_out) {
+  Prepared p = prepare(c, kv, run_len, refs_out != nullptr);
+  if (refs_out) *refs_out = p.refs;
+  return run_prepared(p, threads, kernels);
+}
+
+void check_prepared(const Prepared& p, int threads, const AttentionKernels* kernels) {
+  const auto outs = run_prepared(p, threads, kernels);
   for (size_t b = 0; b < outs.size(); ++b)
     for (size_t i = 0; i < outs[b].size(); ++i)
-      ASSERT_NEAR(outs[b][i], refs[b][i], 2e-5f * 8)
-          << "block " << b << " elem " << i << " threads " << threads << " kv " << kv_type_name(kv);
+      ASSERT_NEAR(outs[b][i], p.refs[b][i], 2e-5f * 8)
+          << "block " << b << " elem " << i << " threads " << threads << " kv " << kv_type_name(p.shape.kv_type);
+}
+
+void check(const Case& c, int threads, const AttentionKernels* kernels, KvType kv = KvType::F32) {
+  check_prepared(prepare(c, kv, c.run_len, true), threads, kernels);
 }
 
 // Outputs are convex combinations of value rows (|v| ~ 2): f32 accumulation
@@ -167,24 +215,29 @@ TEST(Attention, OutputDoesNotDependOnRunLayout) {
 // of several block sizes, for GQA ratios 1, 2, 3, 4, 8 and head sizes 64 and 128,
 // every KV type, on 1 and 3 threads, at every level, against the reference.
 TEST(Attention, DecodeAtDepthMatchesReference) {
-  for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
-    const AttentionKernels* k = attention_kernels_at(level);
-    if (!k) continue;
-    SCOPED_TRACE(cpu_level_name(level));
-    for (int hd : {64, 128})
-      for (int group : {1, 2, 3, 4, 8})  // 3: decode scores 3 rows of a 4-row block
-        for (int depth : {0, 63, 64, 511, 512, 1500, 4999}) {
-          if (test::kSanitized && depth == 4999) continue;  // 1500 already spans several segments
-          // Block sizes: one run, the engine's 16, and an odd 7 (runs split tiles).
-          for (int run_len : {1 << 20, 16, 7}) {
-            if (run_len == 7 && depth != 1500) continue;  // enough to cover the odd layout
-            const Case c{2 * group, 2, hd, 0, {1}, {depth}, run_len};
-            SCOPED_TRACE(testing::Message() << "hd " << hd << " group " << group << " depth " << depth << " run "
-                                            << run_len);
-            for (KvType kv : kAllKv) check(c, level == CpuLevel::Scalar ? 1 : 3, k, kv);
+  for (int hd : {64, 128})
+    for (int group : {1, 2, 3, 4, 8})  // 3: decode scores 3 rows of a 4-row block
+      for (int depth : {0, 63, 64, 511, 512, 1500, 4999}) {
+        if (test::kSanitized && depth == 4999) continue;  // 1500 already spans several segments
+        // Block sizes: one run, the engine's 16, and an odd 7 (runs split tiles).
+        for (int run_len : {1 << 20, 16, 7}) {
+          if (run_len == 7 && depth != 1500) continue;  // enough to cover the odd layout
+          const Case c{2 * group, 2, hd, 0, {1}, {depth}, run_len};
+          SCOPED_TRACE(testing::Message() << "hd " << hd << " group " << group << " depth " << depth << " run "
+                                          << run_len);
+          const auto in = make_inputs(c);
+          for (KvType kv : kAllKv) {
+            const Prepared p = prepare(c, kv, run_len, true, in);
+            for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+              const AttentionKernels* k = attention_kernels_at(level);
+              if (!k) continue;
+              SCOPED_TRACE(cpu_level_name(level));
+              check_prepared(p, level == CpuLevel::Scalar ? 1 : 3, k);
+              if (HasFatalFailure()) return;
+            }
           }
         }
-  }
+      }
 }
 
 // Decode kernels take shortcuts (only the live rows of a row block; half

@@ -1,5 +1,5 @@
-// A soak: mixed traffic against one `tern serve` for TERN_SOAK_SECONDS (default 120; the suite's
-// run) — streaming and not, n > 1, long prompts, cancellations mid-stream, clients that vanish
+// A soak: mixed traffic against one `tern serve` for TERN_SOAK_SECONDS (default 120; the suite sets 30,
+// a smoke) — streaming and not, n > 1, long prompts, cancellations mid-stream, clients that vanish
 // before their answer, bad requests — with a KV pool small enough that sequences are preempted.
 // The server's RSS, open descriptors, threads and KV blocks are sampled every second. At the end,
 // once the server is idle again: no KV block held, no descriptor more than before the load, no
