@@ -55,6 +55,8 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 const quant::TypeTraits* traits_by_name(const std::string& name) {
+  for (GgmlType t : {GgmlType::F8_E4M3, GgmlType::F8_E5M2})
+    if (name == quant::traits(t)->name) return quant::traits(t);
   for (int t = 0; t < 64; ++t)
     if (const quant::TypeTraits* tr = quant::traits(static_cast<GgmlType>(t)); tr && name == tr->name) return tr;
   return nullptr;
@@ -72,7 +74,10 @@ std::vector<uint8_t> make_weights(const quant::TypeTraits& tr, Shape s, uint32_t
   const int64_t n_distinct = std::min<int64_t>(64, s.rows);
   for (int64_t r = 0; r < n_distinct; ++r) {
     for (auto& v : row) v = normal(rng);
-    tr.from_float(row.data(), w.data() + r * row_bytes, s.cols);
+    if (tr.from_float)
+      tr.from_float(row.data(), w.data() + r * row_bytes, s.cols);
+    else  // a row-scaled type (FP8, I8): its codes; the scale is the driver's, not timed here
+      quant::quantize_row_scaled(tr.type, row.data(), s.cols, w.data() + r * row_bytes);
   }
   for (int64_t r = n_distinct; r < s.rows; ++r)
     std::memcpy(w.data() + r * row_bytes, w.data() + (r % n_distinct) * row_bytes, row_bytes);

@@ -3,6 +3,8 @@
 #include <array>
 #include <cmath>
 
+#include "core/fp16.h"
+
 namespace tern {
 namespace {
 
@@ -39,20 +41,34 @@ float fp8_e4m3_to_float(uint8_t c) {
   return sign * std::ldexp(1.0f + static_cast<float>(m) / 8.0f, e - 7);
 }
 
-uint8_t float_to_fp8_e4m3(float x) {
+namespace {
+
+// x rounded to nearest even in a format of kMant mantissa bits and exponent
+// bias kBias (subnormals below 2^(1 - kBias)), saturated to max_code (the
+// largest finite value, max_finite); NaN keeps its sign with every low bit set.
+template <int kMant, int kBias>
+uint8_t encode_fp8(float x, float max_finite, uint8_t max_code) {
   const uint8_t sign = std::signbit(x) ? 0x80 : 0;
   if (std::isnan(x)) return sign | 0x7f;
   const float a = std::fabs(x);
-  if (a >= 448.0f) return sign | 0x7e;
-  if (a < std::ldexp(1.0f, -6))  // subnormal: multiples of 2^-9 (8 of them are the smallest normal)
-    return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, 9)));
+  if (a >= max_finite) return sign | max_code;
+  if (a < std::ldexp(1.0f, 1 - kBias))  // subnormal: multiples of 2^(1 - kBias - kMant)
+    return sign | static_cast<uint8_t>(std::nearbyint(std::ldexp(a, kBias - 1 + kMant)));
   int e = 0;
   const float f = std::frexp(a, &e);  // a = f 2^e, f in [0.5, 1)
-  int mant = static_cast<int>(std::nearbyint((2.0f * f - 1.0f) * 8.0f));
-  int biased = e - 1 + 7;
-  if (mant == 8) mant = 0, ++biased;
-  if (biased > 15 || (biased == 15 && mant == 7)) return sign | 0x7e;
-  return sign | static_cast<uint8_t>(biased << 3 | mant);
+  int mant = static_cast<int>(std::nearbyint((2.0f * f - 1.0f) * (1 << kMant)));
+  int biased = e - 1 + kBias;
+  if (mant == 1 << kMant) mant = 0, ++biased;
+  const int code = biased << kMant | mant;
+  return sign | static_cast<uint8_t>(code > max_code ? max_code : code);
 }
+
+}  // namespace
+
+uint8_t float_to_fp8_e4m3(float x) { return encode_fp8<3, 7>(x, 448.0f, 0x7e); }
+
+float fp8_e5m2_to_float(uint8_t c) { return fp16_to_float(static_cast<uint16_t>(c << 8)); }
+
+uint8_t float_to_fp8_e5m2(float x) { return encode_fp8<2, 15>(x, 57344.0f, 0x7b); }
 
 }  // namespace tern

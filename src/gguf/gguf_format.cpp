@@ -54,6 +54,8 @@ std::optional<TypeSize> type_size(uint32_t ggml_type) {
     case GgmlType::TQ1_0: return TypeSize{"TQ1_0", 256, 54};
     case GgmlType::TQ2_0: return TypeSize{"TQ2_0", 256, 66};
     case GgmlType::MXFP4: return TypeSize{"MXFP4", 32, 17};
+    case GgmlType::F8_E4M3: return TypeSize{"F8_E4M3", 1, 1};
+    case GgmlType::F8_E5M2: return TypeSize{"F8_E5M2", 1, 1};
   }
   return std::nullopt;
 }

@@ -40,6 +40,11 @@ enum class GgmlType : uint32_t {
   IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21,
   IQ2_S = 22, IQ4_XS = 23, I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28,
   IQ1_M = 29, BF16 = 30, TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39,
+  // tern's own (ggml has no FP8 type; ids far past ggml's so they never meet
+  // one of its future types): one OCP FP8 code per weight, the row's f32 scale
+  // in the tensor "<name>.scale" (docs/quantize.md). Other readers refuse the
+  // type instead of misreading it.
+  F8_E4M3 = 1000, F8_E5M2 = 1001,
 };
 
 // Storage facts of a type: a row of `n` elements takes n / block_elems * block_bytes bytes.

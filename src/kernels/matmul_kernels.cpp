@@ -38,11 +38,13 @@ constexpr MatmulKernels kScalar[] = {
     scalar_row<GgmlType::MXFP4>(),
     // W8A8 quantizes activations even here: the reference of its arithmetic (kernels/w8a8.h).
     {GgmlType::I8, quantize_act_i8, w8_tile_scalar, 4, 4, CpuLevel::Scalar},
+    scalar_row<GgmlType::F8_E4M3>(), scalar_row<GgmlType::F8_E5M2>(),
 };
 constexpr GgmlType kScalarTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                                      GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
                                      GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL,
-                                     GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::I8};
+                                     GgmlType::IQ4_XS, GgmlType::MXFP4, GgmlType::I8,
+                                     GgmlType::F8_E4M3, GgmlType::F8_E5M2};
 
 const MatmulKernels* scalar_kernels(GgmlType t) {
   for (size_t i = 0; i < sizeof(kScalarTypes) / sizeof(kScalarTypes[0]); ++i)

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "quant/quant.h"
+
 namespace tern {
 namespace {
 
@@ -38,6 +40,9 @@ constexpr QuantScheme kSchemes[] = {
     // W8A8 (SmoothQuant's form; docs/quantize.md): dense matrices I8 with
     // per-row scales. llama.cpp has no such file type: 1024 is tern's own.
     {"W8A8", GgmlType::I8, 1024, true},
+    // FP8 weights (E4M3, E5M2), laid out as W8A8's: FP8 codes with per-row scales, file types tern's own.
+    {"F8_E4M3", GgmlType::F8_E4M3, 1025, true},
+    {"F8_E5M2", GgmlType::F8_E5M2, 1026, true},
     // MXFP4_MOE is llama.cpp's (gpt-oss): experts MXFP4, every other matrix Q8_0.
     // MXFP4 alone is the block type, pure, with the same file type.
     {"MXFP4_MOE", GgmlType::MXFP4, 38, true},
@@ -282,15 +287,15 @@ TypeChoice choose_tensor_type(const QuantScheme& scheme, const QuantModelInfo& m
                               uint32_t n_dims, uint64_t n_cols, GgmlType current) {
   if (!is_quantizable(name, n_dims)) return {current, false};
   if (is_float(scheme.base)) return {scheme.base, false};
-  // Two schemes give one type to the layers' matrices of one shape and Q8_0 to
+  // Some schemes give one type to the layers' matrices of one shape and Q8_0 to
   // everything else (embeddings, output head): MXFP4_MOE to the 3-D expert
-  // tensors (llama.cpp's rule), W8A8 to the 2-D dense ones (experts stay Q8_0).
+  // tensors (llama.cpp's rule), W8A8 and FP8 to the 2-D dense ones (experts stay Q8_0).
   const bool head = name == "output.weight" || name == "token_embd.weight";
   GgmlType wanted = GgmlType::Q8_0;
   if (scheme.base == GgmlType::MXFP4 && scheme.mix) {
     if (n_dims == 3 && !head) wanted = GgmlType::MXFP4;
-  } else if (scheme.base == GgmlType::I8) {
-    if (n_dims == 2 && !head) return {GgmlType::I8, false};  // no block size: every row length
+  } else if (quant::has_row_scale(scheme.base)) {
+    if (n_dims == 2 && !head) return {scheme.base, false};  // no block size: every row length
   } else {
     wanted = scheme.mix ? mix_type(scheme, model, name, n_cols) : scheme.base;
   }

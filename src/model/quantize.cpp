@@ -113,10 +113,10 @@ struct CalibratedJob {
   }
 };
 
-// W8A8: one job for the int8 quants of each row, one for the rows' f32 scales
-// ("<base>.scale"), both from the same row source (decoded, folded), each row
-// by quant::quantize_row_i8.
-void add_w8a8_jobs(TensorJob job, int64_t n_rows, std::vector<TensorJob>& jobs) {
+// Row-scaled types (W8A8's I8, FP8): one job for the codes of each row, one for
+// the rows' f32 scales ("<base>.scale"), both from the same row source
+// (decoded, folded), each row by quant::quantize_row_scaled.
+void add_row_scaled_jobs(TensorJob job, int64_t n_rows, std::vector<TensorJob>& jobs) {
   const int64_t n = static_cast<int64_t>(job.dims[0]);
   RowSource source = std::move(job.source);
   job.source = {};
@@ -127,25 +127,26 @@ void add_w8a8_jobs(TensorJob job, int64_t n_rows, std::vector<TensorJob>& jobs) 
   scales.calibrated = job.calibrated;
   scales.mapped_input = job.mapped_input;  // released after the second pass over the input
   job.mapped_input = {};
-  auto run = [source, n, n_rows](ThreadPool& pool, const std::function<void(int64_t, const int8_t*, float)>& put) {
+  const GgmlType type = job.type;
+  auto run = [source, n, n_rows, type](ThreadPool& pool, const std::function<void(int64_t, const uint8_t*, float)>& put) {
     pool.parallel_for(static_cast<size_t>(n_rows), [&](size_t b, size_t e, int) {
       std::vector<float> row(static_cast<size_t>(n));
-      std::vector<int8_t> q(static_cast<size_t>(n));
+      std::vector<uint8_t> q(static_cast<size_t>(n));
       for (size_t r = b; r < e; ++r) {
         source(static_cast<int64_t>(r), row.data());
-        const float d = quant::quantize_row_i8(row.data(), n, q.data());
+        const float d = quant::quantize_row_scaled(type, row.data(), n, q.data());
         put(static_cast<int64_t>(r), q.data(), d);
       }
     });
   };
   job.encode = [run, n, n_rows](std::vector<uint8_t>& out, ThreadPool& pool) {
     out.resize(static_cast<size_t>(n * n_rows));
-    run(pool, [&](int64_t r, const int8_t* q, float) { std::memcpy(out.data() + r * n, q, static_cast<size_t>(n)); });
+    run(pool, [&](int64_t r, const uint8_t* q, float) { std::memcpy(out.data() + r * n, q, static_cast<size_t>(n)); });
     return Status::ok();
   };
   scales.encode = [run, n_rows](std::vector<uint8_t>& out, ThreadPool& pool) {
     out.resize(static_cast<size_t>(n_rows) * sizeof(float));
-    run(pool, [&](int64_t r, const int8_t*, float d) { std::memcpy(out.data() + r * sizeof(float), &d, sizeof d); });
+    run(pool, [&](int64_t r, const uint8_t*, float d) { std::memcpy(out.data() + r * sizeof(float), &d, sizeof d); });
     return Status::ok();
   };
   jobs.push_back(std::move(job));
@@ -294,6 +295,10 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
   if (w8a8 && o.method != QuantMethod::Rtn && o.method != QuantMethod::SmoothQuant)
     return error(ErrorKind::InvalidArgument, std::string("quantize: W8A8 takes --method rtn or smoothquant, not ") +
                                                  quant_method_name(o.method));
+  // FP8 rows are scaled by their largest magnitude; the calibrated methods fit block types.
+  if (quant::has_row_scale(o.scheme.base) && !w8a8 && o.method != QuantMethod::Rtn)
+    return error(ErrorKind::InvalidArgument, std::string("quantize: ") + type_text(o.scheme.base) +
+                                                 " takes --method rtn only, not " + quant_method_name(o.method));
   AwqResult awq;
   if (o.method == QuantMethod::Awq || o.method == QuantMethod::SmoothQuant) {
     if (!o.inputs) return error(ErrorKind::InvalidArgument, "quantize: this method needs calibration statistics");
@@ -371,11 +376,13 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
         from->to_float(data + static_cast<size_t>(i_row) * row_bytes, row, n_cols);
       };
     }
-    if (t.type == GgmlType::I8 && (job.source || job.encode))
-      return error(ErrorKind::InvalidArgument, o.in_path + ": tensor '" + t.name + "' is already W8A8 (I8); quantize "
-                                               "from the F32/F16/BF16 model it was made from");
-    if (job.type == GgmlType::I8 && job.source) {
-      add_w8a8_jobs(std::move(job), static_cast<int64_t>(t.dims[1]), jobs);
+    if (quant::has_row_scale(t.type) && (job.source || job.encode))
+      return error(ErrorKind::InvalidArgument, o.in_path + ": tensor '" + t.name + "' is already " +
+                                                   (t.type == GgmlType::I8 ? std::string("W8A8") : type_text(t.type)) +
+                                                   " (codes with row scales); quantize "
+                                                   "from the F32/F16/BF16 model it was made from");
+    if (quant::has_row_scale(job.type) && job.source) {
+      add_row_scaled_jobs(std::move(job), static_cast<int64_t>(t.dims[1]), jobs);
       continue;
     }
     jobs.push_back(std::move(job));

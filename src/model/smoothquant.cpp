@@ -65,7 +65,7 @@ Result<AwqResult> smoothquant_search(const gguf::GgufFile& file, const AwqStatsF
     for (const std::string& name : g.linears) {
       const gguf::TensorInfo* t = file.find_tensor(name);
       const quant::TypeTraits* from = quant::traits(t->type);
-      if (!from || !from->to_float || t->type == gguf::GgmlType::I8)
+      if (!from || !from->to_float || quant::has_row_scale(t->type))
         return error(ErrorKind::Unsupported, "smoothquant: cannot decode tensor '" + name + "' (" +
                                                  std::string(gguf::type_name(t->type)) + ")");
       Weights m;

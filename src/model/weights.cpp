@@ -69,7 +69,7 @@ class Binder {
     out.n_rows = n_rows;
     out.n_cols = n_cols;
     out.file_backed = f_.file_backed() && !info->in_memory;
-    if (info->type == gguf::GgmlType::I8) {
+    if (quant::has_row_scale(info->type)) {
       auto scale = row_scales(name, n_rows_total);
       if (!scale) return scale.status();
       out.row_scale = *scale + row_begin;
@@ -110,10 +110,10 @@ class Binder {
                                                std::to_string(n_cols) + ", " + std::to_string(n_rows) + ", " +
                                                std::to_string(n_expert) + "] (row length, rows, experts)");
     const quant::TypeTraits* tr = quant::traits(info->type);
-    if (!tr || info->type == gguf::GgmlType::I8)
+    if (!tr || quant::has_row_scale(info->type))
       return error(ErrorKind::Unsupported, "tensor '" + name + "' has type " + std::string(gguf::type_name(info->type)) +
                                                ", which this build cannot compute with yet" +
-                                               (tr ? " (W8A8 covers dense matrices, not MoE experts)" : ""));
+                                               (tr ? " (W8A8 and FP8 cover dense matrices, not MoE experts)" : ""));
     out.resize(static_cast<size_t>(n_expert));
     const size_t row_bytes = quant::row_bytes(*tr, n_cols);
     for (int64_t e = 0; e < n_expert; ++e) {
@@ -155,7 +155,7 @@ class Binder {
       return error(ErrorKind::InvalidFile, "tensor '" + name + "' has shape " + info->shape_string() + ", expected [" +
                                                std::to_string(n) + "]");
     const quant::TypeTraits* tr = quant::traits(info->type);
-    if (!tr || info->type == gguf::GgmlType::I8)  // I8 quants without their scale are not values
+    if (!tr || quant::has_row_scale(info->type))  // codes without their scale are not values
       return error(ErrorKind::Unsupported, "tensor '" + name + "' has unsupported type " +
                                                std::string(gguf::type_name(info->type)));
     out.host.resize(static_cast<size_t>(n));

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/assert.h"
 #include "core/fp16.h"
+#include "core/fp8.h"
 #include "quant/blocks.h"
 #include "quant/rows.h"
 
@@ -158,7 +160,43 @@ float i8_vec_dot(const void* row, const float* x, int64_t n) {
   return sum;
 }
 
+// ---- F8_E4M3, F8_E5M2 ------------------------------------------------------------
+// FP8 weights (docs/quantize.md): one OCP FP8 code per weight, the row's scale
+// held apart as for I8.
+template <float (*Decode)(uint8_t)>
+void f8_to_float(const void* src, float* dst, int64_t n) {
+  const auto* q = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n; ++i) dst[i] = Decode(q[i]);
+}
+template <float (*Decode)(uint8_t)>
+float f8_vec_dot(const void* row, const float* x, int64_t n) {
+  const auto* q = static_cast<const uint8_t*>(row);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) sum += Decode(q[i]) * x[i];
+  return sum;
+}
+
 }  // namespace
+
+bool has_row_scale(GgmlType type) {
+  return type == GgmlType::I8 || type == GgmlType::F8_E4M3 || type == GgmlType::F8_E5M2;
+}
+
+float quantize_row_scaled(GgmlType type, const float* x, int64_t n, void* q) {
+  if (type == GgmlType::I8) return quantize_row_i8(x, n, static_cast<int8_t*>(q));
+  TERN_ASSERT(type == GgmlType::F8_E4M3 || type == GgmlType::F8_E5M2);
+  const bool e4m3 = type == GgmlType::F8_E4M3;
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
+  // The row's largest magnitude lands on the format's largest finite value.
+  const float d = amax / (e4m3 ? 448.0f : 57344.0f);
+  auto* c = static_cast<uint8_t*>(q);
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = d != 0.0f ? x[i] / d : 0.0f;
+    c[i] = e4m3 ? float_to_fp8_e4m3(v) : float_to_fp8_e5m2(v);
+  }
+  return d;
+}
 
 float quantize_row_i8(const float* x, int64_t n, int8_t* q) {
   float amax = 0.0f;
@@ -197,6 +235,10 @@ const TypeTraits kTraits[] = {
     {GgmlType::IQ4_XS, "IQ4_XS", 256, 136, iq4_xs_to_float, iq4_xs_from_float, iq4_xs_vec_dot, GgmlType::Q8_K},
     // Activations of W8A8 are int8 per token (kernels/w8a8.h), a row format with no GGUF type.
     {GgmlType::I8, "I8", 1, 1, i8_to_float, nullptr, i8_vec_dot, GgmlType::I8},
+    {GgmlType::F8_E4M3, "F8_E4M3", 1, 1, f8_to_float<fp8_e4m3_to_float>, nullptr, f8_vec_dot<fp8_e4m3_to_float>,
+     GgmlType::F32},
+    {GgmlType::F8_E5M2, "F8_E5M2", 1, 1, f8_to_float<fp8_e5m2_to_float>, nullptr, f8_vec_dot<fp8_e5m2_to_float>,
+     GgmlType::F32},
 };
 
 }  // namespace

@@ -52,4 +52,13 @@ inline size_t row_bytes(const TypeTraits& t, int64_t n) { return static_cast<siz
 // -127; d = 0 gives q = 0).
 float quantize_row_i8(const float* x, int64_t n, int8_t* q);
 
+// Types whose rows carry one f32 scale apart from their codes (the tensor
+// "<name>.scale"): I8 (W8A8) and the FP8 types. Their traits have no
+// from_float; the codes of a row depend on its scale.
+bool has_row_scale(GgmlType type);
+// A row of such a type: writes its codes to q and returns its scale (I8:
+// quantize_row_i8; FP8: d = max|x| / largest finite value, codes = x / d
+// rounded to nearest even; d = 0 gives zero codes).
+float quantize_row_scaled(GgmlType type, const float* x, int64_t n, void* q);
+
 }  // namespace tern::quant

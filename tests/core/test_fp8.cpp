@@ -69,5 +69,48 @@ TEST(Fp8, RoundsToNearestEvenAndSaturates) {
   EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(1.0f, -11)), 0x00);  // below half the smallest subnormal
 }
 
+// E5M2: the same rule over its 246 finite codes (saturating at +-57344).
+uint8_t nearest_e5m2(float x) {
+  if (std::fabs(x) >= 57344.0f) return std::signbit(x) ? 0xfb : 0x7b;
+  int best = -1;
+  double best_d = INFINITY;
+  for (int c = 0; c < 256; ++c) {
+    const float v = fp8_e5m2_to_float(static_cast<uint8_t>(c));
+    if (!std::isfinite(v) || std::signbit(v) != std::signbit(x)) continue;
+    const double d = std::fabs(static_cast<double>(v) - x);
+    if (d < best_d || (d == best_d && (c & 1) == 0)) best = c, best_d = d;
+  }
+  return static_cast<uint8_t>(best);
+}
+
+TEST(Fp8E5M2, DecodesTheFormatAndEveryFiniteCodeRoundTrips) {
+  EXPECT_EQ(fp8_e5m2_to_float(0x3c), 1.0f);                   // exponent 15 = bias
+  EXPECT_EQ(fp8_e5m2_to_float(0x7b), 57344.0f);               // 1.75 * 2^15
+  EXPECT_EQ(fp8_e5m2_to_float(0x01), std::ldexp(1.0f, -16));  // smallest subnormal
+  EXPECT_EQ(fp8_e5m2_to_float(0x04), std::ldexp(1.0f, -14));  // smallest normal
+  EXPECT_EQ(fp8_e5m2_to_float(0xc2), -3.0f);
+  EXPECT_EQ(fp8_e5m2_to_float(0x7c), INFINITY);
+  EXPECT_TRUE(std::isnan(fp8_e5m2_to_float(0x7d)));
+  for (int c = 0; c < 256; ++c) {
+    const float v = fp8_e5m2_to_float(static_cast<uint8_t>(c));
+    if (!std::isfinite(v)) continue;
+    EXPECT_EQ(float_to_fp8_e5m2(v), c) << c;
+  }
+}
+
+TEST(Fp8E5M2, RoundsToNearestEvenAndSaturates) {
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> exponent(-19.0f, 17.0f);
+  for (int i = 0; i < 20000; ++i) {
+    const float x = (i % 2 ? -1.0f : 1.0f) * std::exp2(exponent(rng));
+    ASSERT_EQ(float_to_fp8_e5m2(x), nearest_e5m2(x)) << x;
+  }
+  EXPECT_EQ(float_to_fp8_e5m2(1.125f), 0x3c);  // between 1 and 1.25: to 1 (even)
+  EXPECT_EQ(float_to_fp8_e5m2(1.375f), 0x3e);  // between 1.25 and 1.5: to 1.5 (even)
+  EXPECT_EQ(float_to_fp8_e5m2(INFINITY), 0x7b);
+  EXPECT_EQ(float_to_fp8_e5m2(-1e9f), 0xfb);
+  EXPECT_EQ(float_to_fp8_e5m2(NAN) & 0x7f, 0x7f);
+}
+
 }  // namespace
 }  // namespace tern

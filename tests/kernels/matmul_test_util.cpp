@@ -30,7 +30,10 @@ Problem make_problem(GgmlType type, int64_t n, int64_t n_rows, int64_t n_cols, u
     const float shift = (r % 3 == 2) ? 0.5f * scale : 0.0f;  // some rows off-centre (asymmetric types)
     for (auto& v : row) v = normal(rng) * scale + shift;
     if (n > 8) row[static_cast<size_t>(uni(rng) * n) % n] *= 6.0f;  // an outlier
-    tr->from_float(row.data(), p.w.data() + r * p.w_stride, n);
+    if (tr->from_float)
+      tr->from_float(row.data(), p.w.data() + r * p.w_stride, n);
+    else  // codes of a row-scaled type (FP8): the kernels see the codes, the driver applies the scale
+      quant::quantize_row_scaled(type, row.data(), n, p.w.data() + r * p.w_stride);
     tr->to_float(p.w.data() + r * p.w_stride, p.w_f32.data() + r * n, n);
   }
   for (int64_t c = 0; c < n_cols; ++c) {

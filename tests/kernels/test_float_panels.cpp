@@ -20,7 +20,7 @@ namespace {
 
 using gguf::GgmlType;
 
-constexpr GgmlType kFloatTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16};
+constexpr GgmlType kFloatTypes[] = {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::F8_E4M3, GgmlType::F8_E5M2};
 // 2 chunks + 476 elements (F32/F16: 512-element chunks; BF16 with vdpbf16ps: 1024), tail of 12 or 28.
 constexpr int64_t kN = 1500;
 

@@ -23,7 +23,8 @@ using gguf::GgmlType;
 TEST(MatmulDriver, MatchesReferenceForEveryTypeThreadCountAndTokenCount) {
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                             GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
-                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::MXFP4};
+                            GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::MXFP4,
+                            GgmlType::F8_E4M3, GgmlType::F8_E5M2};
   for (GgmlType t : types) {
     const quant::TypeTraits* tr = quant::traits(t);
     const MatmulKernels* k = matmul_kernels(t);

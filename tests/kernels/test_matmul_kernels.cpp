@@ -24,7 +24,7 @@ using testing::Problem;
 constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                                GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
-                               GgmlType::MXFP4};
+                               GgmlType::MXFP4, GgmlType::F8_E4M3, GgmlType::F8_E5M2};
 
 // Row lengths to try: one block, every remainder of a 4-block group, and longer rows.
 std::vector<int64_t> lengths(GgmlType t) {
@@ -170,6 +170,49 @@ TEST(MatmulKernels, Iq4XsIsExactOnTheQuantizedActivations) {
             mag += std::fabs(static_cast<double>(wd[static_cast<size_t>(i)]) * xd[static_cast<size_t>(i)]);
           }
           EXPECT_NEAR(y[static_cast<size_t>(c * rows + r)], want, 2e-6 * mag + 1e-30) << "n=" << n << " r=" << r << " c=" << c;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tern::kernels
+
+namespace tern::kernels {
+namespace {
+
+// Every finite FP8 code decodes exactly at every level: row r holds code r at
+// element 5 of 16 (the rest 0), one column of x is 1 there, so each output is
+// the code's value, which the SIMD kernels rebuild through half bits.
+TEST(MatmulKernels, EveryFiniteFp8CodeDecodesExactly) {
+  for (GgmlType t : {GgmlType::F8_E4M3, GgmlType::F8_E5M2}) {
+    const quant::TypeTraits* tr = quant::traits(t);
+    std::vector<uint8_t> codes;
+    for (int c = 0; c < 256; ++c) {
+      float v = 0;
+      tr->to_float(&c, &v, 1);  // little-endian: the int's first byte is c
+      if (std::isfinite(v)) codes.push_back(static_cast<uint8_t>(c));
+    }
+    ASSERT_EQ(codes.size(), t == GgmlType::F8_E4M3 ? 254u : 248u);
+    for (CpuLevel level : available_levels()) {
+      const MatmulKernels* k = matmul_kernels_at(t, level);
+      ASSERT_NE(k, nullptr);
+      constexpr int64_t n = 16;
+      std::vector<float> x(n, 0.0f);
+      x[5] = 1.0f;
+      std::vector<uint8_t> xq(act_row_bytes(*k, n));
+      k->quantize_act(x.data(), xq.data(), n);
+      for (size_t r0 = 0; r0 < codes.size(); r0 += static_cast<size_t>(k->max_rows)) {
+        const int rows = static_cast<int>(std::min<size_t>(static_cast<size_t>(k->max_rows), codes.size() - r0));
+        std::vector<uint8_t> w(static_cast<size_t>(rows) * n, 0);
+        for (int r = 0; r < rows; ++r) w[static_cast<size_t>(r) * n + 5] = codes[r0 + static_cast<size_t>(r)];
+        std::vector<float> y(static_cast<size_t>(rows), NAN);
+        k->tile(n, w.data(), n, rows, xq.data(), xq.size(), 1, y.data(), static_cast<size_t>(rows));
+        for (int r = 0; r < rows; ++r) {
+          float want = 0;
+          tr->to_float(&codes[r0 + static_cast<size_t>(r)], &want, 1);
+          ASSERT_EQ(y[static_cast<size_t>(r)], want) << label(t, level) << " code " << int(codes[r0 + static_cast<size_t>(r)]);
         }
       }
     }

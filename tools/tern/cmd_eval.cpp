@@ -28,6 +28,7 @@
 #include "model/batch_runner.h"
 #include "model/hf_model.h"
 #include "model/quantize.h"
+#include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tern::cli {
@@ -135,7 +136,7 @@ int eval_quant(int argc, char** argv) {
   args.add("-c,--ctx-size", &a.n_ctx, "perplexity window in tokens (default min(512, training context))");
   args.add("--chunks", &a.n_chunks, "score only the first N windows (default all; the base logits take 2*n_vocab bytes a token)");
   args.add("--calib", &a.calib_path, "calibration file (tern calibrate) for the calibrated methods; the text must not overlap it");
-  args.add("--methods", &a.methods_text, "comma-separated rtn, imatrix, gptq, awq, smoothquant: each type is made by each that applies (smoothquant: W8A8 only; W8A8: rtn and smoothquant) (default rtn)");
+  args.add("--methods", &a.methods_text, "comma-separated rtn, imatrix, gptq, awq, smoothquant: each type is made by each that applies (smoothquant: W8A8 only; W8A8: rtn and smoothquant; FP8: rtn) (default rtn)");
   args.add("--calib-text", &a.calib_text, "gptq: the calibration text, if it moved since tern calibrate");
   args.add("--auto-bpw", &a.auto_bpw_text, "comma-separated bits/weight: also an automatic mix (quantize --auto) at each, by each method but awq (needs --calib)");
   args.add("--auto-types", &a.auto_types, "candidate types of the automatic mixes (default: quantize --auto's per method)");
@@ -250,9 +251,11 @@ int eval_quant(int argc, char** argv) {
   for (size_t i = 0; i < n_runs; ++i) {
     const QuantScheme& scheme = *(*schemes)[i / methods.size()];
     const QuantMethod method = methods[i % methods.size()];
-    // smoothquant makes W8A8 only, and W8A8 takes rtn or smoothquant: other pairs have no file to measure.
+    // smoothquant makes W8A8 only, W8A8 takes rtn or smoothquant, FP8 rtn only: other pairs have no file to measure.
     const bool w8a8 = scheme.base == gguf::GgmlType::I8;
-    if (w8a8 ? method != QuantMethod::Rtn && method != QuantMethod::SmoothQuant : method == QuantMethod::SmoothQuant)
+    const bool fp8 = quant::has_row_scale(scheme.base) && !w8a8;
+    if (w8a8 ? method != QuantMethod::Rtn && method != QuantMethod::SmoothQuant
+             : method == QuantMethod::SmoothQuant || (fp8 && method != QuantMethod::Rtn))
       continue;
     const std::string name =
         std::string(scheme.name) + (method == QuantMethod::Rtn ? "" : std::string(" ") + quant_method_name(method));

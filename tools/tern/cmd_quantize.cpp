@@ -10,6 +10,7 @@
 #include "engine/auto_mix.h"
 #include "engine/calibrate.h"
 #include "model/quantize.h"
+#include "quant/quant.h"
 #include "quant_report.h"
 
 namespace tern::cli {
@@ -76,6 +77,7 @@ int cmd_quantize(int argc, char** argv) {
   int auto_chunks = 16;
   ArgParser args("quantize", "tern quantize IN.gguf OUT.gguf TYPE [-t THREADS] [--pure] [--calib CALIB.gguf [--method imatrix|gptq|awq]]\n"
                              "       tern quantize IN.gguf OUT.gguf W8A8 [--calib CALIB.gguf [--sq-alpha A]]   (SmoothQuant)\n"
+                             "       tern quantize IN.gguf OUT.gguf F8_E4M3|F8_E5M2   (FP8 weights, per-row scales)\n"
                              "       tern quantize IN.gguf OUT.gguf --auto --target-bpw B --calib CALIB.gguf [--auto-types T,...] [--method rtn|imatrix|gptq]");
   args.add_positional("IN.gguf", &in_path, "model to read (any supported tensor types)");
   args.add_positional("OUT.gguf", &out_path, "model to write (atomically: OUT.gguf.tmp, then renamed)");
@@ -128,7 +130,12 @@ int cmd_quantize(int argc, char** argv) {
     return report(error(ErrorKind::InvalidArgument,
                         "quantize: unknown type '" + type_name + "' (known: " + quant_scheme_names() + ")"));
   QuantizeOptions o{in_path, out_path, pure ? pure_scheme(*scheme) : *scheme};
-  if (method_name.empty()) method_name = calib_path.empty() ? "rtn" : scheme->base == gguf::GgmlType::I8 ? "smoothquant" : "imatrix";
+  // With --calib, each scheme's calibrated method: W8A8 smoothquant, FP8 none (rtn), block types imatrix.
+  if (method_name.empty())
+    method_name = calib_path.empty()                        ? "rtn"
+                  : scheme->base == gguf::GgmlType::I8      ? "smoothquant"
+                  : quant::has_row_scale(scheme->base)      ? "rtn"
+                                                            : "imatrix";
   auto method = parse_quant_method(method_name);
   if (!method) return report(method.status());
   o.method = *method;

@@ -1,4 +1,5 @@
-// AVX2 tiles for float weights: F32, F16 (vcvtph2ps) and BF16 (16-bit shift), all
+// AVX2 tiles for float weights: F32, F16 (vcvtph2ps), BF16 (16-bit shift) and FP8
+// (through half, as avx512_float.cpp explains), all
 // against f32 activations (act F32): widening is exact, so the only error is
 // the f32 summation order. Row tails shorter than 8 go through a zero-padded
 // copy.
@@ -31,6 +32,22 @@ struct Bf16W {
   static constexpr size_t kElemBytes = 2;
   static __m256 load(const uint8_t* p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load_128(p)), 16));
+  }
+};
+
+struct F8E4M3W {
+  static constexpr size_t kElemBytes = 1;
+  static __m256 load(const uint8_t* p) {
+    const __m128i b = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x7f)), 7),
+                                   _mm_slli_epi16(_mm_and_si128(b, _mm_set1_epi16(0x80)), 8));
+    return _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
+  }
+};
+struct F8E5M2W {
+  static constexpr size_t kElemBytes = 1;
+  static __m256 load(const uint8_t* p) {
+    return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))), 8));
   }
 };
 
@@ -70,6 +87,8 @@ struct FmaTile {
 constexpr MatmulKernels kF32 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<F32W>, 3, 4>, 3, 4, CpuLevel::Avx2};
 constexpr MatmulKernels kF16 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<F16W>, 3, 4>, 3, 4, CpuLevel::Avx2};
 constexpr MatmulKernels kBf16 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<Bf16W>, 3, 4>, 3, 4, CpuLevel::Avx2};
+constexpr MatmulKernels kF8E4M3 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<F8E4M3W>, 3, 4>, 3, 4, CpuLevel::Avx2};
+constexpr MatmulKernels kF8E5M2 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<F8E5M2W>, 3, 4>, 3, 4, CpuLevel::Avx2};
 
 }  // namespace
 
@@ -78,6 +97,8 @@ const MatmulKernels* avx2_float_kernels(GgmlType t) {
     case GgmlType::F32: return &kF32;
     case GgmlType::F16: return &kF16;
     case GgmlType::BF16: return &kBf16;
+    case GgmlType::F8_E4M3: return &kF8E4M3;
+    case GgmlType::F8_E5M2: return &kF8E5M2;
     default: return nullptr;
   }
 }
