@@ -82,6 +82,8 @@ std::optional<gguf::GgmlType> Tensor::ggml_type() const {
   if (dtype == "F32") return gguf::GgmlType::F32;
   if (dtype == "F16") return gguf::GgmlType::F16;
   if (dtype == "BF16") return gguf::GgmlType::BF16;
+  if (dtype == "F8_E4M3") return gguf::GgmlType::F8_E4M3;  // codes; their scales are separate tensors
+  if (dtype == "F8_E5M2") return gguf::GgmlType::F8_E5M2;
   return std::nullopt;
 }
 

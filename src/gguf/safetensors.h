@@ -11,8 +11,9 @@
 // size is shape × dtype size (no overflow), ranges do not overlap, and each
 // tensor starts at a multiple of its element size in the file (the kernels
 // read F16/F32 values in place). Any dtype in the format is accepted here so
-// that a checkpoint can be listed; only F32, F16 and BF16 convert to ggml types
-// (ggml_type()), and users of a tensor of another dtype get an error naming it.
+// that a checkpoint can be listed; only F32, F16, BF16 and the FP8 dtypes convert
+// to ggml types (ggml_type(); FP8 as tern's F8 types), and users of a tensor of
+// another dtype get an error naming it.
 // A SafetensorsFile is immutable after open() and safe to read from many threads.
 //
 // A checkpoint (SafetensorsCheckpoint) is a directory with model.safetensors,
@@ -45,7 +46,7 @@ struct Tensor {
   std::span<const uint8_t> bytes; // inside the mapping; valid while the file lives
   uint64_t n_elements = 0;
 
-  // The ggml type of F32, F16 and BF16 data; nullopt for every other dtype.
+  // The ggml type of F32, F16, BF16 and FP8 data (FP8: tern's F8 types); nullopt for every other dtype.
   std::optional<gguf::GgmlType> ggml_type() const;
   std::string shape_string() const;  // "[2048, 512]" (safetensors order)
 };

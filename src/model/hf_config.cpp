@@ -378,6 +378,35 @@ std::string supported_model_types() {
   return s;
 }
 
+// quantization_config: FP8 (weights F8_E4M3/F8_E5M2 with weight_scale tensors,
+// model/hf_names.cpp) is read; other methods pack their weights in ways tern
+// does not, so they are refused by name rather than by a dtype error later.
+namespace {
+Status read_quantization(const json& root, HfConfig& c) {
+  const json* q = Fields(root).find("quantization_config");
+  if (!q) return Status::ok();
+  if (!q->is_object()) return error(ErrorKind::InvalidFile, "config.json \"quantization_config\" is not an object");
+  const Fields qf(*q);
+  const json* method = qf.find("quant_method");
+  const std::string m = method && method->is_string() ? method->as_string() : "";
+  if (m != "fp8")
+    return error(ErrorKind::Unsupported, "config.json quantization_config.quant_method '" + m +
+                                             "' is not supported: tern reads unquantized and FP8 (\"fp8\") checkpoints");
+  c.fp8 = true;
+  const json* block = qf.find("weight_block_size");
+  if (!block) return Status::ok();
+  if (!block->is_array() || block->size() != 2 || !block->as_array()[0].to_uint64() ||
+      !block->as_array()[1].to_uint64() || *block->as_array()[0].to_uint64() == 0 ||
+      *block->as_array()[1].to_uint64() == 0 || *block->as_array()[0].to_uint64() > (1u << 20) ||
+      *block->as_array()[1].to_uint64() > (1u << 20))
+    return error(ErrorKind::InvalidFile, "config.json quantization_config.weight_block_size = " + block->dump() +
+                                             " is not [rows, cols] of positive integers");
+  c.fp8_block_rows = static_cast<int>(*block->as_array()[0].to_uint64());
+  c.fp8_block_cols = static_cast<int>(*block->as_array()[1].to_uint64());
+  return Status::ok();
+}
+}  // namespace
+
 Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string& name) {
   const auto parsed = json::parse(json_text);
   if (!parsed) return error(ErrorKind::InvalidFile, "config.json is not a JSON object: " + parsed.status().message());
@@ -399,6 +428,7 @@ Result<HfConfig> parse_hf_config(const std::string& json_text, const std::string
   const Fields f(*cfg);
   c.permute_qk = c.arch == "llama";
   c.tie_word_embeddings = f.boolean("tie_word_embeddings", Fields(root).boolean("tie_word_embeddings", false));
+  TERN_RETURN_IF_ERROR(read_quantization(root, c));
   if ((c.arch == "qwen2" || c.arch == "qwen2moe") && f.boolean("use_sliding_window", false))
     return error(ErrorKind::Unsupported, "config.json use_sliding_window = true (Qwen2's window over the upper layers) "
                                          "is not supported");

@@ -41,6 +41,10 @@ struct HfConfig {
   bool tie_word_embeddings = false;
   bool permute_qk = false;  // llama / mistral: HF rotate-half rows → GGUF adjacent pairs
   bool norm_plus_one = false;  // Gemma: HF stores w, computes x * (1 + w); GGUF holds 1 + w
+  // FP8 checkpoints (quantization_config.quant_method "fp8"): weight_block_size [rows, cols]
+  // of block-wise weight_scale tensors; 0 when the config states none.
+  bool fp8 = false;
+  int fp8_block_rows = 0, fp8_block_cols = 0;
   // Derived tensors (F32), empty when the config has none: rope_freqs (Llama 3.1),
   // LongRoPE long/short factors (Phi-3). [n_rot/2] each.
   std::vector<float> rope_freqs, rope_long, rope_short;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <list>
 
+#include "model/gguf_names.h"
 #include "model/quant_rules.h"
 #include "quant/quant.h"
 #include "tokenizer/hf_tokenizer.h"
@@ -19,11 +20,27 @@ int64_t permuted_source_row(int64_t r, int64_t n_rows, int n_heads) {
   return h * hd + (i % 2) * (hd / 2) + i / 2;
 }
 
+bool is_fp8(gguf::GgmlType t) { return t == gguf::GgmlType::F8_E4M3 || t == gguf::GgmlType::F8_E5M2; }
+
 // What the view and the file hold for a tensor: the source type when its
 // bytes can be used as they are (or permuted by rows), else F32.
 gguf::GgmlType stored_type(const PlannedTensor& t) {
+  if (is_fp8(t.source_type) && !keeps_fp8_codes(t)) return gguf::GgmlType::F32;
   const bool by_rows = t.transform == Transform::None || t.transform == Transform::PermuteQK || t.transform == Transform::Gather;
   return by_rows ? t.source_type : gguf::GgmlType::F32;
+}
+
+// Multiplies a decoded FP8 source row by its scales.
+void apply_scales(const PlannedTensor& t, int64_t src_row, float* row, int64_t n_cols) {
+  if (t.scales.empty()) return;
+  if (t.scale_block_rows == 0) {
+    const float s = t.scales.size() == 1 ? t.scales[0] : t.scales[static_cast<size_t>(src_row)];
+    for (int64_t i = 0; i < n_cols; ++i) row[i] *= s;
+    return;
+  }
+  const int64_t n_bc = (n_cols + t.scale_block_cols - 1) / t.scale_block_cols;
+  const float* s = t.scales.data() + (src_row / t.scale_block_rows) * n_bc;
+  for (int64_t i = 0; i < n_cols; ++i) row[i] *= s[i / t.scale_block_cols];
 }
 
 // Buffers the view owns beside the checkpoint's mappings.
@@ -41,12 +58,13 @@ gguf::TensorInfo view_tensor(const PlannedTensor& t, ViewStorage& store) {
   info.n_elements = t.n_elements();
   const quant::TypeTraits* tr = quant::traits(info.type);
   info.n_bytes = info.n_elements * static_cast<uint64_t>(tr->block_bytes) / tr->block_elems;
-  if (t.transform == Transform::None) {
+  const bool same_bytes = info.type == t.source_type;  // not an FP8 matrix decoded to F32
+  if (t.transform == Transform::None && same_bytes) {
     info.data = t.source->bytes.data();
     return info;
   }
   std::vector<uint8_t>& buf = store.buffers.emplace_back(info.n_bytes);
-  if (t.transform == Transform::PermuteQK) {
+  if (t.transform == Transform::PermuteQK && same_bytes) {
     // Rows of a matrix, elements of a bias: the units the heads are made of.
     const int64_t n_units = t.dims.size() == 1 ? static_cast<int64_t>(t.dims[0]) : static_cast<int64_t>(t.n_rows());
     const size_t unit_bytes = info.n_bytes / static_cast<size_t>(n_units);
@@ -71,6 +89,16 @@ gguf::TensorInfo view_tensor(const PlannedTensor& t, ViewStorage& store) {
 
 }  // namespace
 
+bool keeps_fp8_codes(const PlannedTensor& t) {
+  return is_fp8(t.source_type) && t.scale_block_rows == 0 &&
+         (t.transform == Transform::None || t.transform == Transform::PermuteQK);
+}
+
+int64_t source_row(const PlannedTensor& t, int64_t i_row) {
+  return t.transform == Transform::PermuteQK ? permuted_source_row(i_row, static_cast<int64_t>(t.n_rows()), t.n_heads)
+                                             : i_row;
+}
+
 void read_planned_row(const PlannedTensor& t, int64_t i_row, float* row) {
   const int64_t n_cols = static_cast<int64_t>(t.dims[0]);
   if (t.transform == Transform::Computed) {
@@ -90,9 +118,9 @@ void read_planned_row(const PlannedTensor& t, int64_t i_row, float* row) {
     tr->to_float(p.source->bytes.data() + static_cast<size_t>(p.first_row + i_row % t.piece_rows) * row_bytes, row, n_cols);
     return;
   }
-  const int64_t src_row =
-      t.transform == Transform::PermuteQK ? permuted_source_row(i_row, static_cast<int64_t>(t.n_rows()), t.n_heads) : i_row;
+  const int64_t src_row = source_row(t, i_row);
   tr->to_float(t.source->bytes.data() + static_cast<size_t>(src_row) * row_bytes, row, n_cols);
+  apply_scales(t, src_row, row, n_cols);
   if (t.transform == Transform::AddOne)
     for (int64_t i = 0; i < n_cols; ++i) row[i] += 1.0f;
 }
@@ -146,6 +174,7 @@ Result<QuantizeReport> convert_hf_model(const std::string& dir, const std::strin
 
   std::vector<TensorJob> jobs;
   for (const PlannedTensor& t : plan->tensors) {
+    if (!t.scale_of.empty()) continue;  // an FP8 matrix's companion: written with it, when its codes are
     TensorJob job;
     job.name = t.name;
     job.dims = t.dims;
@@ -161,13 +190,40 @@ Result<QuantizeReport> convert_hf_model(const std::string& dir, const std::strin
       job.n_bytes_in = t.source->bytes.size();
       job.mapped_input = t.source->bytes;
     }
-    if (t.transform == Transform::None && job.type == t.source_type) {
+    const bool fp8_codes = keeps_fp8_codes(t) && job.type == t.source_type;
+    const bool raw = stored_type(t) == t.source_type;  // not an FP8 matrix decoded to F32
+    if (t.transform == Transform::None && job.type == t.source_type && raw) {
       job.bytes = t.source->bytes;  // verbatim: the disk-bound path
+    } else if (fp8_codes) {  // PermuteQK: the codes' rows in GGUF order
+      const PlannedTensor* tp = &t;
+      job.encode = [tp](std::vector<uint8_t>& out, ThreadPool&) {
+        const size_t row = tp->dims[0];
+        out.resize(row * tp->n_rows());
+        for (int64_t r = 0; r < static_cast<int64_t>(tp->n_rows()); ++r)
+          std::memcpy(out.data() + r * row, tp->source->bytes.data() + source_row(*tp, r) * row, row);
+        return Status::ok();
+      };
     } else {
       const PlannedTensor* tp = &t;
       job.source = [tp](int64_t i_row, float* row) { read_planned_row(*tp, i_row, row); };
     }
+    if (quant::has_row_scale(job.type) && job.source) {  // W8A8 or FP8 from values: codes and scales made here
+      add_row_scaled_jobs(std::move(job), static_cast<int64_t>(t.n_rows()), jobs);
+      continue;
+    }
     jobs.push_back(std::move(job));
+    if (fp8_codes) {  // the checkpoint's scales, one per GGUF row
+      const std::string scale_name = gguf_names::row_scale_name(t.name);
+      const auto c = std::find_if(plan->tensors.begin(), plan->tensors.end(),
+                                  [&](const PlannedTensor& p) { return p.name == scale_name; });
+      TensorJob sj;
+      sj.name = scale_name;
+      sj.dims = c->dims;
+      sj.type = gguf::GgmlType::F32;
+      const PlannedTensor* cp = &*c;
+      sj.source = [cp](int64_t i_row, float* row) { read_planned_row(*cp, i_row, row); };
+      jobs.push_back(std::move(sj));
+    }
   }
   auto report = write_tensor_jobs(writer, out_path, jobs, pool, progress);
   if (!report) return report.status().with_context(out_path);

@@ -17,6 +17,14 @@
 //   Gather      MoE experts: GGUF's 3-D ffn_*_exps rows are runs of `piece_rows`
 //               rows taken from several sources in turn — one 2-D matrix per
 //               expert stacked, or each expert's half of a fused 3-D gate_up_proj
+// FP8 checkpoints (quantization_config.quant_method "fp8"; dense matrices
+// F8_E4M3 or F8_E5M2, each with its `weight_scale` or `weight_scale_inv`, a
+// multiplier either way): a matrix whose scale is one value or one per row keeps
+// its codes (tern's F8 types, docs/quantize.md) and gets a computed
+// "<base>.scale" companion [n_rows] (its rows' scales, permuted with them); a
+// matrix with block scales (weight_block_size) is decoded to F32, code × its
+// block's scale. `input_scale`, `k_scale` and `v_scale` (static activation and
+// KV scales for FP8 arithmetic) are not needed: tern computes in f32.
 // Every HF tensor must map to a GGUF name (rotary_emb.inv_freq and Gemma 3's
 // vision tower and projector, a separate model, are skipped) and every mapped
 // tensor must have the shape the config implies; else one error naming it.
@@ -67,6 +75,12 @@ struct PlannedTensor {
   std::vector<float> values;                    // Computed: [prod(dims)]
   std::vector<RowPiece> pieces;                 // Gather: in row order, piece_rows rows each
   int64_t piece_rows = 0;
+  // FP8 sources: the checkpoint's scales by source row: none (the codes are the
+  // values), 1 (per tensor), one per row, or a grid of scale_block_rows x
+  // scale_block_cols blocks ([ceil(rows / br)][ceil(cols / bc)]).
+  std::vector<float> scales;
+  int64_t scale_block_rows = 0, scale_block_cols = 0;  // 0: not block-wise
+  std::string scale_of;                         // a "<base>.scale" companion: the matrix it scales
 
   uint64_t n_elements() const;
   uint64_t n_rows() const { return n_elements() / dims[0]; }
@@ -84,8 +98,14 @@ bool is_hf_dir(const std::string& path);
 // Reads config.json and the safetensors checkpoint and maps every tensor.
 Result<HfPlan> plan_hf_model(const std::string& dir);
 
-// Row `i_row` of a planned tensor as f32 ([dims[0]]), after its transform.
+// Row `i_row` of a planned tensor as f32 ([dims[0]]), after its transform (and an FP8 source's scales).
 void read_planned_row(const PlannedTensor& t, int64_t i_row, float* row);
+
+// The checkpoint row that GGUF row `i_row` of a by-rows tensor (None, PermuteQK) is read from.
+int64_t source_row(const PlannedTensor& t, int64_t i_row);
+
+// True for an FP8 matrix stored as its codes with row scales (no block scales).
+bool keeps_fp8_codes(const PlannedTensor& t);
 
 // The tokenizer.* keys for DIR (tokenizer.json, tokenizer_config.json,
 // generation_config.json; tokenizer/hf_tokenizer.h); none when DIR has no

@@ -1,11 +1,13 @@
 // HF tensor names → GGUF names and shapes: the plan of model/hf_model.h.
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <filesystem>
 #include <optional>
 
 #include "model/gguf_names.h"
 #include "model/hf_model.h"
+#include "quant/quant.h"
 
 namespace tern::hf {
 namespace {
@@ -200,13 +202,78 @@ std::pair<int, int> order_of(Tensor t, int il) {
   return {1 << 30, static_cast<int>(t)};
 }
 
+bool is_fp8(gguf::GgmlType t) { return t == gguf::GgmlType::F8_E4M3 || t == gguf::GgmlType::F8_E5M2; }
+
+// The dtype of a source, or the error naming it (MoE experts: not FP8 yet).
+Result<gguf::GgmlType> expert_source_type(const safetensors::Tensor& src);
+
 // The dtype of a source, or the error naming it.
 Result<gguf::GgmlType> source_type(const safetensors::Tensor& src) {
   const auto type = src.ggml_type();
   if (!type)
     return error(ErrorKind::Unsupported, "tensor '" + src.name + "' has dtype " + src.dtype +
-                                             "; tern reads F32, F16 and BF16 checkpoints");
+                                             "; tern reads F32, F16, BF16 and FP8 (F8_E4M3, F8_E5M2) checkpoints");
   return *type;
+}
+
+Result<gguf::GgmlType> expert_source_type(const safetensors::Tensor& src) {
+  auto type = source_type(src);
+  if (type && is_fp8(*type))
+    return error(ErrorKind::Unsupported, "tensor '" + src.name + "' has dtype " + src.dtype +
+                                             ": FP8 MoE experts are not supported yet (dense matrices are)");
+  return type;
+}
+
+// FP8: `s` (a weight_scale or weight_scale_inv) scales planned matrix p: one
+// value, one per row ([rows] or [rows, 1]) or one per block of the config's
+// weight_block_size ([ceil(rows / br), ceil(cols / bc)]); read as f32 now.
+Status attach_scale(const HfConfig& c, const safetensors::Tensor& s, PlannedTensor& p) {
+  const std::string where = "tensor '" + s.name + "'";
+  if (!is_fp8(p.source_type))
+    return error(ErrorKind::InvalidFile, where + " scales '" + p.source->name + "', whose dtype " + p.source->dtype +
+                                             " is not FP8");
+  const auto st = s.ggml_type();
+  if (!st || is_fp8(*st))
+    return error(ErrorKind::Unsupported, where + " has dtype " + s.dtype + "; scales are read as F32, F16 or BF16");
+  const int64_t rows = static_cast<int64_t>(p.n_rows()), cols = static_cast<int64_t>(p.dims[0]);
+  const uint64_t n = s.bytes.size() / s.elem_bytes;
+  const int64_t br = c.fp8_block_rows ? c.fp8_block_rows : 128, bc = c.fp8_block_cols ? c.fp8_block_cols : 128;
+  const std::vector<uint64_t> grid = {static_cast<uint64_t>((rows + br - 1) / br), static_cast<uint64_t>((cols + bc - 1) / bc)};
+  const bool per_row = (s.shape.size() == 1 && s.shape[0] == static_cast<uint64_t>(rows)) ||
+                       (s.shape.size() == 2 && s.shape[0] == static_cast<uint64_t>(rows) && s.shape[1] == 1);
+  if (n == 1) {
+  } else if (per_row && !(c.fp8_block_rows && s.shape == grid)) {
+  } else if (s.shape == grid) {
+    p.scale_block_rows = br;
+    p.scale_block_cols = bc;
+  } else {
+    return error(ErrorKind::InvalidFile, where + " has shape " + s.shape_string() + "; the scale of '" + p.source->name +
+                                             "' " + p.source->shape_string() + " is one value, one per row ([" +
+                                             std::to_string(rows) + "] or [" + std::to_string(rows) +
+                                             ", 1]) or one per block of weight_block_size [" + std::to_string(br) + ", " +
+                                             std::to_string(bc) + "] (" + dims_text({grid[1], grid[0]}) + ")");
+  }
+  p.scales.resize(n);
+  quant::traits(*st)->to_float(s.bytes.data(), p.scales.data(), static_cast<int64_t>(n));
+  for (float v : p.scales)
+    if (!std::isfinite(v))
+      return error(ErrorKind::InvalidFile, where + " holds a scale that is not finite (" + std::to_string(v) + ")");
+  return Status::ok();
+}
+
+// The "<base>.scale" companion of an FP8 matrix that keeps its codes: each GGUF row's scale.
+PlannedTensor scale_companion(const PlannedTensor& w) {
+  const int64_t rows = static_cast<int64_t>(w.n_rows());
+  std::vector<float> v(static_cast<size_t>(rows), 1.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    if (!w.scales.empty()) v[static_cast<size_t>(r)] = w.scales.size() == 1 ? w.scales[0] : w.scales[static_cast<size_t>(source_row(w, r))];
+  PlannedTensor p;
+  p.name = gguf_names::row_scale_name(w.name);
+  p.dims = {static_cast<uint64_t>(rows)};
+  p.transform = Transform::Computed;
+  p.values = std::move(v);
+  p.scale_of = w.name;
+  return p;
 }
 
 Status plan_tensor(const HfConfig& c, const safetensors::Tensor& src, Tensor t, int il, PlannedTensor& p) {
@@ -230,6 +297,9 @@ Status plan_tensor(const HfConfig& c, const safetensors::Tensor& src, Tensor t, 
   if (c.norm_plus_one && p.name.ends_with("norm.weight")) p.transform = Transform::AddOne;
   if ((t == Tensor::FfnGateInp || t == Tensor::FfnGateInpShexp) && p.source_type != gguf::GgmlType::F32)
     p.transform = Transform::Widen;
+  if (is_fp8(p.source_type) && (p.dims.size() != 2 || (p.transform != Transform::None && p.transform != Transform::PermuteQK)))
+    return error(ErrorKind::Unsupported, "tensor '" + src.name + "' has dtype " + src.dtype +
+                                             ": tern reads FP8 for the dense weight matrices only");
   return Status::ok();
 }
 
@@ -249,7 +319,7 @@ Status plan_stacked(const HfConfig& c, const std::vector<const safetensors::Tens
                                                std::to_string(il) + " for '" + p.name + "' (it has " +
                                                std::to_string(slots.size() - std::count(slots.begin(), slots.end(), nullptr)) +
                                                " of the " + std::to_string(c.n_expert) + " experts)");
-    auto type = source_type(*src);
+    auto type = expert_source_type(*src);
     if (!type) return type.status();
     if (e == 0) {
       p.source = src;
@@ -277,7 +347,7 @@ Status plan_fused_half(const HfConfig& c, const safetensors::Tensor& src, Tensor
     return error(ErrorKind::InvalidFile, "tensor '" + src.name + "' has shape " + src.shape_string() +
                                              " but config.json implies " + dims_text(fused_hf));
   }
-  auto type = source_type(src);
+  auto type = expert_source_type(src);
   if (!type) return type.status();
   p.source = &src;
   p.source_type = *type;
@@ -359,15 +429,29 @@ Status map_tensors(HfPlan& plan) {
   std::vector<std::string> unknown;
   // Per-expert matrices by (layer, tensor), stacked once all are seen.
   std::map<std::pair<int, Tensor>, std::vector<const safetensors::Tensor*>> experts;
+  // FP8 scales by the name of the matrix they scale ("<base>.weight").
+  std::map<std::string, const safetensors::Tensor*> scales;
+  for (const std::string& name : plan.checkpoint->names())
+    for (std::string_view suffix : {".weight_scale", ".weight_scale_inv"})
+      if (name.ends_with(suffix)) scales[name.substr(0, name.size() - suffix.size()) + ".weight"] = plan.checkpoint->find(name);
   for (const std::string& name : plan.checkpoint->names()) {
-    if (skipped(c, name)) continue;
+    if (skipped(c, name)) {
+      scales.erase(name);
+      continue;
+    }
+    if (name.ends_with(".weight_scale") || name.ends_with(".weight_scale_inv")) continue;  // attached below
+    // Static activation and KV-cache scales of FP8 arithmetic: tern computes in f32.
+    if (c.fp8 && (name.ends_with(".input_scale") || name.ends_with(".k_scale") || name.ends_with(".v_scale"))) continue;
     const auto m = map_name(c, name);
     if (!m) {
       unknown.push_back(name);
       continue;
     }
     // Tied checkpoints may store lm_head too (a copy); Gemma's is never used (llama.cpp skips it).
-    if (m->t == Tensor::Output && (c.tie_word_embeddings || gemma(c))) continue;
+    if (m->t == Tensor::Output && (c.tie_word_embeddings || gemma(c))) {
+      scales.erase(name);
+      continue;
+    }
     const safetensors::Tensor& src = *plan.checkpoint->find(name);
     if (m->expert >= 0) {
       auto& slots = experts[{m->il, m->t}];
@@ -385,8 +469,15 @@ Status map_tensors(HfPlan& plan) {
     }
     PlannedTensor p;
     TERN_RETURN_IF_ERROR(plan_tensor(c, src, m->t, m->il, p));
+    if (auto s = scales.find(name); s != scales.end()) {
+      TERN_RETURN_IF_ERROR(attach_scale(c, *s->second, p));
+      scales.erase(s);
+    }
+    const bool companion = keeps_fp8_codes(p);
     mapped.emplace_back(order_of(m->t, m->il), std::move(p));
+    if (companion) mapped.emplace_back(mapped.back().first, scale_companion(mapped.back().second));
   }
+  for (const auto& [weight, s] : scales) unknown.push_back(s->name + " (it scales '" + weight + "', which is not a mapped matrix)");
   for (const auto& [key, slots] : experts) {
     PlannedTensor p;
     TERN_RETURN_IF_ERROR(plan_stacked(c, slots, key.second, key.first, p));

@@ -113,9 +113,8 @@ struct CalibratedJob {
   }
 };
 
-// Row-scaled types (W8A8's I8, FP8): one job for the codes of each row, one for
-// the rows' f32 scales ("<base>.scale"), both from the same row source
-// (decoded, folded), each row by quant::quantize_row_scaled.
+}  // namespace
+
 void add_row_scaled_jobs(TensorJob job, int64_t n_rows, std::vector<TensorJob>& jobs) {
   const int64_t n = static_cast<int64_t>(job.dims[0]);
   RowSource source = std::move(job.source);
@@ -152,8 +151,6 @@ void add_row_scaled_jobs(TensorJob job, int64_t n_rows, std::vector<TensorJob>& 
   jobs.push_back(std::move(job));
   jobs.push_back(std::move(scales));
 }
-
-}  // namespace
 
 const char* quant_method_name(QuantMethod m) {
   switch (m) {

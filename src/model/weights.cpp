@@ -70,7 +70,7 @@ class Binder {
     out.n_cols = n_cols;
     out.file_backed = f_.file_backed() && !info->in_memory;
     if (quant::has_row_scale(info->type)) {
-      auto scale = row_scales(name, n_rows_total);
+      auto scale = row_scales(name, n_rows_total, info->type);
       if (!scale) return scale.status();
       out.row_scale = *scale + row_begin;
     }
@@ -78,14 +78,16 @@ class Binder {
     return Status::ok();
   }
 
-  // W8A8 (docs/quantize.md): an I8 matrix "<base>.weight" has its per-row f32
-  // scales in "<base>.scale"; without them its quants mean nothing.
-  Result<const float*> row_scales(const std::string& name, int64_t n_rows) {
+  // W8A8 and FP8 (docs/quantize.md): an I8 or F8 matrix "<base>.weight" has its
+  // per-row f32 scales in "<base>.scale"; without them its codes mean nothing.
+  Result<const float*> row_scales(const std::string& name, int64_t n_rows, gguf::GgmlType type) {
     const std::string scale_name = gguf_names::row_scale_name(name);
     const gguf::TensorInfo* s = f_.find_tensor(scale_name);
     if (!s)
-      return error(ErrorKind::InvalidFile, "tensor '" + name + "' is I8 (W8A8) but its row scales '" + scale_name +
-                                               "' are missing");
+      return error(ErrorKind::InvalidFile, "tensor '" + name + "' is " +
+                                               (type == gguf::GgmlType::I8 ? std::string("I8 (W8A8)")
+                                                                           : std::string(gguf::type_name(type))) +
+                                               " but its row scales '" + scale_name + "' are missing");
     if (s->type != gguf::GgmlType::F32 || s->n_dims != 1 || static_cast<int64_t>(s->dims[0]) != n_rows)
       return error(ErrorKind::InvalidFile, "tensor '" + scale_name + "' must be F32 of shape [" +
                                                std::to_string(n_rows) + "] (one scale per row of '" + name + "')");
