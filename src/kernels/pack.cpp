@@ -23,7 +23,7 @@ size_t packed_bytes(const MatmulKernels& k, const WeightView& w) {
     return static_cast<size_t>((w.n_rows + kPanelRows - 1) / kPanelRows) * packed_panel_bytes(w);
   }
   const size_t block = w.traits->block_bytes;
-  if (k.pack.by_element ? w.traits->block_elems != 1 || block != 2
+  if (k.pack.by_element ? w.traits->block_elems != 1 || block > 2
                         : static_cast<size_t>(k.pack.lead_bytes + 4 * k.pack.n_dwords + k.pack.trail_bytes) != block)
     return 0;
   const int64_t n_panels = (w.n_rows + kPanelRows - 1) / kPanelRows;
@@ -38,15 +38,16 @@ inline void copy_small(uint8_t* dst, const uint8_t* src, int n) {
   if (n == 1) *dst = *src;
 }
 
-// By element (2-byte elements, F16): for each k, element k of rows 0..31 side
-// by side. Copied in strips of 64 elements so the 32 source lines of a strip
-// stay in L1.
+// By element (F16's 2-byte or FP8's 1-byte elements): for each k, element k of
+// rows 0..31 side by side. Copied in strips of 64 elements so the 32 source
+// lines of a strip stay in L1.
+template <size_t kBytes>
 void pack_by_element(const uint8_t* const* rows, int64_t n, uint8_t* dst) {
   constexpr int64_t kStrip = 64;
   for (int64_t k0 = 0; k0 < n; k0 += kStrip) {
     const int64_t k1 = k0 + kStrip < n ? k0 + kStrip : n;
     for (int r = 0; r < kPanelRows; ++r)
-      for (int64_t k = k0; k < k1; ++k) std::memcpy(dst + (k * kPanelRows + r) * 2, rows[r] + k * 2, 2);
+      for (int64_t k = k0; k < k1; ++k) std::memcpy(dst + (k * kPanelRows + r) * kBytes, rows[r] + k * kBytes, kBytes);
   }
 }
 
@@ -61,7 +62,8 @@ void pack_panel(const MatmulKernels& k, const WeightView& w, int64_t p, uint8_t*
   const uint8_t* rows[kPanelRows];  // rows past the matrix repeat its last row (the kernels' convention)
   for (int r = 0; r < kPanelRows; ++r)
     rows[r] = static_cast<const uint8_t*>(w.row(r0 + r < w.n_rows ? r0 + r : w.n_rows - 1));
-  if (k.pack.by_element) return pack_by_element(rows, n_blocks, dst);
+  if (k.pack.by_element)
+    return block == 1 ? pack_by_element<1>(rows, n_blocks, dst) : pack_by_element<2>(rows, n_blocks, dst);
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t off = static_cast<size_t>(b) * block;
     for (int r = 0; r < kPanelRows; ++r, dst += lead) copy_small(dst, rows[r] + off, lead);

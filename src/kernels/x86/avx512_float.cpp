@@ -385,9 +385,8 @@ const MatmulKernels* avx512_float_kernels(GgmlType t) {
     case GgmlType::BF16:
       return cpu_features().avx512bf16 ? &kBf16Dp : &kBf16Fma;
     case GgmlType::F8_E4M3:
-      return &kF8E4M3;
     case GgmlType::F8_E5M2:
-      return &kF8E5M2;
+      return avx512_fp8_kernels(t);
     default:
       return nullptr;
   }

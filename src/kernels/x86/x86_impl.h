@@ -53,6 +53,8 @@ const MatmulKernels* avx512_legacy_kernels(gguf::GgmlType weight_type);
 const MatmulKernels* avx512_kquant_kernels(gguf::GgmlType weight_type);
 const MatmulKernels* avx512_float_kernels(gguf::GgmlType weight_type);
 const MatmulKernels* avx512_f16_kernels();
+// FP8 weights in F16's by-element panels (one byte per element); nullptr for other types.
+const MatmulKernels* avx512_fp8_kernels(gguf::GgmlType t);
 const MatmulKernels* avx512_w8a8_kernels(gguf::GgmlType weight_type);  // I8 (W8A8, kernels/w8a8.h)
 const MatmulKernels* avx2_legacy_kernels(gguf::GgmlType weight_type);
 const MatmulKernels* avx2_kquant_kernels(gguf::GgmlType weight_type);
