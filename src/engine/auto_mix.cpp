@@ -20,6 +20,7 @@
 #include "gguf/writer.h"
 #include "model/model.h"
 #include "quant/block_codec.h"
+#include "quant/k_grid.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tern {
@@ -117,7 +118,7 @@ Result<gguf::GgufFile> view_with(const gguf::GgufFile& base, const std::vector<c
 // The method can write `t` (quantize_gguf refuses a type it does not cover).
 bool method_covers(QuantMethod m, GgmlType t) {
   if (is_float(t) || m == QuantMethod::Rtn) return true;
-  if (m == QuantMethod::Gptq) return quant::block_codec(t) != nullptr;
+  if (m == QuantMethod::Gptq) return quant::block_codec(t) != nullptr || quant::k_grid_supported(t);
   return quant::supports_weighted(t);
 }
 

@@ -15,6 +15,7 @@
 #include "model/smoothquant.h"
 #include "quant/block_codec.h"
 #include "quant/gptq.h"
+#include "quant/k_grid.h"
 #include "quant/quant.h"
 
 namespace tern {
@@ -67,7 +68,7 @@ struct CalibratedJob {
   bool expert_keys;                              // keys "<name>#<e>"
   std::string name;
   gguf::GgmlType type;               // written type
-  const quant::BlockCodec* codec;    // its codec (GPTQ needs one; null for the K-quants)
+  const quant::BlockCodec* codec;    // its codec (null for the K-quants: GPTQ through quant/k_grid.h)
   bool gptq;
   InputStatsFn inputs;
   double damp;
@@ -100,7 +101,10 @@ struct CalibratedJob {
                                                      std::to_string(n_cols) + ": calibrate this model");
       if (gptq) {
         if (s.h.empty()) return error(ErrorKind::Internal, "no H was collected for '" + key + "'");
-        TERN_RETURN_IF_ERROR(quant::gptq_encode(*codec, w, n_rows_per_expert, n_cols, s.h, {.damp = damp}, dst, pool));
+        if (codec)
+          TERN_RETURN_IF_ERROR(quant::gptq_encode(*codec, w, n_rows_per_expert, n_cols, s.h, {.damp = damp}, dst, pool));
+        else
+          TERN_RETURN_IF_ERROR(quant::gptq_encode_k(type, w, n_rows_per_expert, n_cols, s.h, {.damp = damp}, dst, pool));
         continue;
       }
       const std::vector<float> importance = s.importance();
@@ -176,7 +180,9 @@ Result<std::vector<GptqTensor>> gptq_plan(const gguf::GgufFile& file, const Quan
   std::vector<GptqTensor> out;
   for (const gguf::TensorInfo& t : file.tensors()) {
     const TypeChoice choice = choose_tensor_type(scheme, *model, t.name, t.n_dims, t.dims[0], t.type);
-    if (choice.type == t.type || !quant::block_codec(choice.type) || is_tied_embedding(*model, t.name)) continue;
+    if (choice.type == t.type || (!quant::block_codec(choice.type) && !quant::k_grid_supported(choice.type)) ||
+        is_tied_embedding(*model, t.name))
+      continue;
     out.push_back({t.name, static_cast<int64_t>(t.dims[0]), t.n_dims == 3 ? static_cast<int64_t>(t.dims[2]) : 0});
   }
   return out;
@@ -353,12 +359,12 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
       if ((o.method == QuantMethod::Imatrix || o.method == QuantMethod::Gptq) && !is_float_type(choice.type)) {
         const quant::BlockCodec* codec = quant::block_codec(choice.type);
         const bool gptq = o.method == QuantMethod::Gptq && !is_tied_embedding(*model, t.name);
-        if (gptq ? !codec : !quant::supports_weighted(choice.type))
+        if (gptq ? !codec && !quant::k_grid_supported(choice.type) : !quant::supports_weighted(choice.type))
           return error(ErrorKind::Unsupported,
                        std::string("quantize --method ") + quant_method_name(o.method) + ": tensor '" + t.name +
                            "' gets type " + type_text(choice.type) + ", which " + quant_method_name(o.method) +
                            " does not cover yet (" +
-                           (gptq ? "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4" : "those and Q4_K, Q5_K, Q6_K") +
+                           "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K" +
                            "); choose a scheme of those types, or --method awq (any type) or rtn");
         if (!o.inputs) return error(ErrorKind::InvalidArgument, "quantize: a calibrated method needs calibration statistics");
         const bool experts = t.n_dims == 3;

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "core/fp16.h"
+#include "quant/k_blocks.h"
+#include "quant/k_grid.h"
 #include "quant/quant.h"
 
 namespace tern::quant {
@@ -179,49 +181,52 @@ Result<std::vector<double>> gptq_inverse_factor(std::span<const double> h, int64
   return t;
 }
 
-Status gptq_encode(const BlockCodec& c, std::span<const float> w, int64_t n_rows, int64_t n_cols,
-                   std::span<const double> h, const GptqOptions& o, uint8_t* out, ThreadPool& pool) {
-  if (n_rows < 0 || n_cols <= 0 || n_cols % c.block_elems != 0 || static_cast<int64_t>(w.size()) != n_rows * n_cols)
-    return error(ErrorKind::InvalidArgument, "gptq: W is not [n_rows][n_cols] with whole blocks");
-  auto u = gptq_inverse_factor(h, n_cols, o.damp);
-  if (!u) return u.status();
-  std::vector<float> importance(static_cast<size_t>(n_cols));
-  std::vector<bool> dead(static_cast<size_t>(n_cols));
-  for (int64_t i = 0; i < n_cols; ++i) {
-    importance[i] = static_cast<float>(h[i * n_cols + i]);
-    dead[i] = h[i * n_cols + i] == 0.0;
-  }
-  const size_t row_bytes = quant::row_bytes(*traits(c.type), n_cols);
-  const int64_t be = c.block_elems;
-  const int64_t n_tiles = (n_rows + kTileRows - 1) / kTileRows;
+namespace {
 
+// What both encoders need of H: the factor U and each column's importance (diag H) and deadness.
+struct Setup {
+  std::vector<double> u;
+  std::vector<float> importance;
+  std::vector<bool> dead;
+};
+
+Result<Setup> setup(std::span<const double> h, int64_t n_cols, double damp) {
+  auto u = gptq_inverse_factor(h, n_cols, damp);
+  if (!u) return u.status();
+  Setup s{std::move(*u), std::vector<float>(static_cast<size_t>(n_cols)), std::vector<bool>(static_cast<size_t>(n_cols))};
+  for (int64_t i = 0; i < n_cols; ++i) {
+    s.importance[i] = static_cast<float>(h[i * n_cols + i]);
+    s.dead[i] = h[i * n_cols + i] == 0.0;
+  }
+  return s;
+}
+
+// GPTQ's column loop over the tiles of rows, shared by the block and K-quant
+// encoders. Per tile: rows r0 .. r0 + nr - 1 of w into `rows` (dead columns 0),
+// then for each group of `group` columns fit(r0, r, g0, rows_r) once per row,
+// and each column i rounded by round(r, i, x) (the level chosen) with its error
+// spread over the later columns; done(r0, nr) after the tile's last column.
+// Tile is the per-thread state (constructed once per thread by make_tile).
+template <class MakeTile>
+void column_loop(const Setup& s, std::span<const float> w, int64_t n_rows, int64_t n_cols, int64_t group,
+                 ThreadPool& pool, MakeTile make_tile) {
+  const int64_t n_tiles = (n_rows + kTileRows - 1) / kTileRows;
   pool.parallel_for(static_cast<size_t>(n_tiles), [&](size_t tile_begin, size_t tile_end, int) {
-    const int64_t n_blocks = n_cols / be;
+    auto t = make_tile();
     std::vector<double> rows(static_cast<size_t>(kTileRows * n_cols));
-    std::vector<BlockFit> fits(static_cast<size_t>(kTileRows * n_blocks));
-    std::vector<uint8_t> q(static_cast<size_t>(kTileRows * n_cols));
-    std::vector<float> original(static_cast<size_t>(n_cols));
-    Refiner refiner(c, h, n_cols);
-    std::vector<float> block(static_cast<size_t>(be));
     std::vector<double> err(static_cast<size_t>(kTileRows));
     for (size_t tile = tile_begin; tile < tile_end; ++tile) {
       const int64_t r0 = static_cast<int64_t>(tile) * kTileRows;
       const int64_t nr = std::min(kTileRows, n_rows - r0);
       for (int64_t r = 0; r < nr; ++r)
-        for (int64_t k = 0; k < n_cols; ++k) rows[r * n_cols + k] = dead[k] ? 0.0 : w[(r0 + r) * n_cols + k];
-      for (int64_t b0 = 0; b0 < n_cols; b0 += be) {
-        for (int64_t r = 0; r < nr; ++r) {
-          for (int64_t j = 0; j < be; ++j) block[j] = static_cast<float>(rows[r * n_cols + b0 + j]);
-          fits[r * n_blocks + b0 / be] = fit_block(c, block.data(), importance.data() + b0);
-        }
-        for (int64_t i = b0; i < b0 + be; ++i) {
-          const double* ui = &(*u)[i * n_cols];
+        for (int64_t k = 0; k < n_cols; ++k) rows[r * n_cols + k] = s.dead[k] ? 0.0 : w[(r0 + r) * n_cols + k];
+      for (int64_t g0 = 0; g0 < n_cols; g0 += group) {
+        for (int64_t r = 0; r < nr; ++r) t.fit(r0, r, g0, &rows[r * n_cols]);
+        for (int64_t i = g0; i < g0 + group; ++i) {
+          const double* ui = &s.u[i * n_cols];
           for (int64_t r = 0; r < nr; ++r) {
-            double* row = &rows[r * n_cols];
-            const BlockFit& f = fits[r * n_blocks + b0 / be];
-            const int qi = nearest_index(c, f, static_cast<float>(row[i]));
-            q[r * n_cols + i] = static_cast<uint8_t>(qi);
-            err[r] = (row[i] - level(c, f, qi)) / ui[i];
+            const double x = rows[r * n_cols + i];
+            err[r] = (x - t.round(r0, r, i, x)) / ui[i];
           }
           for (int64_t r = 0; r < nr; ++r) {
             double* row = &rows[r * n_cols];
@@ -230,14 +235,95 @@ Status gptq_encode(const BlockCodec& c, std::span<const float> w, int64_t n_rows
           }
         }
       }
+      t.done(r0, nr);
+    }
+  });
+}
+
+}  // namespace
+
+Status gptq_encode(const BlockCodec& c, std::span<const float> w, int64_t n_rows, int64_t n_cols,
+                   std::span<const double> h, const GptqOptions& o, uint8_t* out, ThreadPool& pool) {
+  if (n_rows < 0 || n_cols <= 0 || n_cols % c.block_elems != 0 || static_cast<int64_t>(w.size()) != n_rows * n_cols)
+    return error(ErrorKind::InvalidArgument, "gptq: W is not [n_rows][n_cols] with whole blocks");
+  auto s = setup(h, n_cols, o.damp);
+  if (!s) return s.status();
+  const size_t row_bytes = quant::row_bytes(*traits(c.type), n_cols);
+  const int64_t be = c.block_elems, n_blocks = n_cols / be;
+  // Per thread: the tile's block fits and indices, refined and stored when the tile is done.
+  struct Tile {
+    const BlockCodec& c;
+    const Setup& s;
+    std::span<const float> w;
+    const GptqOptions& o;
+    uint8_t* out;
+    size_t row_bytes;
+    int64_t n_cols, be, n_blocks;
+    std::vector<BlockFit> fits;
+    std::vector<uint8_t> q;
+    std::vector<float> block, original;
+    Refiner refiner;
+    void fit(int64_t, int64_t r, int64_t b0, const double* row) {
+      for (int64_t j = 0; j < be; ++j) block[j] = static_cast<float>(row[b0 + j]);
+      fits[r * n_blocks + b0 / be] = fit_block(c, block.data(), s.importance.data() + b0);
+    }
+    double round(int64_t, int64_t r, int64_t i, double x) {
+      const BlockFit& f = fits[r * n_blocks + i / be];
+      const int qi = nearest_index(c, f, static_cast<float>(x));
+      q[r * n_cols + i] = static_cast<uint8_t>(qi);
+      return level(c, f, qi);
+    }
+    void done(int64_t r0, int64_t nr) {
       for (int64_t r = 0; r < nr; ++r) {
-        for (int64_t k = 0; k < n_cols; ++k) original[k] = dead[k] ? 0.0f : w[(r0 + r) * n_cols + k];
+        for (int64_t k = 0; k < n_cols; ++k) original[k] = s.dead[k] ? 0.0f : w[(r0 + r) * n_cols + k];
         if (o.refine) refiner.run(original.data(), &fits[r * n_blocks], &q[r * n_cols]);
         for (int64_t b = 0; b < n_blocks; ++b)
           store_block(c, fits[r * n_blocks + b], &q[r * n_cols + b * be],
                       out + (r0 + r) * row_bytes + b * traits(c.type)->block_bytes);
       }
     }
+  };
+  column_loop(*s, w, n_rows, n_cols, be, pool, [&] {
+    return Tile{c, *s, w, o, out, row_bytes, n_cols, be, n_blocks,
+                std::vector<BlockFit>(static_cast<size_t>(kTileRows * n_blocks)),
+                std::vector<uint8_t>(static_cast<size_t>(kTileRows * n_cols)),
+                std::vector<float>(static_cast<size_t>(be)), std::vector<float>(static_cast<size_t>(n_cols)),
+                Refiner(c, h, n_cols)};
+  });
+  return Status::ok();
+}
+
+Status gptq_encode_k(gguf::GgmlType type, std::span<const float> w, int64_t n_rows, int64_t n_cols,
+                     std::span<const double> h, const GptqOptions& o, uint8_t* out, ThreadPool& pool) {
+  if (!k_grid_supported(type)) return error(ErrorKind::InvalidArgument, "gptq: no K-quant grid for this type");
+  if (n_rows < 0 || n_cols <= 0 || n_cols % kQK_K != 0 || static_cast<int64_t>(w.size()) != n_rows * n_cols)
+    return error(ErrorKind::InvalidArgument, "gptq: W is not [n_rows][n_cols] with whole super-blocks of 256");
+  auto s = setup(h, n_cols, o.damp);
+  if (!s) return s.status();
+  const size_t row_bytes = quant::row_bytes(*traits(type), n_cols), block_bytes = traits(type)->block_bytes;
+  // Per thread: each row's grid of the current super-block; quants go straight into the output block.
+  struct Tile {
+    gguf::GgmlType type;
+    const Setup& s;
+    uint8_t* out;
+    size_t row_bytes, block_bytes;
+    std::vector<KGrid> grids;
+    std::vector<float> block;
+    uint8_t* block_of(int64_t row, int64_t i) const { return out + row * row_bytes + i / kQK_K * block_bytes; }
+    void fit(int64_t r0, int64_t r, int64_t b0, const double* row) {
+      for (int j = 0; j < kQK_K; ++j) block[j] = static_cast<float>(row[b0 + j]);
+      grids[r] = k_grid_fit(type, block.data(), s.importance.data() + b0, block_of(r0 + r, b0));
+    }
+    double round(int64_t r0, int64_t r, int64_t i, double x) {
+      const int e = static_cast<int>(i % kQK_K), q = grids[r].nearest(e, static_cast<float>(x));
+      k_grid_set(type, block_of(r0 + r, i), e, q);
+      return grids[r].level(e, q);
+    }
+    void done(int64_t, int64_t) {}
+  };
+  column_loop(*s, w, n_rows, n_cols, kQK_K, pool, [&] {
+    return Tile{type, *s, out, row_bytes, block_bytes, std::vector<KGrid>(static_cast<size_t>(kTileRows)),
+                std::vector<float>(kQK_K)};
   });
   return Status::ok();
 }

@@ -17,6 +17,15 @@
 // error falls (so the result is never worse than GPTQ's own).
 // The result is ordinary blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4).
 //
+// K-quants (gptq_encode_k: Q4_K, Q5_K, Q6_K): the same column loop over
+// super-blocks of 256 columns. When the loop reaches a super-block, its scales
+// (the super-scale and every sub-block's scale and minimum, quant/k_grid.h)
+// are fitted to the compensated weights by the importance-weighted K-quant
+// encoder under diag(H), as for the 32-element blocks; each column is then
+// rounded to its sub-block's grid and its error spread as above. The
+// refinement pass is not run for them (their sub-block scales are tied by the
+// six-bit packing under one super-scale; left for later).
+//
 // Input channels no calibration row touched (H_ii = 0) are set to 0 as in the
 // paper. Rows are independent: they run in tiles over the pool, and the bytes
 // do not depend on the number of threads. Arithmetic is double.
@@ -44,6 +53,10 @@ struct GptqOptions {
 // stays not positive definite after raising the damping 100-fold.
 Status gptq_encode(const BlockCodec& c, std::span<const float> w, int64_t n_rows, int64_t n_cols,
                    std::span<const double> h, const GptqOptions& o, uint8_t* out, ThreadPool& pool);
+
+// As gptq_encode, into Q4_K, Q5_K or Q6_K (n_cols a multiple of 256; o.refine unused).
+Status gptq_encode_k(gguf::GgmlType type, std::span<const float> w, int64_t n_rows, int64_t n_cols,
+                     std::span<const double> h, const GptqOptions& o, uint8_t* out, ThreadPool& pool);
 
 // The factor the column loop uses: U upper triangular ([n][n] row-major) with
 // Uᵀ U = (H + damping)⁻¹, dead channels already given H_ii = 1. Exposed for tests.

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -192,6 +193,38 @@ TEST(CliQuantize, CalibrateThenCalibratedMethods) {
     EXPECT_FALSE(std::filesystem::exists(out)) << k.args;
   }
   std::filesystem::remove(calib);
+}
+
+// GPTQ into K-quants (rows of 256 and more: a synthetic model, stories260K's rows are 64):
+// Q4_K_M's Q4_K and Q6_K matrices, output head included, from one calibration pass; the file
+// runs and its matrices are not round-to-nearest's.
+TEST(CliQuantize, GptqWritesKQuants) {
+  if (!std::filesystem::exists(vocab())) GTEST_SKIP() << "tokenizer test data absent";
+  const std::string text = std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt";
+  if (!std::filesystem::exists(text)) GTEST_SKIP() << "text absent";
+  const std::string m = scratch("synth256"), calib = scratch("calib256"), gq = scratch("gptq_k"), rtn = scratch("rtn_k");
+  auto s = tern("synth --arch llama --dim 256 --layers 1 --heads 4 --kv-heads 2 --ffn 512 --vocab-from " + quote(vocab()) +
+                " --type F16 -o " + quote(m) + " --seed 3 -t 2");
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  auto c = tern("calibrate -m " + quote(m) + " -f " + quote(text) + " -c 32 --chunks 2 -o " + quote(calib));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto q = tern("quantize " + quote(m) + " " + quote(gq) + " Q4_K_M --calib " + quote(calib) + " --method gptq -t 2");
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_NE(q.err.find("gptq: 9 tensors calibrated"), std::string::npos) << q.err;
+  ASSERT_EQ(tern("quantize " + quote(m) + " " + quote(rtn) + " Q4_K_M -t 2").exit_code, 0);
+  auto g = gguf::GgufFile::open(gq), r = gguf::GgufFile::open(rtn);
+  ASSERT_TRUE(g && r);
+  for (const char* name : {"blk.0.attn_q.weight", "blk.0.ffn_down.weight", "output.weight"}) {
+    const gguf::TensorInfo* a = g->find_tensor(name);
+    const gguf::TensorInfo* b = r->find_tensor(name);
+    ASSERT_TRUE(a && b) << name;
+    EXPECT_EQ(a->type, b->type) << name;
+    EXPECT_TRUE(a->type == gguf::GgmlType::Q4_K || a->type == gguf::GgmlType::Q6_K) << name;
+    EXPECT_NE(std::memcmp(a->data, b->data, a->n_bytes), 0) << name;
+  }
+  auto run = tern("run -m " + quote(gq) + " -p Hello -n 4 --temp 0");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  for (const auto& p : {m, calib, gq, rtn}) std::filesystem::remove(p);
 }
 
 // Quantizing a file onto itself would replace the only full-precision copy:

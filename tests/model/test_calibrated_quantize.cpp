@@ -445,7 +445,7 @@ TEST(QuantizeAuto, RefusesAwqAndABudgetNothingFits) {
   ASSERT_FALSE(awq);
   EXPECT_NE(awq.status().message().find("awq"), std::string::npos);
   ao.method = QuantMethod::Gptq;
-  ao.candidates = {find_quant_scheme("Q4_K")};
+  ao.candidates = {find_quant_scheme("Q2_K")};  // GPTQ writes Q4_K, Q5_K, Q6_K but not Q2_K
   ao.target_bpw = 16.0;
   auto k = quantize_auto(ao, pool);
   ASSERT_FALSE(k);

@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "quant/block_codec.h"
 #include "quant/gptq.h"
+#include "quant/k_grid.h"
 #include "quant/quant.h"
 #include "quant_test_data.h"
 
@@ -118,15 +119,23 @@ Matrix reference_factor(const Layer& l, double damp) {
   return cholesky_upper(inverse_gauss_jordan(h));
 }
 
-// The paper's loop with lazy batches of one block.
-std::vector<uint8_t> reference_gptq(const BlockCodec& c, const Layer& l, double damp) {
-  const int n = l.n_cols, be = c.block_elems;
-  const Matrix u = reference_factor(l, damp);
-  std::vector<float> importance(n);
+// W with dead columns zeroed, and each column's importance diag(H) into `importance`.
+Matrix starting_weights(const Layer& l, std::vector<float>& importance) {
+  const int n = l.n_cols;
+  importance.resize(n);
   Matrix w(l.n_rows, std::vector<double>(n));
   for (int j = 0; j < n; ++j) importance[j] = static_cast<float>(l.h[static_cast<size_t>(j) * n + j]);
   for (int r = 0; r < l.n_rows; ++r)
     for (int j = 0; j < n; ++j) w[r][j] = importance[j] == 0.0f ? 0.0 : l.w[static_cast<size_t>(r) * n + j];
+  return w;
+}
+
+// The paper's loop with lazy batches of one block.
+std::vector<uint8_t> reference_gptq(const BlockCodec& c, const Layer& l, double damp) {
+  const int n = l.n_cols, be = c.block_elems;
+  const Matrix u = reference_factor(l, damp);
+  std::vector<float> importance;
+  Matrix w = starting_weights(l, importance);
   const size_t row_bytes = quant::row_bytes(*traits(c.type), n);
   std::vector<uint8_t> out(row_bytes * l.n_rows);
   for (int i1 = 0; i1 < n; i1 += be) {
@@ -259,6 +268,114 @@ TEST(Gptq, DeadChannelsAreZeroedAndShapesChecked) {
   std::vector<uint8_t> sink(1 << 16);
   EXPECT_FALSE(gptq_encode(c, l.w, 8, 48, l.h, {}, sink.data(), pool));       // 48 is not whole blocks
   EXPECT_FALSE(gptq_encode(c, l.w, 8, 64, {l.h.data(), 10}, {}, sink.data(), pool));  // H of the wrong size
+}
+
+// ---- K-quants (gptq_encode_k, quant/k_grid.h) ----------------------------------
+
+constexpr GgmlType kKTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+// Every quant written through k_grid_set decodes, by the type's own decoder, to
+// the grid's level for it: the bit layout and the scales agree with the format.
+TEST(GptqK, GridQuantsDecodeToTheirLevels) {
+  for (GgmlType type : kKTypes) {
+    test::Lcg rng(5 + static_cast<int>(type));
+    std::vector<float> x(256), decoded(256);
+    for (auto& v : x) v = rng.normal();
+    std::vector<uint8_t> block(traits(type)->block_bytes);
+    const KGrid g = k_grid_fit(type, x.data(), nullptr, block.data());
+    std::vector<int> q(256);
+    for (int e = 0; e < 256; ++e) {
+      q[e] = g.qmin + static_cast<int>(rng.next_u32() % static_cast<uint32_t>(g.qmax - g.qmin + 1));
+      k_grid_set(type, block.data(), e, q[e]);
+    }
+    traits(type)->to_float(block.data(), decoded.data(), 256);
+    for (int e = 0; e < 256; ++e) ASSERT_EQ(decoded[e], g.level(e, q[e])) << gguf::type_name(type) << " e " << e;
+    // nearest() is nearest on the grid.
+    for (int e = 0; e < 256; e += 7) {
+      const int n = g.nearest(e, x[e]);
+      for (int c = g.qmin; c <= g.qmax; ++c)
+        ASSERT_LE(std::fabs(g.level(e, n) - x[e]), std::fabs(g.level(e, c) - x[e]) + 1e-6f) << gguf::type_name(type);
+    }
+  }
+}
+
+// The paper's loop with lazy batches of one super-block, the super-block's grid
+// fitted (k_grid_fit under diag H) when the loop reaches it.
+std::vector<uint8_t> reference_gptq_k(GgmlType type, const Layer& l, double damp) {
+  const int n = l.n_cols, be = 256;
+  const Matrix u = reference_factor(l, damp);
+  std::vector<float> importance;
+  Matrix w = starting_weights(l, importance);
+  const size_t row_bytes = quant::row_bytes(*traits(type), n), bb = traits(type)->block_bytes;
+  std::vector<uint8_t> out(row_bytes * l.n_rows);
+  for (int i1 = 0; i1 < n; i1 += be) {
+    Matrix err(l.n_rows, std::vector<double>(be));
+    for (int r = 0; r < l.n_rows; ++r) {
+      uint8_t* blk = out.data() + r * row_bytes + (i1 / be) * bb;
+      std::vector<float> cur(w[r].begin() + i1, w[r].begin() + i1 + be);
+      const KGrid g = k_grid_fit(type, cur.data(), importance.data() + i1, blk);
+      std::vector<double> w1(w[r].begin() + i1, w[r].begin() + i1 + be);
+      for (int i = 0; i < be; ++i) {
+        const int q = g.nearest(i, static_cast<float>(w1[i]));
+        k_grid_set(type, blk, i, q);
+        const double e = (w1[i] - g.level(i, q)) / u[i1 + i][i1 + i];
+        for (int k = i + 1; k < be; ++k) w1[k] -= e * u[i1 + i][i1 + k];
+        err[r][i] = e;
+      }
+    }
+    for (int r = 0; r < l.n_rows; ++r)
+      for (int k = i1 + be; k < n; ++k) {
+        double s = 0;
+        for (int i = 0; i < be; ++i) s += err[r][i] * u[i1 + i][k];
+        w[r][k] -= s;
+      }
+  }
+  return out;
+}
+
+std::vector<uint8_t> run_gptq_k(GgmlType type, const Layer& l, int threads) {
+  ThreadPool pool(threads);
+  std::vector<uint8_t> out(quant::row_bytes(*traits(type), l.n_cols) * l.n_rows);
+  EXPECT_TRUE(gptq_encode_k(type, l.w, l.n_rows, l.n_cols, l.h, {.damp = 0.01}, out.data(), pool));
+  return out;
+}
+
+TEST(GptqK, SameChoicesAsTheStraightforwardImplementation) {
+  for (GgmlType type : kKTypes) {
+    const Layer l = make_layer(20, 512, 600, 23 + static_cast<int>(type), /*dead_col=*/300);
+    const auto ref = reference_gptq_k(type, l, 0.01);
+    for (int threads : {1, 3}) {
+      const auto ours = run_gptq_k(type, l, threads);
+      size_t diff = 0;
+      for (size_t i = 0; i < ref.size(); ++i) diff += ours[i] != ref[i];
+      EXPECT_EQ(diff, 0u) << gguf::type_name(type) << " threads " << threads;
+    }
+  }
+}
+
+// Against both roundings tern has for K-quants without GPTQ: ggml's plain one and the
+// importance-weighted one (diag H, what --method imatrix does).
+TEST(GptqK, LayerOutputErrorBelowRoundToNearestAndImportanceOnEverySeed) {
+  for (GgmlType type : kKTypes) {
+    for (uint64_t seed = 1; seed <= 2; ++seed) {
+      const Layer l = make_layer(16, 512, 600, 2000 * seed + static_cast<int>(type));
+      const size_t row_bytes = quant::row_bytes(*traits(type), l.n_cols);
+      std::vector<uint8_t> rtn(row_bytes * l.n_rows), imp(row_bytes * l.n_rows);
+      std::vector<float> importance(l.n_cols);
+      for (int j = 0; j < l.n_cols; ++j) importance[j] = static_cast<float>(l.h[static_cast<size_t>(j) * l.n_cols + j]);
+      for (int r = 0; r < l.n_rows; ++r) {
+        traits(type)->from_float(&l.w[static_cast<size_t>(r) * l.n_cols], rtn.data() + r * row_bytes, l.n_cols);
+        encode_row_importance(type, &l.w[static_cast<size_t>(r) * l.n_cols], importance.data(), imp.data() + r * row_bytes,
+                              l.n_cols);
+      }
+      const double e_rtn = output_error(l, type, rtn), e_imp = output_error(l, type, imp);
+      const double e_gptq = output_error(l, type, run_gptq_k(type, l, 2));
+      std::printf("%s seed %d: output error rtn %.4g, importance %.4g, gptq %.4g (%.2f of rtn)\n",
+                  std::string(gguf::type_name(type)).c_str(), static_cast<int>(seed), e_rtn, e_imp, e_gptq, e_gptq / e_rtn);
+      EXPECT_LT(e_gptq, 0.7 * e_rtn) << gguf::type_name(type) << " seed " << seed;
+      EXPECT_LT(e_gptq, e_imp) << gguf::type_name(type) << " seed " << seed;
+    }
+  }
 }
 
 }  // namespace
