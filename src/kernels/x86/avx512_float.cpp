@@ -1,9 +1,6 @@
-// AVX-512 kernels for float weights: F32, BF16 and FP8 (F16: avx512_f16.cpp).
+// AVX-512 kernels for float weights: F32 and BF16 (F16 and FP8: avx512_f16.cpp).
 //
 //   F32   w f32 x f32 (act F32): one FMA per 16 weights per column
-//   FP8   (F8_E4M3, F8_E5M2; the row scales are the driver's) codes widened exactly
-//         through half (E5M2 is a half's high byte; E4M3's fields sit in a half's
-//         low bits, 2^8 off, put right by one exact multiply), x f32 (act F32)
 //   BF16  with AVX512-BF16: x rounded to bf16 (act BF16) and vdpbf16ps, 32 products per
 //         instruction (exact products, f32 sums) — as ggml does for BF16 weights;
 //         without it: w widened by a 16-bit shift (exact), x f32 (act F32)
@@ -53,44 +50,12 @@ void copy_f32(const float* x, void* xq, int64_t n) {
 // Weights as 16 f32 lanes from element i (mask selects the valid lanes).
 struct F32W {
   static constexpr size_t kElemBytes = 4;
-  static constexpr float kScale = 1.0f;  // what the accumulators are multiplied by before their sums
   static __m512 load(const uint8_t* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 };
 struct Bf16W {
   static constexpr size_t kElemBytes = 2;
-  static constexpr float kScale = 1.0f;
   static __m512 load(const uint8_t* p, __mmask16 m) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-  }
-};
-
-// FP8 codes as halves: E5M2 << 8 is the half. E4M3 sign-extended to 16 bits
-// and shifted left by 7 puts the sign at bit 15 (and a copy at 14, cleared)
-// and the exponent and mantissa at bits 13..7: the half of value / 2^8,
-// subnormals included. The 2^8 is put back once, on the accumulators before
-// their sums (kScale; exact, a power of two). E4M3's NaN codes read as 480:
-// tern's quantizer and importer never write them.
-struct F8E4M3W {
-  static constexpr size_t kElemBytes = 1;
-  static constexpr float kScale = 256.0f;
-  static __m512 load(const uint8_t* p, __mmask16 m) {
-    const __m256i b = _mm256_cvtepi8_epi16(_mm_maskz_loadu_epi8(m, p));
-    return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(b, 7), _mm256_set1_epi16(static_cast<short>(0xbf80))));
-  }
-  // 32 codes as two halves' worth of half bits, widened once for both.
-  static __m512i halves32(const uint8_t* p, __mmask32 m) {
-    const __m512i b = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(m, p));
-    return _mm512_and_si512(_mm512_slli_epi16(b, 7), _mm512_set1_epi16(static_cast<short>(0xbf80)));
-  }
-};
-struct F8E5M2W {
-  static constexpr size_t kElemBytes = 1;
-  static constexpr float kScale = 1.0f;
-  static __m512 load(const uint8_t* p, __mmask16 m) {
-    return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_maskz_loadu_epi8(m, p)), 8));
-  }
-  static __m512i halves32(const uint8_t* p, __mmask32 m) {
-    return _mm512_slli_epi16(_mm512_cvtepu8_epi16(_mm256_maskz_loadu_epi8(m, p)), 8);
   }
 };
 
@@ -104,7 +69,6 @@ struct FmaOp {
   static constexpr int kV = 16;
   static constexpr size_t kWBytes = WT::kElemBytes;  // bytes of one weight in memory
   static constexpr size_t kXBytes = 4;               // bytes of one activation
-  static constexpr float kScale = WT::kScale;
   using Mask = __mmask16;
   static Mask tail_mask(int64_t k) { return static_cast<Mask>((1u << k) - 1); }
   // Weight vector from memory (masked lanes are 0).
@@ -116,35 +80,6 @@ struct FmaOp {
   static __m512 fma(__m512 acc, __m512 w, __m512 x) { return _mm512_fmadd_ps(w, x, acc); }
 };
 
-// FP8 weights in decode: 32 codes per step, widened to half bits in one
-// 512-bit register (half the integer work per weight of FmaOp<F8...>), then
-// two FMAs. Lane j still sums elements j, j + 16, j + 32 ... in order, as
-// FmaOp's does (a masked-off half adds +0 products), so the decode register
-// tiles and the prompt panels (FmaOp) agree bit for bit.
-template <class WT>
-struct F8PairOp {
-  static constexpr int kV = 32;
-  static constexpr size_t kWBytes = 1;
-  static constexpr size_t kXBytes = 4;
-  static constexpr float kScale = WT::kScale;
-  using Mask = __mmask32;
-  struct Pair {
-    __m512 lo, hi;
-  };
-  static Mask tail_mask(int64_t k) { return static_cast<Mask>((1ull << k) - 1); }
-  static Pair load_w(const uint8_t* p, Mask m) {
-    const __m512i h = WT::halves32(p, m);
-    return {_mm512_cvtph_ps(_mm512_castsi512_si256(h)), _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1))};
-  }
-  static Pair load_x(const uint8_t* p, Mask m) {
-    return {_mm512_maskz_loadu_ps(static_cast<__mmask16>(m), p),
-            _mm512_maskz_loadu_ps(static_cast<__mmask16>(m >> 16), p + 64)};
-  }
-  static __m512 fma(__m512 acc, Pair w, Pair x) {
-    return _mm512_fmadd_ps(w.hi, x.hi, _mm512_fmadd_ps(w.lo, x.lo, acc));
-  }
-};
-
 // BF16 weights times BF16 activations with vdpbf16ps. The file is compiled with
 // -mavx512bf16, but only this op uses it and the table hands it out only when
 // the CPU has AVX512-BF16.
@@ -152,7 +87,6 @@ struct DpBf16Op {
   static constexpr int kV = 32;
   static constexpr size_t kWBytes = 2;
   static constexpr size_t kXBytes = 2;
-  static constexpr float kScale = 1.0f;
   using Mask = __mmask32;
   static Mask tail_mask(int64_t k) { return static_cast<Mask>((1ull << k) - 1); }
   static __m512i load_w(const uint8_t* p, Mask m) { return _mm512_maskz_loadu_epi16(m, p); }
@@ -189,9 +123,6 @@ struct RegTile {
     int64_t i = 0;
     for (; i + Op::kV <= n; i += Op::kV) step<R, C>(w, w_stride, x, x_stride, i, all, acc);
     if (i < n) step<R, C>(w, w_stride, x, x_stride, i, Op::tail_mask(n - i), acc);
-    if constexpr (Op::kScale != 1.0f)
-      for (int r = 0; r < R; ++r)
-        for (int c = 0; c < C; ++c) acc[r][c] = _mm512_mul_ps(acc[r][c], _mm512_set1_ps(Op::kScale));
     store_tile(acc, y, ldy);
   }
 };
@@ -339,9 +270,6 @@ void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
       chunk_cols<Op, kTileCols>(s, n_rows, c0, xk, x_stride, ch);
     if (c0 < n_cols) chunk_col_tail<Op, kTileCols - 1>(n_cols - c0, s, n_rows, c0, xk, x_stride, ch);
   }
-  if constexpr (Op::kScale != 1.0f)
-    for (int c = 0; c < n_cols; ++c)
-      for (int r = 0; r < n_rows; ++r) s.acc[c][r] = _mm512_mul_ps(s.acc[c][r], _mm512_set1_ps(Op::kScale));
   for (int c = 0; c < n_cols; ++c) {
     int r = 0;
     for (; r + 4 <= n_rows; r += 4) _mm_storeu_ps(y + c * ldy + r, hsum4(&s.acc[c][r]));
@@ -351,28 +279,26 @@ void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
 
 // The MatmulKernels::tile of every float type: register tiles of 4 rows for
 // decode-sized calls (fewer than kTileCols columns), the panel otherwise.
-template <class Op, class DecodeOp = Op>
+template <class Op>
 void float_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride,
                 int n_cols, float* y, size_t ldy) {
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(xq);
   if (n_cols >= kTileCols) return panel<Op>(n, wb, w_stride, n_rows, xb, x_stride, n_cols, y, ldy);
   for (int r0 = 0; r0 < n_rows; r0 += 4)
-    dispatch_tile<RegTile<DecodeOp>, 4, kTileCols - 1>(n, wb + r0 * w_stride, w_stride,
+    dispatch_tile<RegTile<Op>, 4, kTileCols - 1>(n, wb + r0 * w_stride, w_stride,
                                                  n_rows - r0 < 4 ? n_rows - r0 : 4, xb, x_stride, n_cols,
                                                  y + r0, ldy);
 }
 
-template <class Op, class DecodeOp = Op>
+template <class Op>
 constexpr MatmulKernels float_row(GgmlType act_type, void (*quantize_act)(const float*, void*, int64_t)) {
-  return {act_type, quantize_act, float_tile<Op, DecodeOp>, kPanelRows, kPanelCols, CpuLevel::Avx512};
+  return {act_type, quantize_act, float_tile<Op>, kPanelRows, kPanelCols, CpuLevel::Avx512};
 }
 
 constexpr MatmulKernels kF32 = float_row<FmaOp<F32W>>(GgmlType::F32, copy_f32);
 constexpr MatmulKernels kBf16Fma = float_row<FmaOp<Bf16W>>(GgmlType::F32, copy_f32);
 constexpr MatmulKernels kBf16Dp = float_row<DpBf16Op>(GgmlType::BF16, avx512_convert_bf16);
-constexpr MatmulKernels kF8E4M3 = float_row<FmaOp<F8E4M3W>, F8PairOp<F8E4M3W>>(GgmlType::F32, copy_f32);
-constexpr MatmulKernels kF8E5M2 = float_row<FmaOp<F8E5M2W>, F8PairOp<F8E5M2W>>(GgmlType::F32, copy_f32);
 
 }  // namespace
 
@@ -386,7 +312,7 @@ const MatmulKernels* avx512_float_kernels(GgmlType t) {
       return cpu_features().avx512bf16 ? &kBf16Dp : &kBf16Fma;
     case GgmlType::F8_E4M3:
     case GgmlType::F8_E5M2:
-      return avx512_fp8_kernels(t);
+      return avx512_fp8_kernels(t);  // F16's by-element panels (avx512_f16.cpp)
     default:
       return nullptr;
   }
