@@ -85,9 +85,18 @@ Status LogitsWriter::write_row(std::span<const float> logits) {
   for (size_t v = 0; v < logits.size(); ++v)
     halves_[v] = float_to_fp16(static_cast<float>(std::max(log_probs_[v], -65504.0)));
   const int32_t top1 = argmax(logits);
-  TERN_RETURN_IF_ERROR(file_.write(&top1, sizeof top1));
-  TERN_RETURN_IF_ERROR(file_.write(halves_.data(), halves_.size() * sizeof(uint16_t)));
+  const size_t at = pending_.size();
+  pending_.resize(at + sizeof top1 + halves_.size() * sizeof(uint16_t));
+  std::memcpy(pending_.data() + at, &top1, sizeof top1);
+  std::memcpy(pending_.data() + at + sizeof top1, halves_.data(), halves_.size() * sizeof(uint16_t));
   ++n_rows_written_;
+  return pending_.size() >= (size_t{1} << 20) ? flush() : Status::ok();
+}
+
+Status LogitsWriter::flush() {
+  if (pending_.empty()) return Status::ok();
+  TERN_RETURN_IF_ERROR(file_.write(pending_.data(), pending_.size()));
+  pending_.clear();
   return Status::ok();
 }
 
@@ -95,6 +104,7 @@ Status LogitsWriter::finish(double base_nll_mean) {
   if (n_rows_written_ != header_.n_rows())
     return error(ErrorKind::Internal, "logits file: " + std::to_string(n_rows_written_) + " rows written of " +
                                           std::to_string(header_.n_rows()));
+  TERN_RETURN_IF_ERROR(flush());
   header_.base_nll_mean = base_nll_mean;
   uint8_t buf[kLogitsHeaderBytes];
   encode_header(header_, buf);

@@ -93,6 +93,10 @@ class LogitsWriter {
   uint64_t n_rows_written_ = 0;
   std::vector<double> log_probs_;  // scratch [n_vocab]
   std::vector<uint16_t> halves_;   // scratch [n_vocab]
+  // Rows not yet written: one write per MiB rather than two per row (a small
+  // vocabulary made thousands of tiny writes).
+  std::vector<uint8_t> pending_;
+  Status flush();
 };
 
 class LogitsReader {
