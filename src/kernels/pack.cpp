@@ -9,16 +9,19 @@ namespace tern::kernels {
 
 namespace {
 constexpr int kPanelRows = 32;
+
+// W8A8's matrices have a layout of their own (kernels/w8a8.h); FP8's row scales do not change theirs.
+bool w8a8_layout(const WeightView& w) { return w.row_scale && w.traits->type == gguf::GgmlType::I8; }
 }
 
 size_t packed_panel_bytes(const WeightView& w) {
-  if (w.row_scale && w.traits->type == gguf::GgmlType::I8) return w8_panel_bytes(w.n_cols);
+  if (w8a8_layout(w)) return w8_panel_bytes(w.n_cols);
   return kPanelRows * static_cast<size_t>(w.n_cols / w.traits->block_elems) * w.traits->block_bytes;
 }
 
 size_t packed_bytes(const MatmulKernels& k, const WeightView& w) {
   if (!k.packed_tile || k.max_rows != kPanelRows || !w.traits) return 0;
-  if (w.row_scale && w.traits->type == gguf::GgmlType::I8) {  // W8A8's own layout (kernels/w8a8.h)
+  if (w8a8_layout(w)) {  // W8A8's own layout (kernels/w8a8.h)
     if (w.traits->type != gguf::GgmlType::I8 || k.act_type != gguf::GgmlType::I8) return 0;
     return static_cast<size_t>((w.n_rows + kPanelRows - 1) / kPanelRows) * packed_panel_bytes(w);
   }
@@ -53,7 +56,7 @@ void pack_by_element(const uint8_t* const* rows, int64_t n, uint8_t* dst) {
 
 // Panel p (rows 32p .. 32p + 31) of w into dst (packed_panel_bytes(w) bytes).
 void pack_panel(const MatmulKernels& k, const WeightView& w, int64_t p, uint8_t* dst) {
-  if (w.row_scale && w.traits->type == gguf::GgmlType::I8)
+  if (w8a8_layout(w))
     return w8_pack_panel(static_cast<const uint8_t*>(w.data), w.row_stride_bytes, w.n_rows, w.n_cols, p * kPanelRows, dst);
   const size_t block = w.traits->block_bytes;
   const int64_t n_blocks = w.n_cols / w.traits->block_elems;

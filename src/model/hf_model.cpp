@@ -20,12 +20,10 @@ int64_t permuted_source_row(int64_t r, int64_t n_rows, int n_heads) {
   return h * hd + (i % 2) * (hd / 2) + i / 2;
 }
 
-bool is_fp8(gguf::GgmlType t) { return t == gguf::GgmlType::F8_E4M3 || t == gguf::GgmlType::F8_E5M2; }
-
 // What the view and the file hold for a tensor: the source type when its
 // bytes can be used as they are (or permuted by rows), else F32.
 gguf::GgmlType stored_type(const PlannedTensor& t) {
-  if (is_fp8(t.source_type) && !keeps_fp8_codes(t)) return gguf::GgmlType::F32;
+  if (quant::is_fp8(t.source_type) && !keeps_fp8_codes(t)) return gguf::GgmlType::F32;
   const bool by_rows = t.transform == Transform::None || t.transform == Transform::PermuteQK || t.transform == Transform::Gather;
   return by_rows ? t.source_type : gguf::GgmlType::F32;
 }
@@ -90,7 +88,7 @@ gguf::TensorInfo view_tensor(const PlannedTensor& t, ViewStorage& store) {
 }  // namespace
 
 bool keeps_fp8_codes(const PlannedTensor& t) {
-  return is_fp8(t.source_type) && t.scale_block_rows == 0 &&
+  return quant::is_fp8(t.source_type) && t.scale_block_rows == 0 &&
          (t.transform == Transform::None || t.transform == Transform::PermuteQK);
 }
 

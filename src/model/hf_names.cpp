@@ -202,8 +202,6 @@ std::pair<int, int> order_of(Tensor t, int il) {
   return {1 << 30, static_cast<int>(t)};
 }
 
-bool is_fp8(gguf::GgmlType t) { return t == gguf::GgmlType::F8_E4M3 || t == gguf::GgmlType::F8_E5M2; }
-
 // The dtype of a source, or the error naming it (MoE experts: not FP8 yet).
 Result<gguf::GgmlType> expert_source_type(const safetensors::Tensor& src);
 
@@ -218,7 +216,7 @@ Result<gguf::GgmlType> source_type(const safetensors::Tensor& src) {
 
 Result<gguf::GgmlType> expert_source_type(const safetensors::Tensor& src) {
   auto type = source_type(src);
-  if (type && is_fp8(*type))
+  if (type && quant::is_fp8(*type))
     return error(ErrorKind::Unsupported, "tensor '" + src.name + "' has dtype " + src.dtype +
                                              ": FP8 MoE experts are not supported yet (dense matrices are)");
   return type;
@@ -229,11 +227,11 @@ Result<gguf::GgmlType> expert_source_type(const safetensors::Tensor& src) {
 // weight_block_size ([ceil(rows / br), ceil(cols / bc)]); read as f32 now.
 Status attach_scale(const HfConfig& c, const safetensors::Tensor& s, PlannedTensor& p) {
   const std::string where = "tensor '" + s.name + "'";
-  if (!is_fp8(p.source_type))
+  if (!quant::is_fp8(p.source_type))
     return error(ErrorKind::InvalidFile, where + " scales '" + p.source->name + "', whose dtype " + p.source->dtype +
                                              " is not FP8");
   const auto st = s.ggml_type();
-  if (!st || is_fp8(*st))
+  if (!st || quant::is_fp8(*st))
     return error(ErrorKind::Unsupported, where + " has dtype " + s.dtype + "; scales are read as F32, F16 or BF16");
   const int64_t rows = static_cast<int64_t>(p.n_rows()), cols = static_cast<int64_t>(p.dims[0]);
   const uint64_t n = s.bytes.size() / s.elem_bytes;
@@ -297,7 +295,7 @@ Status plan_tensor(const HfConfig& c, const safetensors::Tensor& src, Tensor t, 
   if (c.norm_plus_one && p.name.ends_with("norm.weight")) p.transform = Transform::AddOne;
   if ((t == Tensor::FfnGateInp || t == Tensor::FfnGateInpShexp) && p.source_type != gguf::GgmlType::F32)
     p.transform = Transform::Widen;
-  if (is_fp8(p.source_type) && (p.dims.size() != 2 || (p.transform != Transform::None && p.transform != Transform::PermuteQK)))
+  if (quant::is_fp8(p.source_type) && (p.dims.size() != 2 || (p.transform != Transform::None && p.transform != Transform::PermuteQK)))
     return error(ErrorKind::Unsupported, "tensor '" + src.name + "' has dtype " + src.dtype +
                                              ": tern reads FP8 for the dense weight matrices only");
   return Status::ok();

@@ -179,12 +179,12 @@ float f8_vec_dot(const void* row, const float* x, int64_t n) {
 }  // namespace
 
 bool has_row_scale(GgmlType type) {
-  return type == GgmlType::I8 || type == GgmlType::F8_E4M3 || type == GgmlType::F8_E5M2;
+  return type == GgmlType::I8 || is_fp8(type);
 }
 
 float quantize_row_scaled(GgmlType type, const float* x, int64_t n, void* q) {
   if (type == GgmlType::I8) return quantize_row_i8(x, n, static_cast<int8_t*>(q));
-  TERN_ASSERT(type == GgmlType::F8_E4M3 || type == GgmlType::F8_E5M2);
+  TERN_ASSERT(is_fp8(type));
   const bool e4m3 = type == GgmlType::F8_E4M3;
   float amax = 0.0f;
   for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));

@@ -56,6 +56,7 @@ float quantize_row_i8(const float* x, int64_t n, int8_t* q);
 // "<name>.scale"): I8 (W8A8) and the FP8 types. Their traits have no
 // from_float; the codes of a row depend on its scale.
 bool has_row_scale(GgmlType type);
+inline bool is_fp8(GgmlType type) { return type == GgmlType::F8_E4M3 || type == GgmlType::F8_E5M2; }
 // A row of such a type: writes its codes to q and returns its scale (I8:
 // quantize_row_i8; FP8: d = max|x| / largest finite value, codes = x / d
 // rounded to nearest even; d = 0 gives zero codes).
