@@ -28,6 +28,16 @@ gguf::GgmlType stored_type(const PlannedTensor& t) {
   return by_rows ? t.source_type : gguf::GgmlType::F32;
 }
 
+// The source's bytes with its units (rows of a matrix, elements of a bias: what
+// the heads are made of) in GGUF order: a PermuteQK tensor kept in its type.
+void permuted_bytes(const PlannedTensor& t, size_t n_bytes, uint8_t* dst) {
+  const int64_t n_units = t.dims.size() == 1 ? static_cast<int64_t>(t.dims[0]) : static_cast<int64_t>(t.n_rows());
+  const size_t unit_bytes = n_bytes / static_cast<size_t>(n_units);
+  for (int64_t r = 0; r < n_units; ++r)
+    std::memcpy(dst + r * unit_bytes, t.source->bytes.data() + permuted_source_row(r, n_units, t.n_heads) * unit_bytes,
+                unit_bytes);
+}
+
 // Multiplies a decoded FP8 source row by its scales.
 void apply_scales(const PlannedTensor& t, int64_t src_row, float* row, int64_t n_cols) {
   if (t.scales.empty()) return;
@@ -63,12 +73,7 @@ gguf::TensorInfo view_tensor(const PlannedTensor& t, ViewStorage& store) {
   }
   std::vector<uint8_t>& buf = store.buffers.emplace_back(info.n_bytes);
   if (t.transform == Transform::PermuteQK && same_bytes) {
-    // Rows of a matrix, elements of a bias: the units the heads are made of.
-    const int64_t n_units = t.dims.size() == 1 ? static_cast<int64_t>(t.dims[0]) : static_cast<int64_t>(t.n_rows());
-    const size_t unit_bytes = info.n_bytes / static_cast<size_t>(n_units);
-    for (int64_t r = 0; r < n_units; ++r)
-      std::memcpy(buf.data() + r * unit_bytes,
-                  t.source->bytes.data() + permuted_source_row(r, n_units, t.n_heads) * unit_bytes, unit_bytes);
+    permuted_bytes(t, info.n_bytes, buf.data());
   } else if (t.transform == Transform::Gather) {
     const size_t row_bytes = info.n_bytes / static_cast<size_t>(t.n_rows());
     for (size_t i = 0; i < t.pieces.size(); ++i)
@@ -195,10 +200,8 @@ Result<QuantizeReport> convert_hf_model(const std::string& dir, const std::strin
     } else if (fp8_codes) {  // PermuteQK: the codes' rows in GGUF order
       const PlannedTensor* tp = &t;
       job.encode = [tp](std::vector<uint8_t>& out, ThreadPool&) {
-        const size_t row = tp->dims[0];
-        out.resize(row * tp->n_rows());
-        for (int64_t r = 0; r < static_cast<int64_t>(tp->n_rows()); ++r)
-          std::memcpy(out.data() + r * row, tp->source->bytes.data() + source_row(*tp, r) * row, row);
+        out.resize(tp->source->bytes.size());
+        permuted_bytes(*tp, out.size(), out.data());
         return Status::ok();
       };
     } else {
@@ -212,13 +215,13 @@ Result<QuantizeReport> convert_hf_model(const std::string& dir, const std::strin
     jobs.push_back(std::move(job));
     if (fp8_codes) {  // the checkpoint's scales, one per GGUF row
       const std::string scale_name = gguf_names::row_scale_name(t.name);
-      const auto c = std::find_if(plan->tensors.begin(), plan->tensors.end(),
-                                  [&](const PlannedTensor& p) { return p.name == scale_name; });
+      const auto companion = std::find_if(plan->tensors.begin(), plan->tensors.end(),
+                                          [&](const PlannedTensor& p) { return p.name == scale_name; });
       TensorJob sj;
       sj.name = scale_name;
-      sj.dims = c->dims;
+      sj.dims = companion->dims;
       sj.type = gguf::GgmlType::F32;
-      const PlannedTensor* cp = &*c;
+      const PlannedTensor* cp = &*companion;
       sj.source = [cp](int64_t i_row, float* row) { read_planned_row(*cp, i_row, row); };
       jobs.push_back(std::move(sj));
     }

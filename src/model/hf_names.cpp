@@ -239,17 +239,17 @@ Status attach_scale(const HfConfig& c, const safetensors::Tensor& s, PlannedTens
   const std::vector<uint64_t> grid = {static_cast<uint64_t>((rows + br - 1) / br), static_cast<uint64_t>((cols + bc - 1) / bc)};
   const bool per_row = (s.shape.size() == 1 && s.shape[0] == static_cast<uint64_t>(rows)) ||
                        (s.shape.size() == 2 && s.shape[0] == static_cast<uint64_t>(rows) && s.shape[1] == 1);
-  if (n == 1) {
-  } else if (per_row && !(c.fp8_block_rows && s.shape == grid)) {
-  } else if (s.shape == grid) {
-    p.scale_block_rows = br;
-    p.scale_block_cols = bc;
-  } else {
+  // Block-wise when the shape is the grid's and not a row's, or the config states blocks.
+  const bool block = n != 1 && s.shape == grid && (!per_row || c.fp8_block_rows);
+  if (n != 1 && !per_row && !block)
     return error(ErrorKind::InvalidFile, where + " has shape " + s.shape_string() + "; the scale of '" + p.source->name +
                                              "' " + p.source->shape_string() + " is one value, one per row ([" +
                                              std::to_string(rows) + "] or [" + std::to_string(rows) +
                                              ", 1]) or one per block of weight_block_size [" + std::to_string(br) + ", " +
                                              std::to_string(bc) + "] (" + dims_text({grid[1], grid[0]}) + ")");
+  if (block) {
+    p.scale_block_rows = br;
+    p.scale_block_cols = bc;
   }
   p.scales.resize(n);
   quant::traits(*st)->to_float(s.bytes.data(), p.scales.data(), static_cast<int64_t>(n));
