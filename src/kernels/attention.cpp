@@ -93,9 +93,9 @@ int32_t first_position(const AttentionShape& s, const QueryBlock& b) {
 
 struct WorkItem {
   int block;
-  int kv_head;
+  int kv_head0, n_kv_heads;
   int32_t kv_begin, kv_end;
-  size_t scratch;  // offset of this item's o (then m, l) in the scratch buffer
+  size_t scratch;  // offset of this item's first head's o (then m, l, then the next head's) in the scratch buffer
 };
 
 }  // namespace
@@ -111,21 +111,43 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
   // boundaries keep every query row's arithmetic identical however the batch
   // was composed (batch invariance), while long contexts still yield enough
   // items for every thread (flash-decoding).
-  std::vector<WorkItem> items;
   std::vector<int> n_splits(blocks.size(), 1);
-  size_t scratch_floats = 0;
+  size_t segments = 0;
+  for (size_t ib = 0; ib < blocks.size(); ++ib) {
+    const QueryBlock& b = blocks[ib];
+    n_splits[ib] = (b.pos0 + b.n_q - 1) / kSplitPositions - first_position(s, b) / kSplitPositions + 1;
+    segments += static_cast<size_t>(n_splits[ib]);
+  }
+  // An item runs all KV heads of its segment (a cached row is read once,
+  // whole) unless there would be fewer than two items per thread; then the
+  // heads are split. How they are grouped changes no head's arithmetic.
+  const size_t want = 2 * static_cast<size_t>(pool.n_threads());
+  const int chunks = segments >= want ? 1 : static_cast<int>(std::min<size_t>(s.n_head_kv, (want + segments - 1) / segments));
+  const int per_item = (s.n_head_kv + chunks - 1) / chunks;
+  // slot[first_slot[ib] + h * n_splits[ib] + sp]: where head h's partial of
+  // segment sp of block ib lies in the scratch buffer.
+  std::vector<WorkItem> items;
+  std::vector<size_t> slot(segments * s.n_head_kv), first_slot(blocks.size());
+  size_t scratch_floats = 0, n_slots = 0;
   for (size_t ib = 0; ib < blocks.size(); ++ib) {
     const QueryBlock& b = blocks[ib];
     const int32_t begin = first_position(s, b), end = b.pos0 + b.n_q;
-    const int32_t seg0 = begin / kSplitPositions, seg1 = (end - 1) / kSplitPositions;
-    n_splits[ib] = seg1 - seg0 + 1;
+    const int32_t seg0 = begin / kSplitPositions;
     const size_t rows = static_cast<size_t>(b.n_q) * group;
-    for (int h = 0; h < s.n_head_kv; ++h)
-      for (int32_t seg = seg0; seg <= seg1; ++seg) {
+    first_slot[ib] = n_slots;
+    for (int h0 = 0; h0 < s.n_head_kv; h0 += per_item) {
+      const int nh = std::min(per_item, s.n_head_kv - h0);
+      for (int sp = 0; sp < n_splits[ib]; ++sp) {
+        const int32_t seg = seg0 + sp;
         const int32_t lo = std::max(begin, seg * kSplitPositions), hi = std::min(end, (seg + 1) * kSplitPositions);
-        items.push_back({static_cast<int>(ib), h, lo, hi, scratch_floats});
-        scratch_floats += rows * (hd + 2);
+        items.push_back({static_cast<int>(ib), h0, nh, lo, hi, scratch_floats});
+        for (int h = h0; h < h0 + nh; ++h) {
+          slot[n_slots + static_cast<size_t>(h) * n_splits[ib] + sp] = scratch_floats;
+          scratch_floats += rows * (hd + 2);
+        }
       }
+    }
+    n_slots += static_cast<size_t>(n_splits[ib]) * s.n_head_kv;
   }
   thread_local std::vector<float> scratch;  // per item: o [rows][hd], m [rows], l [rows]
   thread_local std::vector<float> tiles;    // per thread: one f32 key/value tile
@@ -145,15 +167,17 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
       const WorkItem& it = items[i];
       const QueryBlock& b = blocks[it.block];
       const size_t rows = static_cast<size_t>(b.n_q) * group;
-      float* o = base + it.scratch;
-      float* m = o + rows * hd;
-      float* l = m + rows;
-      std::fill(o, o + rows * hd, 0.0f);
-      std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
-      std::fill(l, l + rows, 0.0f);
+      float* const out = base + it.scratch;
+      for (int h = 0; h < it.n_kv_heads; ++h) {
+        float* o = out + h * rows * (hd + 2);
+        float* m = o + rows * hd;
+        std::fill(o, m, 0.0f);
+        std::fill(m, m + rows, -std::numeric_limits<float>::infinity());
+        std::fill(m + rows, m + 2 * rows, 0.0f);
+      }
       QueryBlockView v = view_of(b);
       if (q8) q8->point(s, static_cast<size_t>(it.block), v);
-      k.partial(s, v, it.kv_head, it.kv_begin, it.kv_end, o, m, l, tile_base + tile_floats * tid);
+      k.partial(s, v, it.kv_head0, it.n_kv_heads, it.kv_begin, it.kv_end, out, tile_base + tile_floats * tid);
     }
   });
 
@@ -165,14 +189,11 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
       const QueryBlock& b = blocks[ib];
       const int splits = n_splits[ib];
       const size_t rows = static_cast<size_t>(b.n_q) * group;
-      // Items of this block are laid out head-major, split-minor.
-      size_t first_item = 0;
-      for (int j = 0; j < ib; ++j) first_item += static_cast<size_t>(n_splits[j]) * s.n_head_kv;
-      first_item += static_cast<size_t>(h) * splits;
+      const size_t* partials = slot.data() + first_slot[ib] + static_cast<size_t>(h) * splits;
       for (size_t row = 0; row < rows; ++row) {
         float mx = -std::numeric_limits<float>::infinity();
         for (int sp = 0; sp < splits; ++sp) {
-          const float* o = base + items[first_item + sp].scratch;
+          const float* o = base + partials[sp];
           mx = std::max(mx, o[rows * hd + row]);
         }
         const int t = static_cast<int>(row / group), g = static_cast<int>(row % group);
@@ -180,7 +201,7 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
         std::fill(out, out + hd, 0.0f);
         float denom = 0.0f;
         for (int sp = 0; sp < splits; ++sp) {
-          const float* o = base + items[first_item + sp].scratch;
+          const float* o = base + partials[sp];
           const float m = o[rows * hd + row], l = o[rows * hd + rows + row];
           if (l == 0.0f) continue;
           const float w = std::exp(m - mx);

@@ -9,9 +9,11 @@
 // head (GQA) are processed together so each key/value row is loaded once for
 // the whole group.
 //
-// Parallelism: work items are (query block, KV head, KV segment), segments
+// Parallelism: work items are (query block, KV heads, KV segment), segments
 // being fixed 512-position ranges, so a long context with few query rows
-// (decode) still spreads over all threads (flash-decoding). Partial results
+// (decode) still spreads over all threads (flash-decoding). An item takes all
+// KV heads (each cached row read once, whole) unless that leaves too few items
+// for the threads, when the heads are split between items. Partial results
 // carry their running max and sum and are merged afterwards. Every boundary
 // (segments, 64-position score tiles) sits at an absolute position, so a
 // query row's result is bit-identical whatever else is in the batch.
@@ -90,13 +92,15 @@ constexpr size_t attention_scratch_floats(int head_dim) { return 2u * kAttention
 
 // Tile kernel table (one per CPU level).
 struct AttentionKernels {
-  // Accumulates, for query rows of one KV head, the unnormalised output o,
-  // running max m and running sum l over positions [kv_begin, kv_end).
-  // Rows: row = t * group + g for token t < n_q and head g < group of this KV head.
-  // o: [n_q * group][head_dim]; m, l: [n_q * group]; initialise m = -inf, l = 0, o = 0.
-  // scratch: attention_scratch_floats(head_dim) floats (one tile of keys and values as f32).
-  void (*partial)(const AttentionShape& shape, const QueryBlockView& block, int kv_head, int32_t kv_begin,
-                  int32_t kv_end, float* o, float* m, float* l, float* scratch);
+  // Accumulates, for query rows of KV heads [kv_head0, kv_head0 + n_kv_heads),
+  // each head's unnormalised output o, running max m and running sum l over
+  // positions [kv_begin, kv_end). Rows: row = t * group + g for token t < n_q
+  // and head g < group of a KV head. out: per head in turn, o [rows][head_dim]
+  // then m [rows] then l [rows] (rows = n_q * group); initialise m = -inf,
+  // l = 0, o = 0. A head's results are the same bits whichever heads share
+  // its call. scratch: attention_scratch_floats(head_dim) floats.
+  void (*partial)(const AttentionShape& shape, const QueryBlockView& block, int kv_head0, int n_kv_heads,
+                  int32_t kv_begin, int32_t kv_end, float* out, float* scratch);
 };
 const AttentionKernels& attention_kernels();
 // The table compiled for `level`, or nullptr when this CPU cannot run it.

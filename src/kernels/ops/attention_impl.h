@@ -204,9 +204,7 @@ __attribute__((always_inline)) inline f32x16 fp8x16_to_float(const void* p) {
 #endif
 }
 
-// A q8_0 head slice is [hd / g half scales][hd int8 codes]: scale k, and
-// where the codes start.
-inline float q8_scale(const void* head, int k) { return half_to_float1(static_cast<const uint8_t*>(head) + 2 * k); }
+// A q8_0 head slice is [hd / g half scales][hd int8 codes]: where the codes start.
 inline int q8_codes_offset(int hd, int g) { return 2 * (hd / g); }
 
 // 16 elements from element i of a head slice (f32, f16; for q8_0 `p` points
@@ -547,8 +545,8 @@ __attribute__((always_inline)) inline void qk_rows_vnni(const uint32_t* kt8, int
 // them). Keys and values one tile ahead are prefetched. Every sum runs in a
 // fixed order, and a row's arithmetic never depends on the rows beside it.
 template <bool kSoftcap>
-void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int kv_head, int32_t kv_begin,
-                         int32_t kv_end, float* o, float* m, float* l, float* scratch) {
+void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int kv_head0, int n_kv_heads,
+                         int32_t kv_begin, int32_t kv_end, float* out, float* scratch) {
   const int hd = s.head_dim;
   const int group = s.n_head / s.n_head_kv;
   const int n_rows = b.n_q * group;
@@ -557,9 +555,12 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   const int g = kv_group_elems(s.kv_type, hd);
   const size_t head_bytes = kv_head_bytes(s.kv_type, hd);
   const size_t row_bytes = static_cast<size_t>(s.n_head_kv) * head_bytes;
-  const size_t head_offset = static_cast<size_t>(kv_head) * head_bytes;
+  const size_t head_offset = static_cast<size_t>(kv_head0) * head_bytes;  // the item's first head
+  const size_t head_stride = static_cast<size_t>(n_rows) * (hd + 2);       // one head's o, m, l in out
   float* k_t = scratch;                                          // [hd][kKvTile], transposed keys
   float* v_tile = scratch + static_cast<size_t>(kKvTile) * hd;   // [kKvTile][hd], stored values as f32
+  const char* krow[kKvTile];  // this tile's key rows, from the item's first head slice
+  const char* vrow[kKvTile];
   const void* kp[kKvTile];  // this tile's key rows (this head's slice)
   const void* vp[kKvTile];  // this tile's value rows: f32, or as stored when v_direct
   const void* vhead[kKvTile];  // this tile's value head slices as stored
@@ -585,7 +586,7 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   int ir = 0;   // run cursor: runs are ascending
   int ipf = 0;  // the prefetch's run cursor, one tile ahead
   TilePrefetch next;
-  next.bytes = static_cast<int>(head_bytes);
+  next.bytes = static_cast<int>(head_bytes) * n_kv_heads;  // the item's heads are adjacent in a row
   for (int32_t p0 = kv_begin; p0 < kv_end;) {
     const int n_pos = min_i((p0 / kKvTile + 1) * kKvTile, kv_end) - p0;
     // The rows of the next tile, requested while this one is scored:
@@ -606,8 +607,20 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       while (ir < b.n_runs && b.runs[ir].pos0 + b.runs[ir].n <= pos) ++ir;
       const KvRun& run = b.runs[ir];
       const size_t off = static_cast<size_t>(pos - run.pos0) * row_bytes + head_offset;
-      const void* k = static_cast<const char*>(run.k) + off;
-      const void* v = static_cast<const char*>(run.v) + off;
+      krow[j] = static_cast<const char*>(run.k) + off;
+      vrow[j] = static_cast<const char*>(run.v) + off;
+    }
+    // The item's heads one after another on the same rows: a tile's rows are
+    // read from memory once for all of them (whole rows, which the hardware
+    // streams), and the positions above are found once.
+    for (int hh = 0; hh < n_kv_heads; ++hh) {
+    const int kv_head = kv_head0 + hh;
+    float* o = out + hh * head_stride;
+    float* m = o + static_cast<size_t>(n_rows) * hd;
+    float* l = m + n_rows;
+    for (int j = 0; j < n_pos; ++j) {
+      const void* k = krow[j] + hh * head_bytes;
+      const void* v = vrow[j] + hh * head_bytes;
       khead[j] = k;
       vhead[j] = v;
       if (q4) {
@@ -634,13 +647,16 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
         vp[j] = dst;
       }
     }
-    if (q8) {  // this tile's scales (values' only when P·V reads the codes)
+    if (q8) {  // this tile's scales: the halves copied, then converted 16 at a time
+      uint16_t halves[2][kKvTile];
       for (int gi = 0; gi < hd / g; ++gi) {
         for (int j = 0; j < n_pos; ++j) {
-          q8->k[gi][j] = q8_scale(khead[j], gi);
-          q8->v[gi][j] = q8_scale(static_cast<const char*>(vhead[j]), gi);
+          __builtin_memcpy(&halves[0][j], static_cast<const char*>(khead[j]) + 2 * gi, 2);
+          __builtin_memcpy(&halves[1][j], static_cast<const char*>(vhead[j]) + 2 * gi, 2);
         }
-        for (int j = n_pos; j < kKvTile; ++j) q8->k[gi][j] = q8->v[gi][j] = 0.0f;
+        for (int j = n_pos; j < kKvTile; ++j) halves[0][j] = halves[1][j] = 0;  // +0.0
+        half_to_float_row(halves[0], q8->k[gi], kKvTile);
+        half_to_float_row(halves[1], q8->v[gi], kKvTile);
       }
     }
     // Keys transposed into k_t (columns past n_pos zero).
@@ -680,7 +696,8 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
       // Only the nr live rows are scored and accumulated (decode with 3
       // heads per KV head computes 3 rows, not 4); each row's sums are the
       // same whichever count its block has.
-      const TilePrefetch* pf = row0 == 0 ? &next : nullptr;  // the first row block requests the next tile
+      // The first head's first row block requests the next tile.
+      const TilePrefetch* pf = row0 == 0 && hh == 0 ? &next : nullptr;
 #if defined(__AVX512VNNI__)
       if (vnni) {
         switch (nr) {
@@ -763,18 +780,19 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
         }
       }
     }
+    }  // heads
     p0 += n_pos;
   }
 }
 
 // The table's entry: the soft-capped variant only when the shape asks for it,
 // so attention without a cap runs exactly the code it ran before.
-void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, int kv_head, int32_t kv_begin,
-                            int32_t kv_end, float* o, float* m, float* l, float* scratch) {
+void attention_partial_impl(const AttentionShape& s, const QueryBlockView& b, int kv_head0, int n_kv_heads,
+                            int32_t kv_begin, int32_t kv_end, float* out, float* scratch) {
   if (s.softcap > 0.0f)
-    attention_partial_t<true>(s, b, kv_head, kv_begin, kv_end, o, m, l, scratch);
+    attention_partial_t<true>(s, b, kv_head0, n_kv_heads, kv_begin, kv_end, out, scratch);
   else
-    attention_partial_t<false>(s, b, kv_head, kv_begin, kv_end, o, m, l, scratch);
+    attention_partial_t<false>(s, b, kv_head0, n_kv_heads, kv_begin, kv_end, out, scratch);
 }
 
 }  // namespace
