@@ -364,7 +364,8 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
                        std::string("quantize --method ") + quant_method_name(o.method) + ": tensor '" + t.name +
                            "' gets type " + type_text(choice.type) + ", which " + quant_method_name(o.method) +
                            " does not cover yet (" +
-                           "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K" +
+                           (gptq ? "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q4_K, Q5_K, Q6_K"
+                                 : "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K") +
                            "); choose a scheme of those types, or --method awq (any type) or rtn");
         if (!o.inputs) return error(ErrorKind::InvalidArgument, "quantize: a calibrated method needs calibration statistics");
         const bool experts = t.n_dims == 3;

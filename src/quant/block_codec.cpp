@@ -287,7 +287,8 @@ void encode_row_weighted(const BlockCodec& c, const float* x, const float* w, vo
 }
 
 bool supports_weighted(GgmlType type) {
-  return block_codec(type) || type == GgmlType::Q4_K || type == GgmlType::Q5_K || type == GgmlType::Q6_K;
+  return block_codec(type) || type == GgmlType::Q2_K || type == GgmlType::Q3_K || type == GgmlType::Q4_K ||
+         type == GgmlType::Q5_K || type == GgmlType::Q6_K;
 }
 
 bool encode_row_importance(GgmlType type, const float* x, const float* w, void* dst, int64_t n) {
@@ -296,6 +297,8 @@ bool encode_row_importance(GgmlType type, const float* x, const float* w, void* 
     return true;
   }
   switch (type) {
+    case GgmlType::Q2_K: rows::q2_k_from_float_weighted(x, w, dst, n); return true;
+    case GgmlType::Q3_K: rows::q3_k_from_float_weighted(x, w, dst, n); return true;
     case GgmlType::Q4_K: rows::q4_k_from_float_weighted(x, w, dst, n); return true;
     case GgmlType::Q5_K: rows::q5_k_from_float_weighted(x, w, dst, n); return true;
     case GgmlType::Q6_K: rows::q6_k_from_float_weighted(x, w, dst, n); return true;

@@ -148,9 +148,10 @@ float fit_symmetric(int n, int nmax, const float* x, int8_t* L, const float* imp
 
 // Symmetric 3-bit fit for Q3_K: start from the absmax grid (L in -nmax..nmax-1),
 // then up to 5 passes of coordinate descent, moving one quant at a time to the
-// value that best fits the least-squares scale of the others, weighted by x^2.
+// value that best fits the least-squares scale of the others, weighted by x^2
+// (by imp[i] when given: importance-weighted rounding).
 // Returns the scale; L is stored offset by +nmax. ggml's make_q3_quants(do_rmse).
-float fit_q3(int n, int nmax, const float* x, int8_t* L) {
+float fit_q3(int n, int nmax, const float* x, int8_t* L, const float* imp = nullptr) {
   const float max = signed_absmax(x, n);
   if (std::fabs(max) < kGroupMaxEps) {
     std::memset(L, 0, static_cast<size_t>(n));
@@ -161,14 +162,14 @@ float fit_q3(int n, int nmax, const float* x, int8_t* L) {
   for (int i = 0; i < n; ++i) {
     const int l = clamp_int(round_nearest_even(iscale * x[i]), -nmax, nmax - 1);
     L[i] = static_cast<int8_t>(l);
-    const float w = x[i] * x[i];
+    const float w = imp ? imp[i] : x[i] * x[i];
     sum_lx += w * x[i] * static_cast<float>(l);
     sum_l2 += w * static_cast<float>(l) * static_cast<float>(l);
   }
   for (int pass = 0; pass < 5; ++pass) {
     int n_changed = 0;
     for (int i = 0; i < n; ++i) {
-      const float w = x[i] * x[i];
+      const float w = imp ? imp[i] : x[i] * x[i];
       const float li = static_cast<float>(L[i]);
       float slx = sum_lx - w * x[i] * li;
       if (!(slx > 0.0f)) continue;
@@ -263,13 +264,17 @@ void quantize_q45_k(const float* x, int nmax, float rmin, int nstep, uint16_t* d
   }
 }
 
-void quantize_block(const float* x, BlockQ2_K* b) {
+// imp: importance per element (importance-weighted rounding): a sub-block
+// with it is fitted by weighted least squares; without it (or all zero), by
+// ggml's |x|-weighted absolute error.
+void quantize_block(const float* x, BlockQ2_K* b, const float* imp = nullptr) {
   uint8_t L[kQK_K];
   float sub_scale[16], sub_min[16], w[16];
   float max_scale = 0.0f, max_min = 0.0f;
   for (int s = 0; s < 16; ++s) {
-    for (int i = 0; i < 16; ++i) w[i] = std::fabs(x[16 * s + i]);
-    sub_scale[s] = fit_scale_min(16, 3, x + 16 * s, w, L + 16 * s, &sub_min[s], -0.5f, 0.1f, 15, true);
+    const bool weighted = has_importance(imp ? imp + 16 * s : nullptr, 16);
+    for (int i = 0; i < 16; ++i) w[i] = weighted ? imp[16 * s + i] : std::fabs(x[16 * s + i]);
+    sub_scale[s] = fit_scale_min(16, 3, x + 16 * s, w, L + 16 * s, &sub_min[s], -0.5f, 0.1f, 15, !weighted);
     if (sub_scale[s] > max_scale) max_scale = sub_scale[s];
     if (sub_min[s] > max_min) max_min = sub_min[s];
   }
@@ -299,12 +304,13 @@ void quantize_block(const float* x, BlockQ2_K* b) {
   pack_two_bit(L, b->qs);
 }
 
-void quantize_block(const float* x, BlockQ3_K* b) {
+void quantize_block(const float* x, BlockQ3_K* b, const float* imp = nullptr) {
   int8_t L[kQK_K];
   float sub_scale[16];
   float amax = 0.0f, max_scale = 0.0f;
   for (int s = 0; s < 16; ++s) {
-    sub_scale[s] = fit_q3(16, 4, x + 16 * s, L + 16 * s);
+    const float* w = has_importance(imp ? imp + 16 * s : nullptr, 16) ? imp + 16 * s : nullptr;
+    sub_scale[s] = fit_q3(16, 4, x + 16 * s, L + 16 * s, w);
     if (std::fabs(sub_scale[s]) > amax) {
       amax = std::fabs(sub_scale[s]);
       max_scale = sub_scale[s];
@@ -435,6 +441,12 @@ void weighted_rows(const float* src, const float* imp, void* dst, int64_t n) {
 }
 }  // namespace
 
+void q2_k_from_float_weighted(const float* src, const float* imp, void* dst, int64_t n) {
+  weighted_rows<BlockQ2_K>(src, imp, dst, n);
+}
+void q3_k_from_float_weighted(const float* src, const float* imp, void* dst, int64_t n) {
+  weighted_rows<BlockQ3_K>(src, imp, dst, n);
+}
 void q4_k_from_float_weighted(const float* src, const float* imp, void* dst, int64_t n) {
   weighted_rows<BlockQ4_K>(src, imp, dst, n);
 }

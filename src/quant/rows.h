@@ -54,6 +54,8 @@ float q6_k_vec_dot(const void* row, const float* x, int64_t n);
 void q8_k_to_float(const void* src, float* dst, int64_t n);
 // Importance-weighted variants (quant/block_codec.h): the sub-block fits use
 // imp ([n]) as their weights where it is not all zero.
+void q2_k_from_float_weighted(const float* src, const float* imp, void* dst, int64_t n);
+void q3_k_from_float_weighted(const float* src, const float* imp, void* dst, int64_t n);
 void q4_k_from_float_weighted(const float* src, const float* imp, void* dst, int64_t n);
 void q5_k_from_float_weighted(const float* src, const float* imp, void* dst, int64_t n);
 void q6_k_from_float_weighted(const float* src, const float* imp, void* dst, int64_t n);

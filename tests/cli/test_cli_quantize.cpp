@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "../model/model_fixture.h"
@@ -197,8 +198,9 @@ TEST(CliQuantize, CalibrateThenCalibratedMethods) {
 
 // GPTQ into K-quants (rows of 256 and more: a synthetic model, stories260K's rows are 64):
 // Q4_K_M's Q4_K and Q6_K matrices, output head included, from one calibration pass; the file
-// runs and its matrices are not round-to-nearest's.
-TEST(CliQuantize, GptqWritesKQuants) {
+// runs and its matrices are not round-to-nearest's. Then importance-weighted rounding of the
+// Q2_K mix (Q2_K and Q3_K matrices) from the same statistics.
+TEST(CliQuantize, GptqAndImatrixWriteKQuants) {
   if (!std::filesystem::exists(vocab())) GTEST_SKIP() << "tokenizer test data absent";
   const std::string text = std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt";
   if (!std::filesystem::exists(text)) GTEST_SKIP() << "text absent";
@@ -224,7 +226,25 @@ TEST(CliQuantize, GptqWritesKQuants) {
   }
   auto run = tern("run -m " + quote(gq) + " -p Hello -n 4 --temp 0");
   EXPECT_EQ(run.exit_code, 0) << run.err;
-  for (const auto& p : {m, calib, gq, rtn}) std::filesystem::remove(p);
+
+  const std::string iq2 = scratch("imatrix_q2k"), rtn2 = scratch("rtn_q2k");
+  auto q2 = tern("quantize " + quote(m) + " " + quote(iq2) + " Q2_K --calib " + quote(calib) + " -t 2");
+  ASSERT_EQ(q2.exit_code, 0) << q2.err;
+  ASSERT_EQ(tern("quantize " + quote(m) + " " + quote(rtn2) + " Q2_K -t 2").exit_code, 0);
+  auto g2 = gguf::GgufFile::open(iq2), r2 = gguf::GgufFile::open(rtn2);
+  ASSERT_TRUE(g2 && r2);
+  std::set<gguf::GgmlType> seen;
+  for (const gguf::TensorInfo& a : g2->tensors()) {
+    if (a.type != gguf::GgmlType::Q2_K && a.type != gguf::GgmlType::Q3_K) continue;
+    if (a.name == "token_embd.weight") continue;  // a lookup table: no input activations to weigh by
+    const gguf::TensorInfo* b = r2->find_tensor(a.name);
+    ASSERT_TRUE(b && b->type == a.type) << a.name;
+    EXPECT_NE(std::memcmp(a.data, b->data, a.n_bytes), 0) << a.name;
+    seen.insert(a.type);
+  }
+  EXPECT_EQ(seen.size(), 2u) << "the Q2_K mix has Q2_K and Q3_K matrices";
+  EXPECT_EQ(tern("run -m " + quote(iq2) + " -p Hello -n 4 --temp 0").exit_code, 0);
+  for (const auto& p : {m, calib, gq, rtn, iq2, rtn2}) std::filesystem::remove(p);
 }
 
 // Quantizing a file onto itself would replace the only full-precision copy:

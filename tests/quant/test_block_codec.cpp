@@ -123,7 +123,7 @@ TEST(BlockCodec, ImportantColumnsGetSmallerErrors) {
 
 TEST(BlockCodec, KQuantImportanceLowersTheWeightedErrorAndZeroImportanceIsTheReference) {
   constexpr int kN = 256 * 16;
-  for (GgmlType type : {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (GgmlType type : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     ASSERT_TRUE(supports_weighted(type));
     const TypeTraits& t = *traits(type);
     const auto x = test::normal_row(kN, 71 + static_cast<int>(type));
@@ -139,7 +139,7 @@ TEST(BlockCodec, KQuantImportanceLowersTheWeightedErrorAndZeroImportanceIsTheRef
     ASSERT_TRUE(encode_row_importance(type, x.data(), zero.data(), ours.data(), kN));
     EXPECT_EQ(ours, ref) << gguf::type_name(type);
   }
-  EXPECT_FALSE(supports_weighted(GgmlType::Q3_K));
+  EXPECT_FALSE(supports_weighted(GgmlType::Q8_K));
   EXPECT_FALSE(supports_weighted(GgmlType::F16));
 }
 
