@@ -173,6 +173,36 @@ TEST(W8a8, TilesInPlaceAndPackedEqualTheExactSumAtEveryLevel) {
   }
 }
 
+// The largest products every level must sum without saturating (AVX2 pairs
+// |w| <= 128 with |x| <= 127 in vpmaddubsw): weights of -128 and 127 against
+// activations of +-127, alone and mixed.
+TEST(W8a8, ExtremeCodesSumExactlyAtEveryLevel) {
+  const int64_t n = 200, n_rows = 4, n_tokens = 3;
+  Case c{n, n_rows, n_tokens, std::vector<int8_t>(static_cast<size_t>(n * n_rows)), std::vector<float>(n_rows, 1.0f),
+         std::vector<float>(static_cast<size_t>(n * n_tokens))};
+  for (int64_t i = 0; i < n; ++i) {
+    c.w[static_cast<size_t>(i)] = -128;
+    c.w[static_cast<size_t>(n + i)] = 127;
+    c.w[static_cast<size_t>(2 * n + i)] = static_cast<int8_t>(i % 2 ? 127 : -128);
+    c.w[static_cast<size_t>(3 * n + i)] = static_cast<int8_t>(i % 3 ? -128 : 127);
+    c.x[static_cast<size_t>(i)] = 1.0f;                  // q = 127 everywhere
+    c.x[static_cast<size_t>(n + i)] = -1.0f;             // q = -127
+    c.x[static_cast<size_t>(2 * n + i)] = i % 2 ? -1.0f : 1.0f;
+  }
+  const std::vector<float> want = expected(c, false);
+  for (const MatmulKernels* k : levels()) {
+    const size_t xs = act_row_bytes(*k, n);
+    std::vector<uint8_t> xq(xs * n_tokens);
+    for (int64_t t = 0; t < n_tokens; ++t) k->quantize_act(&c.x[static_cast<size_t>(t * n)], xq.data() + t * xs, n);
+    std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), NAN);
+    for (int64_t c0 = 0; c0 < n_tokens; c0 += k->max_cols)
+      k->tile(n, c.w.data(), static_cast<size_t>(n), static_cast<int>(std::min<int64_t>(k->max_rows, n_rows)), xq.data() + c0 * xs,
+              xs, static_cast<int>(std::min<int64_t>(k->max_cols, n_tokens - c0)), y.data() + c0 * n_rows, static_cast<size_t>(n_rows));
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], want[i]) << "output " << i << " level " << static_cast<int>(k->level);
+  }
+  EXPECT_EQ(want[0], -128.0f * 127 * n / 127.0f);  // token 0, row 0: dx = 1/127
+}
+
 TEST(W8a8, MatmulAppliesRowScalesPackedOrNotWhateverTheThreadsAndBatch) {
   const Case c = make_case(300, 77, 19, 7);
   const std::vector<float> want = expected(c, true);
