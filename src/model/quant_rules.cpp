@@ -289,13 +289,15 @@ TypeChoice choose_tensor_type(const QuantScheme& scheme, const QuantModelInfo& m
   if (is_float(scheme.base)) return {scheme.base, false};
   // Some schemes give one type to the layers' matrices of one shape and Q8_0 to
   // everything else (embeddings, output head): MXFP4_MOE to the 3-D expert
-  // tensors (llama.cpp's rule), W8A8 and FP8 to the 2-D dense ones (experts stay Q8_0).
+  // tensors (llama.cpp's rule), W8A8 to the 2-D dense ones (its experts stay
+  // Q8_0: SmoothQuant folds no expert), FP8 to dense and expert matrices.
   const bool head = name == "output.weight" || name == "token_embd.weight";
   GgmlType wanted = GgmlType::Q8_0;
   if (scheme.base == GgmlType::MXFP4 && scheme.mix) {
     if (n_dims == 3 && !head) wanted = GgmlType::MXFP4;
   } else if (quant::has_row_scale(scheme.base)) {
-    if (n_dims == 2 && !head) return {scheme.base, false};  // no block size: every row length
+    if ((n_dims == 2 || (n_dims == 3 && quant::is_fp8(scheme.base))) && !head)
+      return {scheme.base, false};  // no block size: every row length
   } else {
     wanted = scheme.mix ? mix_type(scheme, model, name, n_cols) : scheme.base;
   }

@@ -80,7 +80,8 @@ class Binder {
 
   // W8A8 and FP8 (docs/quantize.md): an I8 or F8 matrix "<base>.weight" has its
   // per-row f32 scales in "<base>.scale"; without them its codes mean nothing.
-  Result<const float*> row_scales(const std::string& name, int64_t n_rows, gguf::GgmlType type) {
+  // Expert tensors [n_cols, n_rows, n_expert] have theirs as F32 [n_rows, n_expert].
+  Result<const float*> row_scales(const std::string& name, int64_t n_rows, gguf::GgmlType type, int64_t n_expert = 0) {
     const std::string scale_name = gguf_names::row_scale_name(name);
     const gguf::TensorInfo* s = f_.find_tensor(scale_name);
     if (!s)
@@ -88,9 +89,11 @@ class Binder {
                                                (type == gguf::GgmlType::I8 ? std::string("I8 (W8A8)")
                                                                            : std::string(gguf::type_name(type))) +
                                                " but its row scales '" + scale_name + "' are missing");
-    if (s->type != gguf::GgmlType::F32 || s->n_dims != 1 || static_cast<int64_t>(s->dims[0]) != n_rows)
-      return error(ErrorKind::InvalidFile, "tensor '" + scale_name + "' must be F32 of shape [" +
-                                               std::to_string(n_rows) + "] (one scale per row of '" + name + "')");
+    const bool shape_ok = n_expert > 0 ? s->n_dims == 2 && static_cast<int64_t>(s->dims[1]) == n_expert : s->n_dims == 1;
+    if (s->type != gguf::GgmlType::F32 || !shape_ok || static_cast<int64_t>(s->dims[0]) != n_rows)
+      return error(ErrorKind::InvalidFile, "tensor '" + scale_name + "' must be F32 of shape [" + std::to_string(n_rows) +
+                                               (n_expert > 0 ? ", " + std::to_string(n_expert) : std::string()) +
+                                               "] (one scale per row of '" + name + "')");
     if (reinterpret_cast<uintptr_t>(s->data) % alignof(float) != 0)
       return error(ErrorKind::InvalidFile, "tensor '" + scale_name + "' is not aligned to 4 bytes");
     used_.insert(scale_name);
@@ -112,10 +115,15 @@ class Binder {
                                                std::to_string(n_cols) + ", " + std::to_string(n_rows) + ", " +
                                                std::to_string(n_expert) + "] (row length, rows, experts)");
     const quant::TypeTraits* tr = quant::traits(info->type);
-    if (!tr || quant::has_row_scale(info->type))
+    if (!tr)
       return error(ErrorKind::Unsupported, "tensor '" + name + "' has type " + std::string(gguf::type_name(info->type)) +
-                                               ", which this build cannot compute with yet" +
-                                               (tr ? " (W8A8 and FP8 cover dense matrices, not MoE experts)" : ""));
+                                               ", which this build cannot compute with yet");
+    const float* scales = nullptr;  // FP8 or I8 experts: [n_rows, n_expert] row scales
+    if (quant::has_row_scale(info->type)) {
+      auto s = row_scales(name, n_rows, info->type, n_expert);
+      if (!s) return s.status();
+      scales = *s;
+    }
     out.resize(static_cast<size_t>(n_expert));
     const size_t row_bytes = quant::row_bytes(*tr, n_cols);
     for (int64_t e = 0; e < n_expert; ++e) {
@@ -127,6 +135,7 @@ class Binder {
       v.n_rows = n_rows;
       v.n_cols = n_cols;
       v.file_backed = f_.file_backed();
+      if (scales) v.row_scale = scales + e * n_rows;
     }
     used_.insert(name);
     return Status::ok();

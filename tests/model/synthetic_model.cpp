@@ -166,7 +166,7 @@ SyntheticModel make_synthetic(const SynthSpec& s) {
   return m;
 }
 
-Result<gguf::GgufFile> to_gguf(const SyntheticModel& m, gguf::GgmlType matrix_type) {
+Result<std::vector<uint8_t>> to_gguf_bytes(const SyntheticModel& m, gguf::GgmlType matrix_type) {
   gguf::GgufWriter w;
   for (const auto& [k, v] : m.metadata) w.set(k, v);
   for (const auto& t : m.tensors) {
@@ -185,7 +185,13 @@ Result<gguf::GgufFile> to_gguf(const SyntheticModel& m, gguf::GgmlType matrix_ty
     }
     TERN_RETURN_IF_ERROR(w.add_tensor(t.name, type, t.dims, bytes));
   }
-  return gguf::GgufFile::from_bytes(w.to_bytes());
+  return w.to_bytes();
+}
+
+Result<gguf::GgufFile> to_gguf(const SyntheticModel& m, gguf::GgmlType matrix_type) {
+  auto bytes = to_gguf_bytes(m, matrix_type);
+  if (!bytes) return bytes.status();
+  return gguf::GgufFile::from_bytes(std::move(bytes).value());
 }
 
 }  // namespace tern::test

@@ -105,5 +105,7 @@ SyntheticModel make_synthetic(const SynthSpec& spec);
 
 // The GGUF image of `m` with every 2-D tensor encoded as `matrix_type`.
 Result<gguf::GgufFile> to_gguf(const SyntheticModel& m, gguf::GgmlType matrix_type = gguf::GgmlType::F32);
+// The same image as the bytes of a .gguf file.
+Result<std::vector<uint8_t>> to_gguf_bytes(const SyntheticModel& m, gguf::GgmlType matrix_type = gguf::GgmlType::F32);
 
 }  // namespace tern::test

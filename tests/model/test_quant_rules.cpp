@@ -106,6 +106,12 @@ TEST(QuantRules, W8a8) {
   EXPECT_EQ(type_of("W8A8", tied, "token_embd.weight", 100), GgmlType::F16);
   EXPECT_EQ(type_of("W8A8", m, blk(0, "ffn_up_exps"), 4096, 3), GgmlType::Q8_0);
   EXPECT_EQ(type_of("W8A8", m, blk(0, "attn_norm")), GgmlType::F32);
+  // FP8: the same, and MoE experts too (their row scales as [rows, experts]).
+  EXPECT_EQ(type_of("F8_E4M3", m, blk(3, "attn_q")), GgmlType::F8_E4M3);
+  EXPECT_EQ(type_of("F8_E5M2", m, blk(3, "ffn_down"), 172), GgmlType::F8_E5M2);
+  EXPECT_EQ(type_of("F8_E4M3", m, blk(0, "ffn_up_exps"), 4096, 3), GgmlType::F8_E4M3);
+  EXPECT_EQ(type_of("F8_E4M3", m, "output.weight"), GgmlType::Q8_0);
+  EXPECT_EQ(type_of("F8_E4M3", m, blk(0, "ffn_gate_inp"), 4096, 2), GgmlType::F32);
 }
 
 // llama.cpp's MXFP4_MOE: experts MXFP4, every other matrix Q8_0; MXFP4: every matrix.
