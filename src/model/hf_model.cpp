@@ -38,6 +38,15 @@ void permuted_bytes(const PlannedTensor& t, size_t n_bytes, uint8_t* dst) {
                 unit_bytes);
 }
 
+// A Gather tensor's pieces' bytes, in their type, one after another.
+void gathered_bytes(const PlannedTensor& t, size_t n_bytes, uint8_t* dst) {
+  const size_t row_bytes = n_bytes / static_cast<size_t>(t.n_rows());
+  for (size_t i = 0; i < t.pieces.size(); ++i)
+    std::memcpy(dst + i * static_cast<size_t>(t.piece_rows) * row_bytes,
+                t.pieces[i].source->bytes.data() + static_cast<size_t>(t.pieces[i].first_row) * row_bytes,
+                static_cast<size_t>(t.piece_rows) * row_bytes);
+}
+
 // Multiplies a decoded FP8 source row by its scales.
 void apply_scales(const PlannedTensor& t, int64_t src_row, float* row, int64_t n_cols) {
   if (t.scales.empty()) return;
@@ -74,12 +83,8 @@ gguf::TensorInfo view_tensor(const PlannedTensor& t, ViewStorage& store) {
   std::vector<uint8_t>& buf = store.buffers.emplace_back(info.n_bytes);
   if (t.transform == Transform::PermuteQK && same_bytes) {
     permuted_bytes(t, info.n_bytes, buf.data());
-  } else if (t.transform == Transform::Gather) {
-    const size_t row_bytes = info.n_bytes / static_cast<size_t>(t.n_rows());
-    for (size_t i = 0; i < t.pieces.size(); ++i)
-      std::memcpy(buf.data() + i * static_cast<size_t>(t.piece_rows) * row_bytes,
-                  t.pieces[i].source->bytes.data() + static_cast<size_t>(t.pieces[i].first_row) * row_bytes,
-                  static_cast<size_t>(t.piece_rows) * row_bytes);
+  } else if (t.transform == Transform::Gather && same_bytes) {
+    gathered_bytes(t, info.n_bytes, buf.data());
   } else {
     const int64_t n_rows = static_cast<int64_t>(t.n_rows());
     const size_t row_bytes = info.n_bytes / static_cast<size_t>(n_rows);
@@ -94,7 +99,7 @@ gguf::TensorInfo view_tensor(const PlannedTensor& t, ViewStorage& store) {
 
 bool keeps_fp8_codes(const PlannedTensor& t) {
   return quant::is_fp8(t.source_type) && t.scale_block_rows == 0 &&
-         (t.transform == Transform::None || t.transform == Transform::PermuteQK);
+         (t.transform == Transform::None || t.transform == Transform::PermuteQK || t.transform == Transform::Gather);
 }
 
 int64_t source_row(const PlannedTensor& t, int64_t i_row) {
@@ -117,8 +122,18 @@ void read_planned_row(const PlannedTensor& t, int64_t i_row, float* row) {
   }
   const size_t row_bytes = quant::row_bytes(*tr, n_cols);
   if (t.transform == Transform::Gather) {
-    const RowPiece& p = t.pieces[static_cast<size_t>(i_row / t.piece_rows)];
-    tr->to_float(p.source->bytes.data() + static_cast<size_t>(p.first_row + i_row % t.piece_rows) * row_bytes, row, n_cols);
+    const int64_t piece = i_row / t.piece_rows, r = t.pieces[static_cast<size_t>(piece)].first_row + i_row % t.piece_rows;
+    tr->to_float(t.pieces[static_cast<size_t>(piece)].source->bytes.data() + static_cast<size_t>(r) * row_bytes, row, n_cols);
+    if (t.scales.empty()) return;
+    if (t.scale_block_rows == 0) {  // FP8 experts: one scale per GGUF row
+      for (int64_t i = 0; i < n_cols; ++i) row[i] *= t.scales[static_cast<size_t>(i_row)];
+      return;
+    }
+    // Block-wise: the experts' grids one after another.
+    const int64_t n_bc = (n_cols + t.scale_block_cols - 1) / t.scale_block_cols;
+    const int64_t grid = (t.piece_rows + t.scale_block_rows - 1) / t.scale_block_rows * n_bc;
+    const float* sc = t.scales.data() + piece * grid + (r / t.scale_block_rows) * n_bc;
+    for (int64_t i = 0; i < n_cols; ++i) row[i] *= sc[i / t.scale_block_cols];
     return;
   }
   const int64_t src_row = source_row(t, i_row);
@@ -197,11 +212,14 @@ Result<QuantizeReport> convert_hf_model(const std::string& dir, const std::strin
     const bool raw = stored_type(t) == t.source_type;  // not an FP8 matrix decoded to F32
     if (t.transform == Transform::None && job.type == t.source_type && raw) {
       job.bytes = t.source->bytes;  // verbatim: the disk-bound path
-    } else if (fp8_codes) {  // PermuteQK: the codes' rows in GGUF order
+    } else if (fp8_codes) {  // PermuteQK: the codes' rows in GGUF order; Gather: the experts' codes stacked
       const PlannedTensor* tp = &t;
       job.encode = [tp](std::vector<uint8_t>& out, ThreadPool&) {
-        out.resize(tp->source->bytes.size());
-        permuted_bytes(*tp, out.size(), out.data());
+        out.resize(tp->n_elements());  // one byte a code
+        if (tp->transform == Transform::Gather)
+          gathered_bytes(*tp, out.size(), out.data());
+        else
+          permuted_bytes(*tp, out.size(), out.data());
         return Status::ok();
       };
     } else {

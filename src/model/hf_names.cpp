@@ -202,9 +202,6 @@ std::pair<int, int> order_of(Tensor t, int il) {
   return {1 << 30, static_cast<int>(t)};
 }
 
-// The dtype of a source, or the error naming it (MoE experts: not FP8 yet).
-Result<gguf::GgmlType> expert_source_type(const safetensors::Tensor& src);
-
 // The dtype of a source, or the error naming it.
 Result<gguf::GgmlType> source_type(const safetensors::Tensor& src) {
   const auto type = src.ggml_type();
@@ -214,11 +211,13 @@ Result<gguf::GgmlType> source_type(const safetensors::Tensor& src) {
   return *type;
 }
 
-Result<gguf::GgmlType> expert_source_type(const safetensors::Tensor& src) {
+// A fused 3-D experts.gate_up_proj's dtype: FP8 ones (no checkpoint we know of
+// writes them; their scales would be [n_expert, 2 * ff]) are refused by name.
+Result<gguf::GgmlType> fused_expert_source_type(const safetensors::Tensor& src) {
   auto type = source_type(src);
   if (type && quant::is_fp8(*type))
     return error(ErrorKind::Unsupported, "tensor '" + src.name + "' has dtype " + src.dtype +
-                                             ": FP8 MoE experts are not supported yet (dense matrices are)");
+                                             ": FP8 is read for per-expert matrices (experts.N.*_proj), not fused 3-D ones");
   return type;
 }
 
@@ -267,7 +266,8 @@ PlannedTensor scale_companion(const PlannedTensor& w) {
     if (!w.scales.empty()) v[static_cast<size_t>(r)] = w.scales.size() == 1 ? w.scales[0] : w.scales[static_cast<size_t>(source_row(w, r))];
   PlannedTensor p;
   p.name = gguf_names::row_scale_name(w.name);
-  p.dims = {static_cast<uint64_t>(rows)};
+  // An expert tensor's scales as [rows, experts] (the loader's layout).
+  p.dims = w.dims.size() == 3 ? std::vector<uint64_t>{w.dims[1], w.dims[2]} : std::vector<uint64_t>{static_cast<uint64_t>(rows)};
   p.transform = Transform::Computed;
   p.values = std::move(v);
   p.scale_of = w.name;
@@ -301,6 +301,39 @@ Status plan_tensor(const HfConfig& c, const safetensors::Tensor& src, Tensor t, 
   return Status::ok();
 }
 
+// FP8 experts: each expert's scale (scales[e], or none: its codes are the
+// values) checked as a dense matrix's, then merged into p: per tensor or per
+// row become one per GGUF row (the codes are kept, with a [rows, experts]
+// companion); block grids are concatenated expert after expert (decoded to f32).
+Status attach_expert_scales(const HfConfig& c, const std::vector<const safetensors::Tensor*>& scales, PlannedTensor& p) {
+  const int64_t rows = p.piece_rows;
+  bool any_block = false, all_block = true;
+  std::vector<PlannedTensor> one(scales.size());
+  for (size_t e = 0; e < scales.size(); ++e) {
+    one[e].source = p.pieces[e].source;
+    one[e].source_type = p.source_type;
+    one[e].dims = {p.dims[0], static_cast<uint64_t>(rows)};
+    if (scales[e]) TERN_RETURN_IF_ERROR(attach_scale(c, *scales[e], one[e]));
+    const bool block = one[e].scale_block_rows != 0;
+    any_block |= block;
+    all_block &= block;
+  }
+  if (any_block && !all_block)
+    return error(ErrorKind::InvalidFile, "the experts of '" + p.name + "' mix block-wise and other FP8 scales");
+  p.scales.clear();
+  if (any_block) {
+    p.scale_block_rows = one[0].scale_block_rows;
+    p.scale_block_cols = one[0].scale_block_cols;
+    for (const PlannedTensor& o : one) p.scales.insert(p.scales.end(), o.scales.begin(), o.scales.end());
+    return Status::ok();
+  }
+  p.scales.reserve(static_cast<size_t>(rows) * scales.size());
+  for (const PlannedTensor& o : one)
+    for (int64_t r = 0; r < rows; ++r)
+      p.scales.push_back(o.scales.empty() ? 1.0f : o.scales.size() == 1 ? o.scales[0] : o.scales[static_cast<size_t>(r)]);
+  return Status::ok();
+}
+
 // One expert's matrices (slots[e], 2-D) stacked into the 3-D tensor `t` of layer il.
 Status plan_stacked(const HfConfig& c, const std::vector<const safetensors::Tensor*>& slots, Tensor t, int il,
                     PlannedTensor& p) {
@@ -317,7 +350,7 @@ Status plan_stacked(const HfConfig& c, const std::vector<const safetensors::Tens
                                                std::to_string(il) + " for '" + p.name + "' (it has " +
                                                std::to_string(slots.size() - std::count(slots.begin(), slots.end(), nullptr)) +
                                                " of the " + std::to_string(c.n_expert) + " experts)");
-    auto type = expert_source_type(*src);
+    auto type = source_type(*src);
     if (!type) return type.status();
     if (e == 0) {
       p.source = src;
@@ -345,7 +378,7 @@ Status plan_fused_half(const HfConfig& c, const safetensors::Tensor& src, Tensor
     return error(ErrorKind::InvalidFile, "tensor '" + src.name + "' has shape " + src.shape_string() +
                                              " but config.json implies " + dims_text(fused_hf));
   }
-  auto type = expert_source_type(src);
+  auto type = fused_expert_source_type(src);
   if (!type) return type.status();
   p.source = &src;
   p.source_type = *type;
@@ -475,12 +508,23 @@ Status map_tensors(HfPlan& plan) {
     mapped.emplace_back(order_of(m->t, m->il), std::move(p));
     if (companion) mapped.emplace_back(mapped.back().first, scale_companion(mapped.back().second));
   }
-  for (const auto& [weight, s] : scales) unknown.push_back(s->name + " (it scales '" + weight + "', which is not a mapped matrix)");
   for (const auto& [key, slots] : experts) {
     PlannedTensor p;
     TERN_RETURN_IF_ERROR(plan_stacked(c, slots, key.second, key.first, p));
+    if (quant::is_fp8(p.source_type)) {
+      std::vector<const safetensors::Tensor*> piece_scales(slots.size(), nullptr);
+      for (size_t e = 0; e < slots.size(); ++e)
+        if (auto sc = scales.find(slots[e]->name); sc != scales.end()) {
+          piece_scales[e] = sc->second;
+          scales.erase(sc);
+        }
+      TERN_RETURN_IF_ERROR(attach_expert_scales(c, piece_scales, p));
+    }
+    const bool companion = keeps_fp8_codes(p);
     mapped.emplace_back(order_of(key.second, key.first), std::move(p));
+    if (companion) mapped.emplace_back(mapped.back().first, scale_companion(mapped.back().second));
   }
+  for (const auto& [weight, s] : scales) unknown.push_back(s->name + " (it scales '" + weight + "', which is not a mapped matrix)");
   if (!unknown.empty()) {
     std::string list;
     for (size_t i = 0; i < std::min<size_t>(unknown.size(), 6); ++i) list += (i ? ", " : "") + unknown[i];

@@ -4,7 +4,8 @@
 // 32 x 32 block — against the same checkpoint holding the values those codes
 // stand for (code x scale) in F32. Loaded directly and converted, the two give
 // the same logits; a per-row or per-tensor FP8 matrix keeps its codes byte for
-// byte; bad scales and other quantization methods are refused by name.
+// byte; MoE experts the same, stacked; bad scales and other quantization
+// methods are refused by name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -106,6 +107,26 @@ Status convert(const std::string& dir, const std::string& out, const char* schem
   return r.is_ok() ? Status::ok() : r.status();
 }
 
+// The logits of `dir` converted to F8_E4M3 at `out` (each row re-quantized
+// from its decoded values when the scales are block-wise) and of the values'
+// checkpoint converted the same way: equal for block scales.
+void expect_block_conversion_as_values(const Fp8Dirs& d, const Rows& converted, const std::vector<int>& tokens) {
+  const std::string vf8 = d.values + "-F8.gguf";
+  ASSERT_TRUE(convert(d.values, vf8, "F8_E4M3"));
+  EXPECT_EQ(max_diff(converted, logits_of(vf8, tokens)), 0.0);
+  std::filesystem::remove(vf8);
+}
+
+// Loaded directly, the FP8 checkpoint gives its values' logits (the FP8
+// kernels multiply the row scale after the sum: f32 rounding only).
+Rows expect_direct_as_values(const Fp8Dirs& d, const std::vector<int>& tokens) {
+  const Rows want = logits_of(d.values, tokens);
+  const Rows direct = logits_of(d.fp8, tokens);
+  EXPECT_EQ(direct.size(), want.size());
+  EXPECT_LT(max_diff(direct, want), kTol);
+  return want;
+}
+
 TEST(HfFp8, LoadsAndConvertsAsTheValuesItStandsFor) {
   for (ScaleKind kind : {ScaleKind::Tensor, ScaleKind::Row, ScaleKind::Block}) {
     const char* label = kind == ScaleKind::Tensor ? "per tensor" : kind == ScaleKind::Row ? "per row" : "per block";
@@ -115,11 +136,7 @@ TEST(HfFp8, LoadsAndConvertsAsTheValuesItStandsFor) {
     SyntheticModel sm = make_synthetic(s);
     const Fp8Dirs d = write_fp8_dirs(sm, s, std::string("fp8_") + std::to_string(static_cast<int>(kind)), kind);
     const auto tokens = random_tokens(20, s.n_vocab, s.seed);
-    const Rows want = logits_of(d.values, tokens);
-    const Rows direct = logits_of(d.fp8, tokens);
-    ASSERT_EQ(direct.size(), want.size());
-    // Same values; the FP8 kernels multiply the row scale after the sum (f32 rounding only).
-    EXPECT_LT(max_diff(direct, want), kTol);
+    const Rows want = expect_direct_as_values(d, tokens);
     auto view = hf::open_model_file(d.fp8);
     ASSERT_TRUE(view) << view.status().message();
     const gguf::TensorInfo* q = view->find_tensor("blk.0.attn_q.weight");
@@ -134,11 +151,7 @@ TEST(HfFp8, LoadsAndConvertsAsTheValuesItStandsFor) {
     ASSERT_TRUE(cs) << cs.message();
     const Rows converted = logits_of(f8, tokens);
     if (kind == ScaleKind::Block) {
-      // Decoded, then each row re-quantized: what converting the values' checkpoint to F8 makes.
-      const std::string vf8 = d.values + "-F8.gguf";
-      ASSERT_TRUE(convert(d.values, vf8, "F8_E4M3"));
-      EXPECT_EQ(max_diff(converted, logits_of(vf8, tokens)), 0.0);
-      std::filesystem::remove(vf8);
+      expect_block_conversion_as_values(d, converted, tokens);
     } else {
       // The F8 scheme's embeddings and head are Q8_0 (the view keeps them F32): the logits differ by that.
       EXPECT_LT(max_diff(converted, want), 0.25);
@@ -171,6 +184,66 @@ TEST(HfFp8, LoadsAndConvertsAsTheValuesItStandsFor) {
     std::filesystem::remove_all(d.values);
     std::filesystem::remove(f8);
     std::filesystem::remove(f16);
+  }
+}
+
+// An FP8 MoE checkpoint (qwen3_moe; every expert's gate/up/down FP8 with its
+// own scales, as Qwen3-MoE-FP8 and DeepSeek ship them): the stacked experts
+// give the values' logits loaded directly and converted; per-tensor and
+// per-row scales keep the experts' codes (stacked, scales as [rows, experts]),
+// block scales decode to f32.
+TEST(HfFp8, MoeExpertsLoadAndConvertAsTheirValues) {
+  for (ScaleKind kind : {ScaleKind::Tensor, ScaleKind::Row, ScaleKind::Block}) {
+    const char* label = kind == ScaleKind::Tensor ? "per tensor" : kind == ScaleKind::Row ? "per row" : "per block";
+    SCOPED_TRACE(label);
+    SynthSpec s;
+    s.arch = "qwen3moe";
+    s.n_expert = 4;
+    s.n_expert_used = 2;
+    s.n_ff = 64;
+    s.n_ff_exp = 32;
+    s.seed = 51 + static_cast<uint32_t>(kind);
+    SyntheticModel sm = make_synthetic(s);
+    for (SynthTensor& t : sm.tensors)
+      if (t.name.find("ffn_gate_inp.weight") != std::string::npos)
+        for (float& v : t.data) v *= 4.0f;  // clear routing margins: f32 rounding order never flips an expert
+    const Fp8Dirs d = write_fp8_dirs(sm, s, std::string("fp8_moe_") + std::to_string(static_cast<int>(kind)), kind);
+    const auto tokens = random_tokens(20, s.n_vocab, s.seed);
+    const Rows want = expect_direct_as_values(d, tokens);
+    auto view = hf::open_model_file(d.fp8);
+    ASSERT_TRUE(view) << view.status().message();
+    const gguf::TensorInfo* e = view->find_tensor("blk.1.ffn_down_exps.weight");
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->type, kind == ScaleKind::Block ? gguf::GgmlType::F32 : gguf::GgmlType::F8_E4M3);
+    if (kind != ScaleKind::Block) {
+      const gguf::TensorInfo* es = view->find_tensor("blk.1.ffn_down_exps.scale");
+      ASSERT_TRUE(es);
+      EXPECT_EQ(es->n_dims, 2u);
+      EXPECT_EQ(es->dims[0], e->dims[1]);
+      EXPECT_EQ(es->dims[1], e->dims[2]);
+    }
+    const std::string f8 = d.fp8 + "-F8.gguf";
+    const Status cs = convert(d.fp8, f8, "F8_E4M3");
+    ASSERT_TRUE(cs) << cs.message();
+    const Rows converted = logits_of(f8, tokens);
+    if (kind == ScaleKind::Block) {
+      expect_block_conversion_as_values(d, converted, tokens);
+    } else {
+      EXPECT_LT(max_diff(converted, want), 0.25);  // the F8 scheme's embeddings and head are Q8_0
+      auto g = gguf::GgufFile::open(f8);
+      ASSERT_TRUE(g);
+      const gguf::TensorInfo* gd = g->find_tensor("blk.1.ffn_down_exps.weight");
+      ASSERT_TRUE(gd && gd->type == gguf::GgmlType::F8_E4M3);
+      const size_t per_expert = gd->dims[0] * gd->dims[1];
+      for (int x = 0; x < s.n_expert; ++x) {
+        const auto& codes = d.codes.at("model.layers.1.mlp.experts." + std::to_string(x) + ".down_proj.weight");
+        ASSERT_EQ(codes.size(), per_expert);
+        EXPECT_EQ(std::memcmp(gd->data + x * per_expert, codes.data(), per_expert), 0) << "expert " << x;
+      }
+    }
+    std::filesystem::remove_all(d.fp8);
+    std::filesystem::remove_all(d.values);
+    std::filesystem::remove(f8);
   }
 }
 
