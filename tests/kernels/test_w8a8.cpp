@@ -135,6 +135,25 @@ TEST(W8a8, ZeroAndNonFiniteActivationsStayDefined) {
   }
 }
 
+// The case's tokens as k's activation rows (row stride xs).
+std::vector<uint8_t> act_rows(const MatmulKernels& k, const Case& c, size_t xs) {
+  std::vector<uint8_t> xq(xs * static_cast<size_t>(c.n_tokens));
+  for (int64_t t = 0; t < c.n_tokens; ++t) k.quantize_act(&c.x[static_cast<size_t>(t * c.n)], xq.data() + t * xs, c.n);
+  return xq;
+}
+
+// y [n_tokens][n_rows] from k's in-place tiles over the whole matrix.
+std::vector<float> tiles_in_place(const MatmulKernels& k, const Case& c, const std::vector<uint8_t>& xq, size_t xs) {
+  const int64_t n = c.n, n_rows = c.n_rows, n_tokens = c.n_tokens;
+  std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), NAN);
+  for (int64_t r0 = 0; r0 < n_rows; r0 += k.max_rows)
+    for (int64_t c0 = 0; c0 < n_tokens; c0 += k.max_cols)
+      k.tile(n, c.w.data() + r0 * n, static_cast<size_t>(n), static_cast<int>(std::min<int64_t>(k.max_rows, n_rows - r0)),
+             xq.data() + c0 * xs, xs, static_cast<int>(std::min<int64_t>(k.max_cols, n_tokens - c0)), y.data() + c0 * n_rows + r0,
+             static_cast<size_t>(n_rows));
+  return y;
+}
+
 TEST(W8a8, TilesInPlaceAndPackedEqualTheExactSumAtEveryLevel) {
   for (int64_t n : {1, 63, 64, 65, 172, 256, 700}) {
     for (int64_t n_rows : {1, 5, 32, 33, 70}) {
@@ -143,14 +162,8 @@ TEST(W8a8, TilesInPlaceAndPackedEqualTheExactSumAtEveryLevel) {
       const std::vector<float> want = expected(c, false);
       for (const MatmulKernels* k : levels()) {
         const size_t xs = act_row_bytes(*k, n);
-        std::vector<uint8_t> xq(xs * n_tokens);
-        for (int64_t t = 0; t < n_tokens; ++t) k->quantize_act(&c.x[static_cast<size_t>(t * n)], xq.data() + t * xs, n);
-        std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), NAN);
-        for (int64_t r0 = 0; r0 < n_rows; r0 += k->max_rows)
-          for (int64_t c0 = 0; c0 < n_tokens; c0 += k->max_cols)
-            k->tile(n, c.w.data() + r0 * n, static_cast<size_t>(n), static_cast<int>(std::min<int64_t>(k->max_rows, n_rows - r0)),
-                    xq.data() + c0 * xs, xs, static_cast<int>(std::min<int64_t>(k->max_cols, n_tokens - c0)),
-                    y.data() + c0 * n_rows + r0, static_cast<size_t>(n_rows));
+        const std::vector<uint8_t> xq = act_rows(*k, c, xs);
+        std::vector<float> y = tiles_in_place(*k, c, xq, xs);
         for (size_t i = 0; i < y.size(); ++i)
           ASSERT_EQ(y[i], want[i]) << "in place: n " << n << " rows " << n_rows << " level " << static_cast<int>(k->level);
         if (!k->packed_tile) continue;
@@ -192,12 +205,7 @@ TEST(W8a8, ExtremeCodesSumExactlyAtEveryLevel) {
   const std::vector<float> want = expected(c, false);
   for (const MatmulKernels* k : levels()) {
     const size_t xs = act_row_bytes(*k, n);
-    std::vector<uint8_t> xq(xs * n_tokens);
-    for (int64_t t = 0; t < n_tokens; ++t) k->quantize_act(&c.x[static_cast<size_t>(t * n)], xq.data() + t * xs, n);
-    std::vector<float> y(static_cast<size_t>(n_rows * n_tokens), NAN);
-    for (int64_t c0 = 0; c0 < n_tokens; c0 += k->max_cols)
-      k->tile(n, c.w.data(), static_cast<size_t>(n), static_cast<int>(std::min<int64_t>(k->max_rows, n_rows)), xq.data() + c0 * xs,
-              xs, static_cast<int>(std::min<int64_t>(k->max_cols, n_tokens - c0)), y.data() + c0 * n_rows, static_cast<size_t>(n_rows));
+    const std::vector<float> y = tiles_in_place(*k, c, act_rows(*k, c, xs), xs);
     for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], want[i]) << "output " << i << " level " << static_cast<int>(k->level);
   }
   EXPECT_EQ(want[0], -128.0f * 127 * n / 127.0f);  // token 0, row 0: dx = 1/127

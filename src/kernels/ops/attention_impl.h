@@ -614,172 +614,199 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
     // read from memory once for all of them (whole rows, which the hardware
     // streams), and the positions above are found once.
     for (int hh = 0; hh < n_kv_heads; ++hh) {
-    const int kv_head = kv_head0 + hh;
-    float* o = out + hh * head_stride;
-    float* m = o + static_cast<size_t>(n_rows) * hd;
-    float* l = m + n_rows;
-    for (int j = 0; j < n_pos; ++j) {
-      const void* k = krow[j] + hh * head_bytes;
-      const void* v = vrow[j] + hh * head_bytes;
-      khead[j] = k;
-      vhead[j] = v;
-      if (q4) {
-        int8_t* kc = q4_codes[0] + static_cast<size_t>(j) * hd;
-        int8_t* vc = q4_codes[1] + static_cast<size_t>(j) * hd;
-        unpack_q4_head(k, hd, g, kc);
-        unpack_q4_head(v, hd, g, vc);
-        k = kc;
-        v = vc;
-      }
-      kp[j] = static_cast<const char*>(k) + q8_off;  // q8_0: the codes
-      if (fmt == kFmtF32 || v_direct) {
-        vp[j] = static_cast<const char*>(v) + q8_off;
-      } else {
-        float* dst = v_tile + static_cast<size_t>(j) * hd;
-        if (fmt == kFmtF16) {
-          half_to_float_row(v, dst, hd);
-        } else if (fmt == kFmtFp8) {
-          for (int i = 0; i < hd; ++i) dst[i] = half_to_float1(&kFp8E4M3Half[static_cast<const uint8_t*>(v)[i]]);
-        } else {  // q8_0: the codes (P·V's weights carry the scales)
-          const int8_t* codes = static_cast<const int8_t*>(v) + q8_off;
-          for (int i = 0; i < hd; ++i) dst[i] = static_cast<float>(codes[i]);
+      const int kv_head = kv_head0 + hh;
+      float* o = out + hh * head_stride;
+      float* m = o + static_cast<size_t>(n_rows) * hd;
+      float* l = m + n_rows;
+      for (int j = 0; j < n_pos; ++j) {
+        const void* k = krow[j] + hh * head_bytes;
+        const void* v = vrow[j] + hh * head_bytes;
+        khead[j] = k;
+        vhead[j] = v;
+        if (q4) {
+          int8_t* kc = q4_codes[0] + static_cast<size_t>(j) * hd;
+          int8_t* vc = q4_codes[1] + static_cast<size_t>(j) * hd;
+          unpack_q4_head(k, hd, g, kc);
+          unpack_q4_head(v, hd, g, vc);
+          k = kc;
+          v = vc;
         }
-        vp[j] = dst;
-      }
-    }
-    if (q8) {  // this tile's scales: the halves copied, then converted 16 at a time
-      uint16_t halves[2][kKvTile];
-      for (int gi = 0; gi < hd / g; ++gi) {
-        for (int j = 0; j < n_pos; ++j) {
-          __builtin_memcpy(&halves[0][j], static_cast<const char*>(khead[j]) + 2 * gi, 2);
-          __builtin_memcpy(&halves[1][j], static_cast<const char*>(vhead[j]) + 2 * gi, 2);
+        kp[j] = static_cast<const char*>(k) + q8_off;  // q8_0: the codes
+        if (fmt == kFmtF32 || v_direct) {
+          vp[j] = static_cast<const char*>(v) + q8_off;
+        } else {
+          float* dst = v_tile + static_cast<size_t>(j) * hd;
+          if (fmt == kFmtF16) {
+            half_to_float_row(v, dst, hd);
+          } else if (fmt == kFmtFp8) {
+            for (int i = 0; i < hd; ++i)
+              dst[i] = half_to_float1(&kFp8E4M3Half[static_cast<const uint8_t*>(v)[i]]);
+          } else {  // q8_0: the codes (P·V's weights carry the scales)
+            const int8_t* codes = static_cast<const int8_t*>(v) + q8_off;
+            for (int i = 0; i < hd; ++i) dst[i] = static_cast<float>(codes[i]);
+          }
+          vp[j] = dst;
         }
-        for (int j = n_pos; j < kKvTile; ++j) halves[0][j] = halves[1][j] = 0;  // +0.0
-        half_to_float_row(halves[0], q8->k[gi], kKvTile);
-        half_to_float_row(halves[1], q8->v[gi], kKvTile);
       }
-    }
-    // Keys transposed into k_t (columns past n_pos zero).
-#if defined(__AVX512VNNI__)
-    if (vnni) {
-      for (int j0 = 0; j0 < kKvTile; j0 += 16)
-        for (int c = 0; c < hd / 64; ++c) transpose_codes16(kp + j0, 64 * c, n_pos - j0, kt8 + 16 * c * kKvTile + j0);
-    } else
-#endif
-    switch (fmt) {
-      case kFmtF16: transpose_keys<kFmtF16>(kp, n_pos, hd, k_t, k_row); break;
-      case kFmtQ8: transpose_keys<kFmtQ8>(kp, n_pos, hd, k_t, k_row); break;
-      case kFmtFp8: transpose_keys<kFmtFp8>(kp, n_pos, hd, k_t, k_row); break;
-      default: transpose_keys<kFmtF32>(kp, n_pos, hd, k_t, k_row); break;
-    }
-
-    // Query rows four at a time: each key or value load feeds four rows.
-    for (int row0 = 0; row0 < n_rows; row0 += kRowBlock) {
-      const int nr = min_i(kRowBlock, n_rows - row0);
-      const float* q[kRowBlock];
-      int32_t qpos[kRowBlock], lo[kRowBlock];
-      for (int r = 0; r < kRowBlock; ++r) {
-        const int row = row0 + min_i(r, nr - 1);  // missing rows repeat the last one; results unused
-        const int t = row / group, hg = row % group;
-        qpos[r] = b.pos0 + t;
-        lo[r] = s.sliding_window > 0 ? qpos[r] - s.sliding_window + 1 : 0;
-        q[r] = b.q + (static_cast<size_t>(t) * s.n_head + kv_head * group + hg) * hd;
-      }
-      if (q8)  // the rows as q8_0, rounded once per call (attention.cpp)
-        for (int r = 0; r < kRowBlock; ++r) {
-          const size_t head = static_cast<size_t>(q[r] - b.q) / static_cast<size_t>(hd), n_groups = hd / g;
-          q[r] = b.q8_floats + head * hd;
-          q8->qc[r] = b.q8_codes + head * hd;
-          q8->dq[r] = b.q8_scales + head * n_groups;
-          q8->qsum128[r] = b.q8_sums128 + head * n_groups;
+      if (q8) {  // this tile's scales: the halves copied, then converted 16 at a time
+        uint16_t halves[2][kKvTile];
+        for (int gi = 0; gi < hd / g; ++gi) {
+          for (int j = 0; j < n_pos; ++j) {
+            __builtin_memcpy(&halves[0][j], static_cast<const char*>(khead[j]) + 2 * gi, 2);
+            __builtin_memcpy(&halves[1][j], static_cast<const char*>(vhead[j]) + 2 * gi, 2);
+          }
+          for (int j = n_pos; j < kKvTile; ++j) halves[0][j] = halves[1][j] = 0;  // +0.0
+          half_to_float_row(halves[0], q8->k[gi], kKvTile);
+          half_to_float_row(halves[1], q8->v[gi], kKvTile);
         }
-      // Only the nr live rows are scored and accumulated (decode with 3
-      // heads per KV head computes 3 rows, not 4); each row's sums are the
-      // same whichever count its block has.
-      // The first head's first row block requests the next tile.
-      const TilePrefetch* pf = row0 == 0 && hh == 0 ? &next : nullptr;
+      }
+      // Keys transposed into k_t (columns past n_pos zero).
 #if defined(__AVX512VNNI__)
       if (vnni) {
-        switch (nr) {
-          case 1: qk_rows_vnni<1>(kt8, hd, sc, pf, q8); break;
-          case 2: qk_rows_vnni<2>(kt8, hd, sc, pf, q8); break;
-          case 3: qk_rows_vnni<3>(kt8, hd, sc, pf, q8); break;
-          default: qk_rows_vnni<4>(kt8, hd, sc, pf, q8); break;
-        }
+        for (int j0 = 0; j0 < kKvTile; j0 += 16)
+          for (int c = 0; c < hd / 64; ++c)
+            transpose_codes16(kp + j0, 64 * c, n_pos - j0, kt8 + 16 * c * kKvTile + j0);
       } else
 #endif
-      switch (nr) {
-        case 1: qk_rows<1>(k_t, q, hd, sc, pf, g, q8); break;
-        case 2: qk_rows<2>(k_t, q, hd, sc, pf, g, q8); break;
-        case 3: qk_rows<3>(k_t, q, hd, sc, pf, g, q8); break;
-        default: qk_rows<4>(k_t, q, hd, sc, pf, g, q8); break;
-      }
-      float corr[kRowBlock];
-      bool live[kRowBlock];
-      for (int r = 0; r < kRowBlock; ++r) {
-        float* p = sc[r];
-        live[r] = false;
-        corr[r] = 1.0f;
-        if (r >= nr) continue;  // not scored, never read
-        const int row = row0 + r;
-        // Scale, soft-cap (when on), mask (causal, window, past the tile's
-        // end) and the tile max, 16 positions at a time (written with
-        // vectors: the compiler leaves this loop scalar otherwise).
-        f32x16 vmax = kNegInf - f32x16{};
-        for (int c = 0; c < kKvTile / 16; ++c) {
-          const i32x16 j = kIota + 16 * c;
-          const i32x16 pos = j + p0;
-          const i32x16 valid = (j < n_pos) & (pos <= qpos[r]) & (pos >= lo[r]);
-          f32x16 v;
-          if constexpr (kSoftcap)
-            v = valid ? softcap16(load16(p + 16 * c) * s.scale, s.softcap, inv_cap) : kNegInf - f32x16{};
-          else
-            v = valid ? load16(p + 16 * c) * s.scale : kNegInf - f32x16{};
-          store16(p + 16 * c, v);
-          vmax = v > vmax ? v : vmax;
+        switch (fmt) {
+          case kFmtF16:
+            transpose_keys<kFmtF16>(kp, n_pos, hd, k_t, k_row);
+            break;
+          case kFmtQ8:
+            transpose_keys<kFmtQ8>(kp, n_pos, hd, k_t, k_row);
+            break;
+          case kFmtFp8:
+            transpose_keys<kFmtFp8>(kp, n_pos, hd, k_t, k_row);
+            break;
+          default:
+            transpose_keys<kFmtF32>(kp, n_pos, hd, k_t, k_row);
+            break;
         }
-        float tile_max = kNegInf;
-        for (int i = 0; i < 16; ++i) tile_max = max_f(tile_max, vmax[i]);
-        if (tile_max == kNegInf) {  // fully masked tile: this row is unchanged
-          for (int j = 0; j < kKvTile; ++j) p[j] = 0.0f;
-          continue;
+
+      // Query rows four at a time: each key or value load feeds four rows.
+      for (int row0 = 0; row0 < n_rows; row0 += kRowBlock) {
+        const int nr = min_i(kRowBlock, n_rows - row0);
+        const float* q[kRowBlock];
+        int32_t qpos[kRowBlock], lo[kRowBlock];
+        for (int r = 0; r < kRowBlock; ++r) {
+          const int row = row0 + min_i(r, nr - 1);  // missing rows repeat the last one; results unused
+          const int t = row / group, hg = row % group;
+          qpos[r] = b.pos0 + t;
+          lo[r] = s.sliding_window > 0 ? qpos[r] - s.sliding_window + 1 : 0;
+          q[r] = b.q + (static_cast<size_t>(t) * s.n_head + kv_head * group + hg) * hd;
         }
-        live[r] = true;
-        const float m_new = max_f(m[row], tile_max);
-        corr[r] = fast_exp(m[row] - m_new);  // 0 when m was -inf
-        for (int j = 0; j < kKvTile; ++j) p[j] = p[j] == kNegInf ? 0.0f : fast_exp(p[j] - m_new);
-        // lanes[i] = p[i] + p[i + 16] + p[i + 32] + p[i + 48], in that order.
-        f32x16 lanes = load16(p);
-        for (int c = 1; c < kKvTile / kLanes; ++c) lanes += load16(p + kLanes * c);
-        float lane_sums[kLanes];
-        store16(lane_sums, lanes);
-        l[row] = l[row] * corr[r] + reduce_lanes(lane_sums);
-        m[row] = m_new;
-      }
-      if (q8)  // the value scales folded into the weights, per group
-        for (int r = 0; r < nr; ++r)
-          for (int gi = 0; gi < hd / g; ++gi)
-            for (int c = 0; c < kKvTile / 16; ++c)
-              store16(q8->w[r][gi] + 16 * c, load16(sc[r] + 16 * c) * load16(q8->v[gi] + 16 * c));
-      // o = o * corr + P V.
-      float* orows = o + static_cast<size_t>(row0) * hd;
-      const int vf = v_direct ? fmt : kFmtF32;
-      const int i0 = vf == kFmtF16  ? pv_rows_n<kFmtF16, false>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
-                     : vf == kFmtFp8 ? pv_rows_n<kFmtFp8, false>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
-                     : vf == kFmtQ8 ? pv_rows_n<kFmtQ8, true>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
-                     : q8           ? pv_rows_n<kFmtF32, true>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
-                                    : pv_rows_n<kFmtF32, false>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8);
-      for (int r = 0; r < nr; ++r) {  // head sizes that are not a multiple of 16
-        if (!live[r]) continue;
-        float* orow = o + static_cast<size_t>(row0 + r) * hd;
-        for (int i = i0; i < hd; ++i) {
-          float a = 0.0f;
-          for (int j = 0; j < n_pos; ++j)
-            a += (q8 ? q8->w[r][i / g][j] : sc[r][j]) * static_cast<const float*>(vp[j])[i];
-          orow[i] = orow[i] * corr[r] + a;
+        if (q8)  // the rows as q8_0, rounded once per call (attention.cpp)
+          for (int r = 0; r < kRowBlock; ++r) {
+            const size_t head = static_cast<size_t>(q[r] - b.q) / static_cast<size_t>(hd), n_groups = hd / g;
+            q[r] = b.q8_floats + head * hd;
+            q8->qc[r] = b.q8_codes + head * hd;
+            q8->dq[r] = b.q8_scales + head * n_groups;
+            q8->qsum128[r] = b.q8_sums128 + head * n_groups;
+          }
+        // Only the nr live rows are scored and accumulated (decode with 3
+        // heads per KV head computes 3 rows, not 4); each row's sums are the
+        // same whichever count its block has.
+        // The first head's first row block requests the next tile.
+        const TilePrefetch* pf = row0 == 0 && hh == 0 ? &next : nullptr;
+#if defined(__AVX512VNNI__)
+        if (vnni) {
+          switch (nr) {
+            case 1:
+              qk_rows_vnni<1>(kt8, hd, sc, pf, q8);
+              break;
+            case 2:
+              qk_rows_vnni<2>(kt8, hd, sc, pf, q8);
+              break;
+            case 3:
+              qk_rows_vnni<3>(kt8, hd, sc, pf, q8);
+              break;
+            default:
+              qk_rows_vnni<4>(kt8, hd, sc, pf, q8);
+              break;
+          }
+        } else
+#endif
+          switch (nr) {
+            case 1:
+              qk_rows<1>(k_t, q, hd, sc, pf, g, q8);
+              break;
+            case 2:
+              qk_rows<2>(k_t, q, hd, sc, pf, g, q8);
+              break;
+            case 3:
+              qk_rows<3>(k_t, q, hd, sc, pf, g, q8);
+              break;
+            default:
+              qk_rows<4>(k_t, q, hd, sc, pf, g, q8);
+              break;
+          }
+        float corr[kRowBlock];
+        bool live[kRowBlock];
+        for (int r = 0; r < kRowBlock; ++r) {
+          float* p = sc[r];
+          live[r] = false;
+          corr[r] = 1.0f;
+          if (r >= nr) continue;  // not scored, never read
+          const int row = row0 + r;
+          // Scale, soft-cap (when on), mask (causal, window, past the tile's
+          // end) and the tile max, 16 positions at a time (written with
+          // vectors: the compiler leaves this loop scalar otherwise).
+          f32x16 vmax = kNegInf - f32x16{};
+          for (int c = 0; c < kKvTile / 16; ++c) {
+            const i32x16 j = kIota + 16 * c;
+            const i32x16 pos = j + p0;
+            const i32x16 valid = (j < n_pos) & (pos <= qpos[r]) & (pos >= lo[r]);
+            f32x16 v;
+            if constexpr (kSoftcap)
+              v = valid ? softcap16(load16(p + 16 * c) * s.scale, s.softcap, inv_cap) : kNegInf - f32x16{};
+            else
+              v = valid ? load16(p + 16 * c) * s.scale : kNegInf - f32x16{};
+            store16(p + 16 * c, v);
+            vmax = v > vmax ? v : vmax;
+          }
+          float tile_max = kNegInf;
+          for (int i = 0; i < 16; ++i) tile_max = max_f(tile_max, vmax[i]);
+          if (tile_max == kNegInf) {  // fully masked tile: this row is unchanged
+            for (int j = 0; j < kKvTile; ++j) p[j] = 0.0f;
+            continue;
+          }
+          live[r] = true;
+          const float m_new = max_f(m[row], tile_max);
+          corr[r] = fast_exp(m[row] - m_new);  // 0 when m was -inf
+          for (int j = 0; j < kKvTile; ++j) p[j] = p[j] == kNegInf ? 0.0f : fast_exp(p[j] - m_new);
+          // lanes[i] = p[i] + p[i + 16] + p[i + 32] + p[i + 48], in that order.
+          f32x16 lanes = load16(p);
+          for (int c = 1; c < kKvTile / kLanes; ++c) lanes += load16(p + kLanes * c);
+          float lane_sums[kLanes];
+          store16(lane_sums, lanes);
+          l[row] = l[row] * corr[r] + reduce_lanes(lane_sums);
+          m[row] = m_new;
+        }
+        if (q8)  // the value scales folded into the weights, per group
+          for (int r = 0; r < nr; ++r)
+            for (int gi = 0; gi < hd / g; ++gi)
+              for (int c = 0; c < kKvTile / 16; ++c)
+                store16(q8->w[r][gi] + 16 * c, load16(sc[r] + 16 * c) * load16(q8->v[gi] + 16 * c));
+        // o = o * corr + P V.
+        float* orows = o + static_cast<size_t>(row0) * hd;
+        const int vf = v_direct ? fmt : kFmtF32;
+        const int i0 =
+            vf == kFmtF16   ? pv_rows_n<kFmtF16, false>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
+            : vf == kFmtFp8 ? pv_rows_n<kFmtFp8, false>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
+            : vf == kFmtQ8  ? pv_rows_n<kFmtQ8, true>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
+            : q8            ? pv_rows_n<kFmtF32, true>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8)
+                            : pv_rows_n<kFmtF32, false>(nr, hd, n_pos, vp, sc, live, corr, orows, g, q8);
+        for (int r = 0; r < nr; ++r) {  // head sizes that are not a multiple of 16
+          if (!live[r]) continue;
+          float* orow = o + static_cast<size_t>(row0 + r) * hd;
+          for (int i = i0; i < hd; ++i) {
+            float a = 0.0f;
+            for (int j = 0; j < n_pos; ++j)
+              a += (q8 ? q8->w[r][i / g][j] : sc[r][j]) * static_cast<const float*>(vp[j])[i];
+            orow[i] = orow[i] * corr[r] + a;
+          }
         }
       }
-    }
     }  // heads
     p0 += n_pos;
   }
