@@ -339,15 +339,20 @@ __attribute__((always_inline)) inline void transpose8_to_tile(const void* const*
 struct TilePrefetch {
   const char* k[kAttentionTile];
   const char* v[kAttentionTile];
-  int n = 0;      // rows
-  int bytes = 0;  // per row
+  int n = 0;       // rows
+  int bytes = 0;   // per row
+  int offset = 0;  // from each row pointer: the head slice being requested
 };
 
 __attribute__((always_inline)) inline void prefetch_row(const TilePrefetch* pf, int j) {
   if (!pf || j >= pf->n) return;
-  for (int c = 0; c < pf->bytes; c += 64) {
+  for (int c = pf->offset; c < pf->offset + pf->bytes; c += 64) {
     __builtin_prefetch(pf->k[j] + c);
     __builtin_prefetch(pf->v[j] + c);
+  }
+  if (pf->bytes % 64 != 0) {  // a slice not a multiple of a line (q8_0's 68 bytes) may end on one more
+    __builtin_prefetch(pf->k[j] + pf->offset + pf->bytes - 1);
+    __builtin_prefetch(pf->v[j] + pf->offset + pf->bytes - 1);
   }
 }
 
@@ -586,7 +591,7 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
   int ir = 0;   // run cursor: runs are ascending
   int ipf = 0;  // the prefetch's run cursor, one tile ahead
   TilePrefetch next;
-  next.bytes = static_cast<int>(head_bytes) * n_kv_heads;  // the item's heads are adjacent in a row
+  next.bytes = static_cast<int>(head_bytes);
   for (int32_t p0 = kv_begin; p0 < kv_end;) {
     const int n_pos = min_i((p0 / kKvTile + 1) * kKvTile, kv_end) - p0;
     // The rows of the next tile, requested while this one is scored:
@@ -706,8 +711,11 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
         // Only the nr live rows are scored and accumulated (decode with 3
         // heads per KV head computes 3 rows, not 4); each row's sums are the
         // same whichever count its block has.
-        // The first head's first row block requests the next tile.
-        const TilePrefetch* pf = row0 == 0 && hh == 0 ? &next : nullptr;
+        // Each head's first row block requests its own slice of the next
+        // tile's rows while it scores: spread over every head's pass, not
+        // all at once in the first (a burst fills the miss queue and stalls).
+        next.offset = static_cast<int>(hh * head_bytes);
+        const TilePrefetch* pf = row0 == 0 ? &next : nullptr;
 #if defined(__AVX512VNNI__)
         if (vnni) {
           switch (nr) {
