@@ -47,16 +47,18 @@ void gathered_bytes(const PlannedTensor& t, size_t n_bytes, uint8_t* dst) {
                 static_cast<size_t>(t.piece_rows) * row_bytes);
 }
 
-// Multiplies a decoded FP8 source row by its scales.
-void apply_scales(const PlannedTensor& t, int64_t src_row, float* row, int64_t n_cols) {
+// Multiplies a decoded FP8 row by its scales: row `r` of the matrix whose
+// scales start at `scales` (one, one per row, or a block grid; for Gather's
+// block grids, the row's expert's grid and its row within the expert).
+void apply_scales(const PlannedTensor& t, const float* scales, int64_t r, float* row, int64_t n_cols) {
   if (t.scales.empty()) return;
   if (t.scale_block_rows == 0) {
-    const float s = t.scales.size() == 1 ? t.scales[0] : t.scales[static_cast<size_t>(src_row)];
+    const float s = t.scales.size() == 1 ? scales[0] : scales[r];
     for (int64_t i = 0; i < n_cols; ++i) row[i] *= s;
     return;
   }
   const int64_t n_bc = (n_cols + t.scale_block_cols - 1) / t.scale_block_cols;
-  const float* s = t.scales.data() + (src_row / t.scale_block_rows) * n_bc;
+  const float* s = scales + (r / t.scale_block_rows) * n_bc;
   for (int64_t i = 0; i < n_cols; ++i) row[i] *= s[i / t.scale_block_cols];
 }
 
@@ -124,21 +126,18 @@ void read_planned_row(const PlannedTensor& t, int64_t i_row, float* row) {
   if (t.transform == Transform::Gather) {
     const int64_t piece = i_row / t.piece_rows, r = t.pieces[static_cast<size_t>(piece)].first_row + i_row % t.piece_rows;
     tr->to_float(t.pieces[static_cast<size_t>(piece)].source->bytes.data() + static_cast<size_t>(r) * row_bytes, row, n_cols);
-    if (t.scales.empty()) return;
-    if (t.scale_block_rows == 0) {  // FP8 experts: one scale per GGUF row
-      for (int64_t i = 0; i < n_cols; ++i) row[i] *= t.scales[static_cast<size_t>(i_row)];
-      return;
+    if (t.scale_block_rows == 0) {  // FP8 experts' scales: one per GGUF row
+      apply_scales(t, t.scales.data(), i_row, row, n_cols);
+    } else {  // block grids, expert after expert
+      const int64_t grid = (t.piece_rows + t.scale_block_rows - 1) / t.scale_block_rows *
+                           ((n_cols + t.scale_block_cols - 1) / t.scale_block_cols);
+      apply_scales(t, t.scales.data() + piece * grid, r, row, n_cols);
     }
-    // Block-wise: the experts' grids one after another.
-    const int64_t n_bc = (n_cols + t.scale_block_cols - 1) / t.scale_block_cols;
-    const int64_t grid = (t.piece_rows + t.scale_block_rows - 1) / t.scale_block_rows * n_bc;
-    const float* sc = t.scales.data() + piece * grid + (r / t.scale_block_rows) * n_bc;
-    for (int64_t i = 0; i < n_cols; ++i) row[i] *= sc[i / t.scale_block_cols];
     return;
   }
   const int64_t src_row = source_row(t, i_row);
   tr->to_float(t.source->bytes.data() + static_cast<size_t>(src_row) * row_bytes, row, n_cols);
-  apply_scales(t, src_row, row, n_cols);
+  apply_scales(t, t.scales.data(), src_row, row, n_cols);
   if (t.transform == Transform::AddOne)
     for (int64_t i = 0; i < n_cols; ++i) row[i] += 1.0f;
 }
@@ -227,7 +226,7 @@ Result<QuantizeReport> convert_hf_model(const std::string& dir, const std::strin
       job.source = [tp](int64_t i_row, float* row) { read_planned_row(*tp, i_row, row); };
     }
     if (quant::has_row_scale(job.type) && job.source) {  // W8A8 or FP8 from values: codes and scales made here
-      add_row_scaled_jobs(std::move(job), static_cast<int64_t>(t.n_rows()), jobs);
+      add_row_scaled_jobs(std::move(job), jobs);
       continue;
     }
     jobs.push_back(std::move(job));

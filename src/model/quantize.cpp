@@ -119,15 +119,16 @@ struct CalibratedJob {
 
 }  // namespace
 
-void add_row_scaled_jobs(TensorJob job, int64_t n_rows, std::vector<TensorJob>& jobs) {
+void add_row_scaled_jobs(TensorJob job, std::vector<TensorJob>& jobs) {
   const int64_t n = static_cast<int64_t>(job.dims[0]);
+  int64_t n_rows = 1;  // every row of every expert
+  for (size_t d = 1; d < job.dims.size(); ++d) n_rows *= static_cast<int64_t>(job.dims[d]);
   RowSource source = std::move(job.source);
   job.source = {};
   TensorJob scales;
   scales.name = gguf_names::row_scale_name(job.name);
-  // One scale per row; an expert tensor's as [rows, experts] (expert e's rows at e * rows).
-  scales.dims = job.dims.size() == 3 ? std::vector<uint64_t>{job.dims[1], job.dims[2]}
-                                     : std::vector<uint64_t>{static_cast<uint64_t>(n_rows)};
+  // One scale per row: the matrix's dims past the row length (expert e's rows at e * rows).
+  scales.dims.assign(job.dims.begin() + 1, job.dims.end());
   scales.type = GgmlType::F32;
   scales.calibrated = job.calibrated;
   scales.mapped_input = job.mapped_input;  // released after the second pass over the input
@@ -388,7 +389,7 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
                                                    " (codes with row scales); quantize "
                                                    "from the F32/F16/BF16 model it was made from");
     if (quant::has_row_scale(job.type) && job.source) {
-      add_row_scaled_jobs(std::move(job), static_cast<int64_t>(t.dims[1] * (t.n_dims == 3 ? t.dims[2] : 1)), jobs);
+      add_row_scaled_jobs(std::move(job), jobs);
       continue;
     }
     jobs.push_back(std::move(job));

@@ -86,8 +86,9 @@ struct QuantizeReport {
 
 // A job whose type has row scales (W8A8's I8, FP8; quant::has_row_scale) and a
 // row source, as the two jobs written: the codes of each row, and the rows' f32
-// scales "<base>.scale" (quant::quantize_row_scaled of each source row).
-void add_row_scaled_jobs(TensorJob job, int64_t n_rows, std::vector<TensorJob>& jobs);
+// scales "<base>.scale" (quant::quantize_row_scaled of each source row) — one
+// per row, an expert tensor's as [rows, experts].
+void add_row_scaled_jobs(TensorJob job, std::vector<TensorJob>& jobs);
 
 // Declares every job on `writer` (which already holds the metadata), opens
 // `path`, encodes and writes the jobs one by one, and commits.
