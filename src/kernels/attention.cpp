@@ -43,7 +43,8 @@ struct QueryCodes {
   std::vector<int32_t> sums128;
   std::vector<size_t> head0;  // per block: its first head's index
 
-  void build(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool& pool) {
+  // sink: the blocks' q_sink rows (q where a block has no sinks) instead of q.
+  void build(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool& pool, bool sink = false) {
     const int hd = s.head_dim, g = kv_group_elems(s.kv_type, hd), n_groups = hd / g;
     size_t n_heads = 0;
     head0.clear();
@@ -63,7 +64,8 @@ struct QueryCodes {
         while (ib + 1 < head0.size() && head0[ib + 1] <= k) ++ib;
         const QueryBlock& b = blocks[ib];
         int8_t* c = codes.data() + k * hd;
-        quantize_query(b.q + (k - head0[ib]) * hd, hd, c, scales.data() + k * n_groups);
+        const float* q = sink && b.n_sink > 0 ? b.q_sink : b.q;
+        quantize_query(q + (k - head0[ib]) * hd, hd, c, scales.data() + k * n_groups);
         for (int i = 0; i < hd; ++i) floats[k * hd + i] = static_cast<float>(c[i]);
         for (int gi = 0; gi < n_groups; ++gi) {
           int32_t sum = 0;
@@ -86,9 +88,24 @@ struct QueryCodes {
   }
 };
 
-// First position any query of the block may attend to.
-int32_t first_position(const AttentionShape& s, const QueryBlock& b) {
-  return s.sliding_window > 0 ? std::max(0, b.pos0 - s.sliding_window + 1) : 0;
+// The shape a block's non-sink positions are scored with: the layer's
+// sliding window narrowed to the sequence's own window.
+AttentionShape block_shape(const AttentionShape& s, const QueryBlock& b) {
+  AttentionShape r = s;
+  if (b.window > 0 && (r.sliding_window <= 0 || b.window < r.sliding_window)) r.sliding_window = b.window;
+  return r;
+}
+
+// First non-sink position any query of the block may attend to (bs: block_shape).
+int32_t first_position(const AttentionShape& bs, const QueryBlock& b) {
+  int32_t p = bs.sliding_window > 0 ? std::max(0, b.pos0 - bs.sliding_window + 1) : 0;
+  return std::max({p, b.kv_lo, b.n_sink});
+}
+
+// Non-sink segments of a block: kSplitPositions ranges from `begin` to its last query.
+int main_segments(int32_t begin, const QueryBlock& b) {
+  const int32_t end = b.pos0 + b.n_q;
+  return begin < end ? (end - 1) / kSplitPositions - begin / kSplitPositions + 1 : 0;
 }
 
 struct WorkItem {
@@ -96,6 +113,7 @@ struct WorkItem {
   int kv_head0, n_kv_heads;
   int32_t kv_begin, kv_end;
   size_t scratch;  // offset of this item's first head's o (then m, l, then the next head's) in the scratch buffer
+  bool sink;       // the block's sink positions, scored with q_sink
 };
 
 }  // namespace
@@ -111,11 +129,19 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
   // boundaries keep every query row's arithmetic identical however the batch
   // was composed (batch invariance), while long contexts still yield enough
   // items for every thread (flash-decoding).
+  // A block with sinks has one more segment, its sinks, first.
   std::vector<int> n_splits(blocks.size(), 1);
+  std::vector<AttentionShape> shapes(blocks.size());  // per block: block_shape
+  AttentionShape sink_shape = s;
+  sink_shape.sliding_window = 0;  // sinks stay visible to every row
   size_t segments = 0;
+  bool any_sink = false;
   for (size_t ib = 0; ib < blocks.size(); ++ib) {
     const QueryBlock& b = blocks[ib];
-    n_splits[ib] = (b.pos0 + b.n_q - 1) / kSplitPositions - first_position(s, b) / kSplitPositions + 1;
+    TERN_ASSERT(b.n_sink == 0 || b.q_sink);
+    shapes[ib] = block_shape(s, b);
+    n_splits[ib] = main_segments(first_position(shapes[ib], b), b) + (b.n_sink > 0 ? 1 : 0);
+    any_sink = any_sink || b.n_sink > 0;
     segments += static_cast<size_t>(n_splits[ib]);
   }
   // An item runs all KV heads of its segment (a cached row is read once,
@@ -131,16 +157,19 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
   size_t scratch_floats = 0, n_slots = 0;
   for (size_t ib = 0; ib < blocks.size(); ++ib) {
     const QueryBlock& b = blocks[ib];
-    const int32_t begin = first_position(s, b), end = b.pos0 + b.n_q;
+    const int32_t begin = first_position(shapes[ib], b), end = b.pos0 + b.n_q;
     const int32_t seg0 = begin / kSplitPositions;
+    const int n_sink_segs = b.n_sink > 0 ? 1 : 0;
     const size_t rows = static_cast<size_t>(b.n_q) * group;
     first_slot[ib] = n_slots;
     for (int h0 = 0; h0 < s.n_head_kv; h0 += per_item) {
       const int nh = std::min(per_item, s.n_head_kv - h0);
       for (int sp = 0; sp < n_splits[ib]; ++sp) {
-        const int32_t seg = seg0 + sp;
-        const int32_t lo = std::max(begin, seg * kSplitPositions), hi = std::min(end, (seg + 1) * kSplitPositions);
-        items.push_back({static_cast<int>(ib), h0, nh, lo, hi, scratch_floats});
+        const bool sink = sp < n_sink_segs;
+        const int32_t seg = seg0 + sp - n_sink_segs;
+        const int32_t lo = sink ? 0 : std::max(begin, seg * kSplitPositions);
+        const int32_t hi = sink ? std::min(end, b.n_sink) : std::min(end, (seg + 1) * kSplitPositions);
+        items.push_back({static_cast<int>(ib), h0, nh, lo, hi, scratch_floats, sink});
         for (int h = h0; h < h0 + nh; ++h) {
           slot[n_slots + static_cast<size_t>(h) * n_splits[ib] + sp] = scratch_floats;
           scratch_floats += rows * (hd + 2);
@@ -157,10 +186,12 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
   float* const base = scratch.data();
   float* const tile_base = tiles.data();
   const AttentionKernels& k = kernels ? *kernels : attention_kernels();
-  thread_local QueryCodes q8_rows;
-  // The caller's instance: a thread_local named inside the workers' lambda would be theirs.
+  thread_local QueryCodes q8_rows, q8_sink_rows;
+  // The caller's instances: a thread_local named inside the workers' lambda would be theirs.
   QueryCodes* const q8 = kv_is_int(s.kv_type) ? &q8_rows : nullptr;
+  QueryCodes* const q8_sink = q8 && any_sink ? &q8_sink_rows : nullptr;
   if (q8) q8->build(s, blocks, pool);
+  if (q8_sink) q8_sink->build(s, blocks, pool, true);
 
   pool.parallel_for(items.size(), [&](size_t begin, size_t end, int tid) {
     for (size_t i = begin; i < end; ++i) {
@@ -176,8 +207,10 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
         std::fill(m + rows, m + 2 * rows, 0.0f);
       }
       QueryBlockView v = view_of(b);
-      if (q8) q8->point(s, static_cast<size_t>(it.block), v);
-      k.partial(s, v, it.kv_head0, it.n_kv_heads, it.kv_begin, it.kv_end, out, tile_base + tile_floats * tid);
+      if (it.sink) v.q = b.q_sink;
+      if (q8) (it.sink ? q8_sink : q8)->point(s, static_cast<size_t>(it.block), v);
+      k.partial(it.sink ? sink_shape : shapes[static_cast<size_t>(it.block)], v, it.kv_head0, it.n_kv_heads,
+                it.kv_begin, it.kv_end, out, tile_base + tile_floats * tid);
     }
   });
 
@@ -228,11 +261,12 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
   const int group = s.n_head / s.n_head_kv;
   const int hd = s.head_dim;
   for (QueryBlock& b : blocks) {
+    const AttentionShape bs = block_shape(s, b);
     for (int t = 0; t < b.n_q; ++t) {
       const int32_t qpos = b.pos0 + t;
-      const int32_t lo = s.sliding_window > 0 ? qpos - s.sliding_window + 1 : 0;
+      const int32_t lo = std::max(bs.sliding_window > 0 ? qpos - bs.sliding_window + 1 : 0, b.kv_lo);
       for (int h = 0; h < s.n_head; ++h) {
-        const float* q = b.q + (static_cast<size_t>(t) * s.n_head + h) * hd;
+        const size_t row = (static_cast<size_t>(t) * s.n_head + h) * hd;
         std::vector<double> w;
         std::vector<float> k(static_cast<size_t>(hd)), vs;  // vs: the value rows attended to, decoded
         // q8_0: the query's codes and scales, the keys' (core/kv_format.h's score rule).
@@ -240,11 +274,18 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
         const int g = q8 ? kv_group_elems(s.kv_type, hd) : hd;
         std::vector<int8_t> qc(static_cast<size_t>(hd)), kc(qc.size());
         std::vector<float> qd(static_cast<size_t>(hd)), kd(qd.size());
-        if (q8) kv_quantize_query(q, hd, qc.data(), qd.data());
+        std::vector<int8_t> sqc(qc.size());
+        std::vector<float> sqd(qd.size());
+        if (q8) kv_quantize_query(b.q + row, hd, qc.data(), qd.data());
+        if (q8 && b.n_sink > 0) kv_quantize_query(b.q_sink + row, hd, sqc.data(), sqd.data());
         for (const KvRun& run : b.runs)
           for (int32_t j = 0; j < run.n; ++j) {
             const int32_t pos = run.pos0 + j;
-            if (pos > qpos || pos < lo) continue;
+            const bool sink = pos < b.n_sink;
+            if (pos > qpos || (pos < lo && !sink)) continue;
+            const float* q = (sink ? b.q_sink : b.q) + row;
+            const std::vector<int8_t>& qcodes = sink ? sqc : qc;
+            const std::vector<float>& qscales = sink ? sqd : qd;
             double dot = 0;
             if (q8) {  // core/kv_format.h: per group, d_key * d_query * the integer dot product
               const size_t head = kv_head_bytes(s.kv_type, hd);
@@ -252,8 +293,8 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
                        hd, kc.data(), kd.data());
               for (int i0 = 0; i0 < hd; i0 += g) {
                 int64_t ints = 0;
-                for (int i = i0; i < i0 + g; ++i) ints += int64_t{qc[static_cast<size_t>(i)]} * kc[static_cast<size_t>(i)];
-                dot += static_cast<double>(kd[static_cast<size_t>(i0 / g)]) * qd[static_cast<size_t>(i0 / g)] * static_cast<double>(ints);
+                for (int i = i0; i < i0 + g; ++i) ints += int64_t{qcodes[static_cast<size_t>(i)]} * kc[static_cast<size_t>(i)];
+                dot += static_cast<double>(kd[static_cast<size_t>(i0 / g)]) * qscales[static_cast<size_t>(i0 / g)] * static_cast<double>(ints);
               }
             } else {
               kv_head(s, run.k, j, h / group, k.data());
@@ -267,7 +308,7 @@ void attention_reference(const AttentionShape& s, std::span<QueryBlock> blocks) 
         const double mx = w.empty() ? 0.0 : *std::max_element(w.begin(), w.end());
         double sum = 0;
         for (double& x : w) sum += (x = std::exp(x - mx));
-        float* out = b.out + (static_cast<size_t>(t) * s.n_head + h) * hd;
+        float* out = b.out + row;
         for (int i = 0; i < hd; ++i) {
           double acc = 0;
           for (size_t j = 0; j < w.size(); ++j) acc += w[j] * vs[j * static_cast<size_t>(hd) + static_cast<size_t>(i)];

@@ -57,6 +57,17 @@ struct QueryBlock {
   int n_q;
   int32_t pos0;
   std::vector<KvRun> runs;  // covering at least the positions the block may attend to, ascending
+  // The sequence's own limits (streaming, model/streaming.h); zeros = off.
+  // A row at position p attends to [lo, p] with lo the largest of kv_lo,
+  // p - window + 1 (window > 0) and the shape's sliding-window start, and
+  // also to the sink positions [0, n_sink), which it scores with its row of
+  // q_sink (the query rotated at its place in the kept cache) instead of q.
+  // With n_sink > 0 the sinks are always their own partial (split at n_sink
+  // whatever the rows), so a row's arithmetic never depends on its batch.
+  int32_t n_sink = 0;
+  int32_t window = 0;
+  int32_t kv_lo = 0;
+  const float* q_sink = nullptr;  // [n_q][n_head][head_dim] when n_sink > 0
 };
 
 struct AttentionKernels;
