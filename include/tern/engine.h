@@ -67,6 +67,8 @@ struct EngineConfig {
   std::string spec_draft_path;  // SpecMethod::Draft: a GGUF sharing the model's vocabulary
   std::string spec_self_type = "Q4_0";  // SpecMethod::SelfDraft: the type the model is re-encoded to
   bool spec_adaptive = true;  // false: always propose spec_k (benchmarks, tests)
+  // What a request keeps of its past when it does not say (tern/request.h): off by default.
+  StreamingParams streaming;
   double watermark = 0.01;
   double ageing_per_s = 1.0;
   std::vector<std::pair<std::string, double>> tenant_weights;
@@ -138,7 +140,9 @@ class Engine {
   // Whether a prompt of n_prompt tokens plus max_tokens (< 0: as many as
   // fit) fits one sequence, with the figures to say why not (add_request
   // refuses the same cases).
-  ContextCheck check_context(int64_t n_prompt, int64_t max_tokens) const;
+  // streaming: the request's (unset: the engine's); on, only the prompt of a shift is bounded.
+  ContextCheck check_context(int64_t n_prompt, int64_t max_tokens,
+                             const std::optional<StreamingParams>& streaming = std::nullopt) const;
   // What add_request would say of `request`, without queueing it.
   Status validate(const GenerationRequest& request) const;
   // Token ids <-> text with the model's tokenizer (thread-safe, no step needed).

@@ -43,6 +43,19 @@ struct OutputConstraint {
   std::string text;
 };
 
+// Generation past the context in constant KV memory (docs/streaming.md).
+//   Window  StreamingLLM: each token reads the first `sinks` positions and the
+//           last `window` ones; what falls between is freed as it goes.
+//   Shift   llama.cpp's context shift: the first `sinks` positions stay; when
+//           the context is full, the older half of the rest is dropped.
+// Text form (flags, request fields): "SINKS,WINDOW", "shift", "shift:SINKS", "off".
+enum class StreamingMode { Off, Window, Shift };
+struct StreamingParams {
+  StreamingMode mode = StreamingMode::Off;
+  int32_t sinks = 4;
+  int32_t window = 0;  // Window: >= 1, and sinks + window within the context
+};
+
 enum class FinishReason { Length, Stop, Eos, Context, Cancelled, Error };
 enum class Pooling { None, Mean, Last };
 const char* finish_reason_name(FinishReason r);
@@ -71,6 +84,9 @@ struct GenerationRequest {
   int spec_k = -1;                   // speculative proposals per step: -1 the engine's setting, 0 off
   int spec_tree = -1;                // candidates per proposed position (1..8): -1 the engine's setting
   OutputConstraint constraint;       // none by default; cannot be combined with ignore_eos
+  // Unset: the engine's (EngineConfig::streaming). On, the request may run past
+  // the context (max_tokens is not bounded by it); it is not speculated.
+  std::optional<StreamingParams> streaming;
   // (token id, bias) added to the model's logits before sampling (OpenAI's
   // logit_bias: -100 all but bans a token, +100 all but forces it); |bias| <= 100.
   std::vector<std::pair<int32_t, float>> logit_bias;

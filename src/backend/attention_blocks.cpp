@@ -20,10 +20,17 @@ void build_attention_blocks(const kernels::AttentionShape& shape, const Attentio
     qb.n_q = sp.n_q;
     qb.pos0 = sp.pos0;
     qb.runs.clear();
+    const SeqWindow win = in.windows.empty() ? SeqWindow{} : in.windows[static_cast<size_t>(sp.seq)];
+    qb.n_sink = win.n_sink;
+    qb.window = win.window;
+    qb.kv_lo = win.kv_lo;
+    qb.q_sink = win.n_sink > 0 ? in.q_sink + sp.first_token * q_dim : nullptr;
+    TERN_ASSERT(win.n_sink == 0 || in.q_sink);
     const std::span<const int32_t> table = in.tables[static_cast<size_t>(sp.seq)];
-    // Positions a query of this block may see: from the first query's window
-    // start (a sliding window's older blocks may be freed: never read) to the last query.
-    const int32_t first = shape.sliding_window > 0 ? std::max(0, sp.pos0 - shape.sliding_window + 1) : 0;
+    // Positions a query of this block may see: the sinks, then from the first
+    // query's window start (older blocks may be freed: never read) to the last query.
+    int32_t first = shape.sliding_window > 0 ? std::max(0, sp.pos0 - shape.sliding_window + 1) : 0;
+    if (win.active()) first = std::max(first, win.lo(sp.pos0));
     int32_t end = sp.pos0 + sp.n_q;
     // In a tree, the block table serves positions up to the root; the tree
     // tokens on the way to the block's last token are read at their slots.
@@ -35,14 +42,18 @@ void build_attention_blocks(const kernels::AttentionShape& shape, const Attentio
       if (!path.empty()) end = in.positions[static_cast<size_t>(path.back())];  // the root's position + 1
     }
     TERN_ASSERT(end <= static_cast<int32_t>(table.size()) * pool.block_size);
-    for (int32_t pos = first; pos < end;) {
-      const int32_t block = table[static_cast<size_t>(pos / pool.block_size)];
-      TERN_ASSERT(block >= 0);
-      const int32_t offset = pos % pool.block_size;
-      const int32_t n = std::min(end - pos, pool.block_size - offset);
-      qb.runs.push_back({pool.row(block, in.layer, 0, offset), pool.row(block, in.layer, 1, offset), pos, n});
-      pos += n;
-    }
+    auto add_runs = [&](int32_t from, int32_t to) {
+      for (int32_t pos = from; pos < to;) {
+        const int32_t block = table[static_cast<size_t>(pos / pool.block_size)];
+        TERN_ASSERT(block >= 0);
+        const int32_t offset = pos % pool.block_size;
+        const int32_t n = std::min(to - pos, pool.block_size - offset);
+        qb.runs.push_back({pool.row(block, in.layer, 0, offset), pool.row(block, in.layer, 1, offset), pos, n});
+        pos += n;
+      }
+    };
+    add_runs(0, std::min({win.n_sink, first, end}));
+    add_runs(first, end);
     // Root to leaf; neighbours in one block join one run.
     for (size_t j = path.size(); j-- > 0;) {
       const size_t t = static_cast<size_t>(path[j]);

@@ -37,6 +37,7 @@
 #include "kernels/attention.h"
 #include "kernels/ref/ops.h"
 #include "kv/kv_pool.h"
+#include "kv/seq_window.h"
 
 namespace tern::backend {
 
@@ -82,10 +83,15 @@ struct AttentionInput {
   std::span<const int32_t> parent;     // [n_tokens] or empty: no trees
   std::span<const int32_t> positions;  // [n_tokens] (with parent)
   std::span<const int64_t> slots;      // [n_tokens] this pool's slot of each token (with parent)
+  // [n_seqs] or empty: each sequence's kept positions (kv/seq_window.h), and
+  // then q_sink [n_tokens][n_head][head_dim]: the queries rotated at their
+  // sink positions (kernels::QueryBlock::q_sink).
+  std::span<const SeqWindow> windows;
+  const float* q_sink = nullptr;
 };
 
 // Named activation buffers of a pass (scratch slots).
-enum class Slot { X, Xn, Q, K, V, Att, Proj, Gate, Up, OutRows, Logits, Router, SharedGate, MoeX, MoeY, Count };
+enum class Slot { X, Xn, Q, QSink, K, V, Att, Proj, Gate, Up, OutRows, Logits, Router, SharedGate, MoeX, MoeY, Count };
 
 class Backend {
  public:

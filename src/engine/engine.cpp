@@ -244,8 +244,9 @@ EngineStats Engine::stats() const {
   return impl_->snapshot;
 }
 
-ContextCheck Engine::check_context(int64_t n_prompt, int64_t max_tokens) const {
-  return impl_->core->input().check_context(n_prompt, max_tokens);
+ContextCheck Engine::check_context(int64_t n_prompt, int64_t max_tokens,
+                                   const std::optional<StreamingParams>& streaming) const {
+  return impl_->core->input().check_context(n_prompt, max_tokens, streaming);
 }
 
 Status Engine::validate(const GenerationRequest& request) const {

@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/memory_info.h"
 #include "engine/kv_budget.h"
+#include "engine/streaming.h"
 
 namespace tern {
 namespace {
@@ -143,6 +144,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   InputLimits limits;
   limits.n_vocab = hp.n_vocab;
   limits.n_ctx = core->n_ctx_;
+  limits.streaming = config.streaming;
   limits.max_positions = core->max_seq_positions_;
   limits.n_blocks_total = core->kv_->n_blocks_total();
   limits.block_size = config.block_size;
@@ -201,6 +203,8 @@ void EngineCore::add_once(RequestId id, const PreparedRequest& p) {
   r.compute_prompt = g.prompt_logprobs >= 0 || g.embed == Pooling::Mean;
   if (score_only) score_only_.insert(id);
   r.max_positions = static_cast<int32_t>(std::min<int64_t>(max_seq_positions_, INT32_MAX));
+  r.window = p.window;
+  if (r.window.active()) r.max_positions = static_cast<int32_t>(kMaxStreamingPositions);
   r.tokens = p.prompt;
   r.stop_token_ids = p.stop_token_ids;
   RunnerRequest rr;
@@ -218,7 +222,8 @@ void EngineCore::add_once(RequestId id, const PreparedRequest& p) {
   }
   runner_->add_request(id, rr);
   scheduler_->add(std::move(r));
-  if (spec_) spec_->add(id, g.spec_k, g.spec_tree);
+  // A streaming sequence is not speculated (a draft's own cache keeps everything; rollback needs every block).
+  if (spec_) spec_->add(id, r.window.active() ? 0 : g.spec_k, g.spec_tree);
 }
 
 void EngineCore::build_constraint_vocab() {

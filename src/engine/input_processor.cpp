@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "engine/streaming.h"
 #include "grammar/constraint.h"
 
 namespace tern {
@@ -12,13 +13,29 @@ InputProcessor::InputProcessor(const Tokenizer& tokenizer, InputLimits limits) :
     if (tok_.is_eog(t)) eog_ids_.push_back(t);
 }
 
-ContextCheck InputProcessor::check_context(int64_t n_prompt, int64_t max_tokens) const {
+ContextCheck InputProcessor::check_context(int64_t n_prompt, int64_t max_tokens,
+                                           const std::optional<StreamingParams>& streaming) const {
   ContextCheck c;
   c.limit = std::min<int64_t>(limits_.n_ctx, limits_.max_positions);
   c.limit_is_kv_pool = limits_.max_positions < limits_.n_ctx;
   c.n_ctx_model = limits_.n_ctx;
   c.n_prompt = n_prompt;
   c.max_tokens = max_tokens;
+  const StreamingMode mode = streaming.value_or(limits_.streaming).mode;
+  if (mode != StreamingMode::Off) {
+    // Positions are 32-bit: that is the only bound left (and the prompt's, for a shift).
+    const int64_t n_max = mode == StreamingMode::Shift ? c.limit : kMaxStreamingPositions;
+    c.limit = kMaxStreamingPositions;
+    if (n_prompt >= n_max) {
+      c.prompt_too_long = true;
+      c.limit = n_max;
+      c.n_over = n_prompt - n_max + 1;
+    } else if (max_tokens > 0 && n_prompt + max_tokens > kMaxStreamingPositions) {
+      c.n_over = n_prompt + max_tokens - kMaxStreamingPositions;
+    }
+    c.ok = c.n_over == 0;
+    return c;
+  }
   if (n_prompt >= c.limit) {
     c.prompt_too_long = true;
     c.n_over = n_prompt - c.limit + 1;  // one position is needed to generate
@@ -49,14 +66,24 @@ Result<PreparedRequest> InputProcessor::prepare(GenerationRequest request) const
   }
   if (p.prompt.empty()) return error(ErrorKind::InvalidArgument, "the prompt has no tokens (nothing to condition on)");
   const int64_t n = static_cast<int64_t>(p.prompt.size());
-  if (n >= limits_.n_ctx)
+  const StreamingParams streaming = request.streaming.value_or(limits_.streaming);
+  auto window = streaming_window(streaming, std::min<int64_t>(limits_.n_ctx, limits_.max_positions), limits_.block_size);
+  TERN_RETURN_IF_ERROR(window.status());
+  p.window = *window;
+  if (streaming.mode != StreamingMode::Off) {
+    const ContextCheck c = check_context(n, request.max_tokens, streaming);
+    if (!c.ok)
+      return error(ErrorKind::OutOfRange, "the prompt (" + std::to_string(n) + " tokens) and max_tokens (" +
+                                              std::to_string(request.max_tokens) + ") pass the " +
+                                              std::to_string(c.limit) + " positions a streaming sequence may reach");
+  } else if (n >= limits_.n_ctx)
     return error(ErrorKind::OutOfRange, "the prompt has " + std::to_string(n) + " tokens, " +
                                             std::to_string(n - limits_.n_ctx + 1) + " more than the context of " +
                                             std::to_string(limits_.n_ctx) +
                                             " allows (one position is needed to generate)");
   const int bs = limits_.block_size;
   const int64_t blocks = (n + 1 + bs - 1) / bs;
-  if (blocks > limits_.n_blocks_total)
+  if (streaming.mode != StreamingMode::Window && blocks > limits_.n_blocks_total)
     return error(ErrorKind::OutOfRange, "the prompt needs " + std::to_string(blocks) + " KV blocks but the pool holds " +
                                             std::to_string(limits_.n_blocks_total) + " (raise --kv-memory)");
   std::erase_if(request.stop, [](const std::string& s) { return s.empty(); });

@@ -14,6 +14,7 @@
 
 #include "core/status.h"
 #include "grammar/grammar.h"
+#include "kv/seq_window.h"
 #include "tern/engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,6 +26,7 @@ struct PreparedRequest {
   std::vector<TokenId> prompt;
   std::vector<TokenId> stop_token_ids;  // sampling one of these ends the request (Eos)
   std::shared_ptr<const grammar::Grammar> grammar;  // request.constraint compiled; null when none
+  SeqWindow window;  // request.streaming (or the engine's) as the sequence keeps it; inactive: everything
 };
 
 struct InputLimits {
@@ -33,6 +35,7 @@ struct InputLimits {
   int64_t max_positions = 0;    // what one sequence can hold: min(n_ctx, the KV pool)
   int n_blocks_total = 0;
   int block_size = 16;
+  StreamingParams streaming;    // the engine's, for requests that do not say
 };
 
 class InputProcessor {
@@ -44,7 +47,10 @@ class InputProcessor {
   Result<PreparedRequest> prepare(GenerationRequest request) const;
   // Whether a prompt of n_prompt tokens and up to max_tokens more (< 0: as
   // many as fit) fit one sequence; the figures a caller needs to say why not.
-  ContextCheck check_context(int64_t n_prompt, int64_t max_tokens) const;
+  // Streaming (the request's, else the engine's): generation is not bounded
+  // by the context, and a Window request's prompt is not either.
+  ContextCheck check_context(int64_t n_prompt, int64_t max_tokens,
+                             const std::optional<StreamingParams>& streaming = std::nullopt) const;
   const InputLimits& limits() const { return limits_; }
 
  private:

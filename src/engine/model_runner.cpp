@@ -98,9 +98,12 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
   }
   const int bs = kv_.block_size();
   // Tree fields only when some chunk carries a tree: the plain form otherwise.
-  bool any_tree = false;
+  bool any_tree = false, any_window = false;
   for (const ScheduledChunk& c : so.chunks)
-    if (const SchedRequest* r = sched.find(c.id); r && c.n_spec > 0 && !r->spec_parents.empty()) any_tree = true;
+    if (const SchedRequest* r = sched.find(c.id)) {
+      any_tree = any_tree || (c.n_spec > 0 && !r->spec_parents.empty());
+      any_window = any_window || r->window.active();
+    }
   for (size_t i = 0; i < so.chunks.size(); ++i) {
     const ScheduledChunk& c = so.chunks[i];
     const SchedRequest* r = sched.find(c.id);
@@ -109,6 +112,7 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
     TERN_ASSERT(end - c.n_spec <= static_cast<int32_t>(r->tokens.size()) &&
                 c.n_spec <= static_cast<int32_t>(r->spec_tokens.size()));
     const int32_t si = in.n_seqs++;
+    if (any_window) in.windows.push_back(r->window);  // every sequence's, once one keeps less than all
     for (int g = 0; g < n_groups; ++g) {
       ForwardInput::KvGroup& kg = in.kv[static_cast<size_t>(g)];
       for (BlockId b : kv_.block_table(g, r->seq)) kg.table_data.push_back(b.value);

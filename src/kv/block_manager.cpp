@@ -357,13 +357,13 @@ void BlockManager::truncate(SeqId seq, int32_t n_tokens) {
   if (table.empty()) tables_.erase(it);
 }
 
-void BlockManager::release_front(SeqId seq, int n_blocks) {
+void BlockManager::release_range(SeqId seq, int begin, int end) {
   auto it = tables_.find(seq);
   if (it == tables_.end()) return;
   std::vector<BlockId>& table = it->second;
-  const int n = std::min(n_blocks, static_cast<int>(table.size()));
+  const int n = std::min(end, static_cast<int>(table.size()));
   // Release the newest first, so the oldest (least likely to be shared again) is evicted first.
-  for (int i = n; i-- > 0;) {
+  for (int i = n; i-- > std::max(0, begin);) {
     if (table[static_cast<size_t>(i)] == kNoBlock) continue;
     release_block(table[static_cast<size_t>(i)].value);
     table[static_cast<size_t>(i)] = kNoBlock;

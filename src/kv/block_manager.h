@@ -116,7 +116,9 @@ class BlockManager {
   // Releases seq's blocks [0, n_blocks) that it still holds; their entries
   // become kNoBlock (the table keeps its length: position p stays in entry
   // p / block_size). A released cached block stays findable (LRU) as usual.
-  void release_front(SeqId seq, int n_blocks);
+  void release_front(SeqId seq, int n_blocks) { release_range(seq, 0, n_blocks); }
+  // The same for entries [begin, end) (a streaming sequence keeps its sink blocks in front).
+  void release_range(SeqId seq, int begin, int end);
   void free(SeqId seq) { truncate(seq, 0); }
 
   std::span<const BlockId> block_table(SeqId seq) const;  // empty for an unknown sequence

@@ -129,6 +129,12 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
     }
   }
   TERN_RETURN_IF_ERROR(validate_tree(in));
+  if (!in.windows.empty() && in.windows.size() != static_cast<size_t>(in.n_seqs))
+    return error(ErrorKind::InvalidArgument, "forward input: windows for " + std::to_string(in.windows.size()) +
+                                                 " sequences in a pass of " + std::to_string(in.n_seqs));
+  for (const SeqWindow& w : in.windows)
+    if (w.n_sink < 0 || w.window < 0 || w.kv_lo < 0)
+      return error(ErrorKind::InvalidArgument, "forward input: negative sink count, window or cut");
   for (int32_t r : in.logits_rows)
     if (r < 0 || static_cast<size_t>(r) >= n) return error(ErrorKind::InvalidArgument, "forward input: bad logits row");
   for (int32_t r : in.hidden_rows)
@@ -207,7 +213,16 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
     for (int32_t s = 0; s < in.n_seqs; ++s) tables[g].push_back(in.kv[g].table(s));
   kernels::RopeParams rope = hp_.rope;
   rope.freq_factors = rope_factors(in.n_ctx_seq);
-  const Pass pass{be, hp_, in, n, pools, tables, spans, act, rope, expert_tokens_};
+  Pass pass{be, hp_, in, n, pools, tables, spans, act, rope, expert_tokens_, {}, {}};
+  std::vector<int32_t> sink_positions, all_rows;  // [n] each
+  if (!in.windows.empty()) {
+    for (size_t t = 0; t < in.n_tokens(); ++t) {
+      sink_positions.push_back(in.windows[static_cast<size_t>(in.seq[t])].sink_position(in.positions[t]));
+      all_rows.push_back(static_cast<int32_t>(t));
+    }
+    pass.sink_positions = sink_positions;
+    pass.all_rows = all_rows;
+  }
 
   be.embed(tok_embd_, in.tokens, act.x);
   if (hp_.embd_scale != 1.0f) be.scale(act.x, n, n_embd, hp_.embd_scale);  // Gemma: sqrt(n_embd)

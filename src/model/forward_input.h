@@ -27,6 +27,11 @@
 //                                      + 1. A tree is rooted at an ordinary
 //                                      token; after a tree token of a sequence
 //                                      only tree tokens of it follow.
+//   windows                [n_seqs]    or empty: what each sequence keeps of
+//                                      its past in full-attention layers
+//                                      (kv/seq_window.h: sinks, window,
+//                                      context shift); its freed blocks are
+//                                      never read
 //   kv_pos                 [n_tokens]  or empty (= positions): the index in the
 //                                      sequence's block table where the token's
 //                                      keys/values are stored. Siblings share a
@@ -39,6 +44,7 @@
 #include <vector>
 
 #include "core/ids.h"
+#include "kv/seq_window.h"
 
 namespace tern {
 
@@ -62,6 +68,7 @@ struct ForwardInput {
   std::vector<int32_t> hidden_rows;  // [n_hidden] token indices
   std::vector<int32_t> parent;       // [n_tokens] or empty: token trees (above)
   std::vector<int32_t> kv_pos;       // [n_tokens] or empty: where K/V are stored (above)
+  std::vector<SeqWindow> windows;    // [n_seqs] or empty: every sequence keeps everything
   // The context one sequence may reach, which the runner was sized for:
   // parameters that depend on it (LongRoPE's long or short factors) follow it,
   // as llama.cpp's follow n_ctx_seq. 0: the model's training context. Set once
@@ -84,6 +91,7 @@ struct ForwardInput {
     hidden_rows.clear();
     parent.clear();
     kv_pos.clear();
+    windows.clear();
   }
   // The index in the sequence's block table of token t's keys/values.
   int32_t kv_index(size_t t) const { return kv_pos.empty() ? positions[t] : kv_pos[t]; }

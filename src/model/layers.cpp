@@ -28,6 +28,15 @@ void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, con
   if (w.q_norm.dev) be.rms_norm(a.q, w.q_norm.dev, a.q, p.n * hp.n_head, hp.head_dim, hp.rms_eps);
   if (w.k_norm.dev) be.rms_norm(a.k, w.k_norm.dev, a.k, p.n * lh.n_head_kv, hp.head_dim, hp.rms_eps);
   const kernels::RopeParams& rope = lh.rope_local ? hp.rope_local : p.rope;
+  // A sequence's own window applies to full-attention layers (a sliding-window
+  // layer keeps the model's): the queries are also rotated at their sink positions.
+  const bool windows = !p.in.windows.empty() && lh.sliding_window == 0;
+  float* q_sink = nullptr;
+  if (windows) {
+    q_sink = be.scratch(backend::Slot::QSink, p.n * q_dim);  // [n][n_head][head_dim]
+    be.gather_rows(a.q, p.all_rows, q_sink, q_dim);
+    be.rope(q_sink, p.n, hp.n_head, hp.head_dim, p.sink_positions, rope);
+  }
   be.rope(a.q, p.n, hp.n_head, hp.head_dim, p.in.positions, rope);
   be.rope(a.k, p.n, lh.n_head_kv, hp.head_dim, p.in.positions, rope);
   be.store_kv(pool, l.kv_index, p.in.kv[g].slots, a.k, a.v);
@@ -35,8 +44,13 @@ void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, con
   kernels::AttentionShape shape{hp.n_head, lh.n_head_kv, hp.head_dim, scale, lh.sliding_window,
                                 pool.type};
   shape.softcap = hp.attn_softcap;
-  be.attention(shape, {pool, l.kv_index, p.spans, p.tables[g], p.in.parent, p.in.positions, p.in.kv[g].slots}, a.q,
-               a.att);
+  backend::AttentionInput ai{pool, l.kv_index, p.spans, p.tables[g], p.in.parent, p.in.positions,
+                             p.in.kv[g].slots, {}, nullptr};
+  if (windows) {
+    ai.windows = p.in.windows;
+    ai.q_sink = q_sink;
+  }
+  be.attention(shape, ai, a.q, a.att);
   be.matmul(w.wo, a.att, out, p.n);
 }
 

@@ -96,6 +96,10 @@ struct Pass {
   kernels::RopeParams rope;  // hp.rope with the frequency factors chosen for this pass's context
   // MoE: tokens routed to each expert, summed over the pass's layers ([n_expert]); may be empty.
   std::span<uint64_t> expert_tokens;
+  // With in.windows: each token's sink position (SeqWindow::sink_position) and
+  // the rows 0 .. n-1 (a copy through gather_rows); empty otherwise.
+  std::span<const int32_t> sink_positions;
+  std::span<const int32_t> all_rows;
 };
 
 namespace layers {

@@ -55,19 +55,29 @@ int KvManager::n_blocks_needed(const SchedRequest& r, int32_t n_tokens_total) co
   for (const Group& g : groups_) {
     const BlockManager& bm = g.cache->blocks();
     const bool fresh = bm.block_table(r.seq).empty();
-    n = std::max(n, bm.n_blocks_needed(r.seq, n_tokens_total, r.tokens, fresh ? n_tokens_cached(r) : 0));
+    int need = bm.n_blocks_needed(r.seq, n_tokens_total, r.tokens, fresh ? n_tokens_cached(r) : 0);
+    if (g.spec.kind == CacheKind::FullAttention && r.window.active())
+      need = std::max(0, need - n_outside_window(g, r));  // allocate_slots gives those back first
+    n = std::max(n, need);
   }
   return n;
 }
 
 int32_t KvManager::n_tokens_cached(const SchedRequest& r) const {
-  if (!prefix_caching_ || groups_.empty() || r.compute_prompt) return 0;
+  // A windowed sequence computes its prompt (a hit past its window would
+  // attach blocks only to release them); its full blocks still serve others.
+  if (!prefix_caching_ || groups_.empty() || r.compute_prompt || r.window.active()) return 0;
   int32_t n = INT32_MAX;
   for (const Group& g : groups_) n = std::min(n, g.cache->blocks().find_cached_prefix(r.tokens));
   return n;
 }
 
 bool KvManager::allocate_slots(const SchedRequest& r, int32_t n_tokens_total) {
+  // Blocks no token from n_computed on reads go back first (the tail may need
+  // them), whatever happens next: no token will read them again.
+  if (r.window.active())
+    for (Group& g : groups_)
+      if (g.spec.kind == CacheKind::FullAttention) release_outside_window(g, r);
   // All or nothing: check every group before changing any.
   if (n_blocks_needed(r, n_tokens_total) > n_blocks_free()) return false;
   const bool needs_state = has_recurrent_ && !state_of_.contains(r.seq);
@@ -95,6 +105,29 @@ bool KvManager::allocate_slots(const SchedRequest& r, int32_t n_tokens_total) {
   return true;
 }
 
+// A windowed sequence's blocks wholly between its sink blocks and the first
+// position a token from n_computed on reads (never past n_computed: those
+// tokens write their own positions) are read by no token from here on.
+std::pair<int, int> KvManager::outside_window(const SchedRequest& r) const {
+  const int bs = config_.block_size;
+  const int32_t first_needed = std::min(r.n_computed, r.window.lo(r.n_computed));
+  return {(r.window.n_sink + bs - 1) / bs, first_needed / bs};
+}
+
+void KvManager::release_outside_window(Group& g, const SchedRequest& r) {
+  const auto [begin, end] = outside_window(r);
+  g.cache->blocks().release_range(r.seq, begin, end);
+}
+
+int KvManager::n_outside_window(const Group& g, const SchedRequest& r) const {
+  const auto [begin, end] = outside_window(r);
+  const auto table = g.cache->blocks().block_table(r.seq);
+  int n = 0;
+  for (int i = begin; i < std::min(end, static_cast<int>(table.size())); ++i)
+    n += table[static_cast<size_t>(i)] != BlockManager::kNoBlock ? 1 : 0;
+  return n;
+}
+
 // Blocks wholly before first_needed are read by no token from here on.
 void KvManager::release_behind_window(Group& g, SeqId seq, int32_t first_needed) {
   if (first_needed <= 0) return;
@@ -112,6 +145,7 @@ void KvManager::free_slots(const SchedRequest& r) {
 
 bool KvManager::swap_out(const SchedRequest& r) {
   if (has_recurrent_) return false;  // a recurrent state is not swapped
+  if (r.window.active()) return false;  // its released blocks cannot be restored
   for (const Group& g : groups_)
     if (g.spec.kind != CacheKind::FullAttention) return false;  // released blocks cannot be restored
   std::vector<SwappedKv> copies;

@@ -9,6 +9,10 @@
 //                  computed are released while the sequence runs (their
 //                  table entries become BlockManager::kNoBlock);
 //   Recurrent      no blocks: one state slot per running sequence.
+// A request that keeps only a window of its past (SchedRequest::window:
+// StreamingLLM sinks + window, context shift) also has its full-attention
+// blocks between its sink blocks and its window released as it advances, takes
+// no prefix-cache hit and is never swapped (its table has holes).
 // Attention groups allocate in lockstep (same block size and count), so the
 // scheduler sees one pool: free = the least free group, needed = the most.
 //
@@ -83,6 +87,10 @@ class KvManager final : public KvAllocator {
     std::unique_ptr<PagedKvCache> cache;
   };
   void release_behind_window(Group& g, SeqId seq, int32_t first_needed);
+  // A windowed request's blocks no token from n_computed on reads: table entries [first, second).
+  std::pair<int, int> outside_window(const SchedRequest& r) const;
+  void release_outside_window(Group& g, const SchedRequest& r);
+  int n_outside_window(const Group& g, const SchedRequest& r) const;  // of those, still held
 
   std::vector<KvCacheSpec> specs_;
   KvManagerConfig config_;

@@ -114,6 +114,7 @@ void Scheduler::schedule_decodes(Step& st) {
     if (st.budget == 0) break;
     SchedRequest& r = at(id);
     if (r.status != SeqStatus::Running || r.n_tokens - r.n_computed != 1) continue;
+    r.window.shift_to_fit(r.n_computed, r.n_tokens);  // context shift: cut before the KV manager allocates
     // Proposed tokens ride along as far as the budget, the position limit and
     // the free blocks allow: a proposal never preempts anyone, and never takes
     // the watermark's reserve that other sequences grow into.
@@ -218,7 +219,7 @@ bool Scheduler::admit(Step& st, SchedRequest& r) {
   const int32_t n_computed_before = r.n_computed;
   r.n_computed = st.kv.n_tokens_cached(r);
   TERN_ASSERT(r.n_computed >= 0 && r.n_computed < r.n_tokens);
-  while (!fits_with_watermark(st.kv, st.kv.n_blocks_needed(r, r.n_tokens))) {
+  while (!fits_with_watermark(st.kv, st.kv.n_blocks_needed(r, admission_tokens(r)))) {
     if (config_.policy != SchedulePolicy::Priority || !preempt_for(st, r)) {
       r.n_computed = n_computed_before;
       return false;
@@ -293,13 +294,21 @@ bool Scheduler::fits_with_watermark(const KvAllocator& kv, int n_blocks) const {
   return kv.n_blocks_free() - n_blocks >= reserve;
 }
 
+// The tokens admission finds blocks for: all of r's, or for a request that
+// keeps only a window of its past (which never holds them all at once), its
+// first chunk's.
+int32_t Scheduler::admission_tokens(const SchedRequest& r) const {
+  if (!r.window.active()) return r.n_tokens;
+  return std::min(r.n_tokens, r.n_computed + config_.max_batched_tokens);
+}
+
 // A request without blocks that needs more than the whole pool, or that ran
 // out of blocks while running alone, stays where it is (waiting or swapped)
 // instead of blocking the queue or being recomputed only to fail again. The
 // engine is expected to keep requests within the pool; this is the backstop.
 bool Scheduler::never_fits(const KvAllocator& kv, const SchedRequest& r) {
   if (warned_never_fits_.contains(r.id)) return true;
-  if (kv.n_blocks_needed(r, r.n_tokens) <= kv.n_blocks_total()) return false;
+  if (kv.n_blocks_needed(r, admission_tokens(r)) <= kv.n_blocks_total()) return false;
   if (warned_never_fits_.insert(r.id).second)
     TERN_LOG_WARN("scheduler: never_fits: request %llu needs more KV blocks than the pool holds (%d tokens); "
                   "it stays queued",

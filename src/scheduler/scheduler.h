@@ -54,6 +54,7 @@
 
 #include "core/ids.h"
 #include "core/status.h"
+#include "kv/seq_window.h"
 #include "tern/config.h"
 
 namespace tern {
@@ -93,6 +94,11 @@ struct SchedRequest {
   int32_t n_computed = 0;    // tokens whose K/V are cached; < n_tokens while it needs compute
   int32_t max_tokens = 0;    // generation budget (also SJF's prediction)
   int32_t max_positions = INT32_MAX;  // the sequence may hold at most this many tokens
+  // What it keeps of its past (kv/seq_window.h: StreamingLLM sinks + window,
+  // context shift); default everything. Such a request takes no prefix-cache
+  // hit, is preempted by recompute only, and is admitted on its next chunk's
+  // blocks rather than all its tokens' (it never holds them all at once).
+  SeqWindow window;
   std::vector<TokenId> tokens;        // prompt + generated (the KV manager hashes them for prefix caching)
   std::vector<TokenId> stop_token_ids;  // sampling one of these ends the request (StopToken)
   // Proposed continuation (speculative decoding): scheduled after the real
@@ -236,6 +242,7 @@ class Scheduler {
   int32_t fit_tokens(const KvAllocator& kv, const SchedRequest& r, int32_t n) const;
   bool fits_with_watermark(const KvAllocator& kv, int n_blocks) const;
   bool never_fits(const KvAllocator& kv, const SchedRequest& r);
+  int32_t admission_tokens(const SchedRequest& r) const;
   bool preempt_for(Step& st, const SchedRequest& w);
   void preempt(Step& st, SchedRequest& victim, bool force_recompute);
   void add_chunk(Step& st, SchedRequest& r, int32_t n);

@@ -11,6 +11,7 @@
 #include "core/input_file.h"
 #include "backend/backend.h"
 #include "engine/generate.h"
+#include "engine/streaming.h"
 #include "engine_flags.h"
 #include "output.h"
 
@@ -18,13 +19,14 @@ namespace tern::cli {
 
 int cmd_run(int argc, char** argv) {
   std::string model_path, prompt, prompt_file, stop, backend_name = "cpu", draft, grammar_file, schema_file, regex;
+  std::string streaming = "off";
   int n_predict = 128, n_threads = 0, n_ctx = 0, spec_k = 4, spec_tree = 1;
   bool echo = false, ignore_eos = false, have_seed = false, json_object = false;
   uint64_t seed = 0;
   SamplingParams sp;
   ArgParser args("run", "tern run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
                         "[--seed S] [-t THREADS] [--draft ngram [--spec-k K] [--spec-tree W]] [--echo] "
-                        "[--grammar-file F | --json-schema-file F | --regex R | --json]");
+                        "[--grammar-file F | --json-schema-file F | --regex R | --json] [--streaming SINKS,WINDOW | shift[:SINKS]]");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-p,--prompt", &prompt, "prompt text (empty = BOS only)");
   args.add("-f,--file", &prompt_file, "read the prompt from a file (regular file, up to 1 GiB)");
@@ -51,6 +53,7 @@ int cmd_run(int argc, char** argv) {
   args.add("--regex", &regex, "constrain the output to text matching this regular expression");
   args.add_flag("--json", &json_object, "constrain the output to a JSON object");
   args.add_flag("--ignore-eos", &ignore_eos, "keep generating after end-of-text tokens");
+  args.add("--streaming", &streaming, EngineFlags::kStreamingHelp);
   seed = SamplingParams{}.seed;
   if (auto s = args.parse(argc, argv); !s) return report(s);
   if (args.help_requested()) {
@@ -77,6 +80,9 @@ int cmd_run(int argc, char** argv) {
   if (!be) return report(be.status());
   cfg.backend = *be;
   if (auto st = apply_spec_flags(draft, spec_k, spec_tree, cfg); !st) return report(st);
+  auto stream = parse_streaming(streaming);
+  if (!stream) return report(stream.status());
+  cfg.streaming = *stream;
   auto engine = Engine::create(cfg);
   if (!engine) return report(engine.status());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

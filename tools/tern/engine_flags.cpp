@@ -10,6 +10,7 @@
 #include "backend_flag.h"
 #include "core/input_file.h"
 #include "core/kv_format.h"
+#include "engine/streaming.h"
 
 namespace tern::cli {
 
@@ -30,6 +31,7 @@ void EngineFlags::add_to(ArgParser& args) {
   args.add("--draft", &draft, kDraftHelp);
   args.add("--spec-k", &spec_k, kSpecKHelp);
   args.add("--spec-tree", &spec_tree, kSpecTreeHelp);
+  args.add("--streaming", &streaming, kStreamingHelp);
 }
 
 Status apply_spec_flags(const std::string& draft, int spec_k, int spec_tree, EngineConfig& c) {
@@ -107,6 +109,9 @@ Status EngineFlags::apply(EngineConfig& c) const {
   TERN_RETURN_IF_ERROR(swap.status());
   c.swap_compression = *swap;
   TERN_RETURN_IF_ERROR(apply_spec_flags(draft, spec_k, spec_tree, c));
+  auto st = parse_streaming(streaming);
+  TERN_RETURN_IF_ERROR(st.status());
+  c.streaming = *st;
   c.tenant_weights.clear();
   size_t pos = 0;
   while (pos < tenant_weights.size()) {

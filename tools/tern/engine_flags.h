@@ -27,6 +27,9 @@ struct EngineFlags {
   std::string draft;  // speculative decoding: "" / "none" off, "ngram" prompt lookup, else a draft GGUF
   int spec_k = 4;
   int spec_tree = 1;
+  std::string streaming = "off";  // engine/streaming.h's text form
+
+  static constexpr const char* kStreamingHelp = "generation past the context in constant KV memory: SINKS,WINDOW keeps the first SINKS positions and the last WINDOW (StreamingLLM, e.g. 4,1020), shift[:SINKS] drops the older half after the sinks when the context is full (context shift), off (default)";
 
   static constexpr const char* kDraftHelp = "speculative decoding proposer: none (default), ngram (prompt lookup), a draft model's GGUF (same vocabulary) or self:TYPE (the model re-encoded, e.g. self:Q4_0)";
   static constexpr const char* kSpecKHelp = "most proposed tokens per sequence and step, 1..16 (default 4)";

@@ -1,0 +1,76 @@
+#include "engine/streaming.h"
+
+#include <charconv>
+
+namespace tern {
+namespace {
+
+bool parse_int(std::string_view s, int32_t& out) {
+  const char* end = s.data() + s.size();
+  auto [p, ec] = std::from_chars(s.data(), end, out);
+  return ec == std::errc() && p == end && !s.empty();
+}
+
+Status bad(std::string_view text) {
+  return error(ErrorKind::InvalidArgument, "streaming '" + std::string(text) +
+                                               "': expected SINKS,WINDOW (e.g. 4,1020), shift, shift:SINKS or off");
+}
+
+}  // namespace
+
+Result<StreamingParams> parse_streaming(std::string_view text) {
+  StreamingParams p;
+  if (text == "off") return p;
+  if (text == "shift" || text.starts_with("shift:")) {
+    p.mode = StreamingMode::Shift;
+    if (text.size() > 5 && !parse_int(text.substr(6), p.sinks)) return bad(text);
+    if (p.sinks < 0) return bad(text);
+    return p;
+  }
+  const size_t comma = text.find(',');
+  if (comma == std::string_view::npos || !parse_int(text.substr(0, comma), p.sinks) ||
+      !parse_int(text.substr(comma + 1), p.window) || p.sinks < 0 || p.window < 1)
+    return bad(text);
+  p.mode = StreamingMode::Window;
+  return p;
+}
+
+std::string streaming_text(const StreamingParams& p) {
+  switch (p.mode) {
+    case StreamingMode::Window: return std::to_string(p.sinks) + "," + std::to_string(p.window);
+    case StreamingMode::Shift: return "shift:" + std::to_string(p.sinks);
+    case StreamingMode::Off: break;
+  }
+  return "off";
+}
+
+Result<SeqWindow> streaming_window(const StreamingParams& p, int64_t limit, int block_size) {
+  SeqWindow w;
+  if (p.mode == StreamingMode::Off) return w;
+  if (p.sinks < 0) return error(ErrorKind::InvalidArgument, "streaming sinks must be >= 0");
+  const int64_t b = block_size, n_blocks = limit / b, sink_blocks = (p.sinks + b - 1) / b;
+  if (p.mode == StreamingMode::Window) {
+    if (p.window < 1) return error(ErrorKind::InvalidArgument, "the streaming window must be >= 1");
+    // A window not on block boundaries straddles one block more than it fills.
+    const int64_t need = sink_blocks + (p.window - 1 + b - 1) / b + 1;
+    if (need > n_blocks)
+      return error(ErrorKind::InvalidArgument,
+                   "streaming keeps " + std::to_string(p.sinks) + " sinks + a window of " + std::to_string(p.window) +
+                       " positions, up to " + std::to_string(need) + " KV blocks of " + std::to_string(b) +
+                       ", more than the " + std::to_string(n_blocks) +
+                       " one sequence may hold (lower the window or raise --ctx-size / --kv-memory)");
+    w.n_sink = p.sinks;
+    w.window = p.window;
+    return w;
+  }
+  if (sink_blocks + 2 > n_blocks)
+    return error(ErrorKind::InvalidArgument, "context shift keeps " + std::to_string(p.sinks) +
+                                                 " sinks, which leaves nothing to cut in a context of " +
+                                                 std::to_string(limit));
+  w.n_sink = p.sinks;
+  w.shift_ctx = static_cast<int32_t>(std::min<int64_t>(limit, INT32_MAX));
+  w.block_size = block_size;
+  return w;
+}
+
+}  // namespace tern

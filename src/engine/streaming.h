@@ -1,0 +1,30 @@
+// engine/streaming.h — a request's streaming settings (tern/request.h):
+// their text form, and their checked translation into what the scheduler,
+// KV manager and model keep per sequence (kv/seq_window.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "kv/seq_window.h"
+#include "tern/request.h"
+
+namespace tern {
+
+// Positions a streaming sequence may reach (32-bit positions, with room for a step's tokens).
+constexpr int64_t kMaxStreamingPositions = int64_t{1} << 30;
+
+// "SINKS,WINDOW" (StreamingLLM), "shift" / "shift:SINKS" (context shift,
+// 4 sinks by default) or "off"; InvalidArgument saying what is expected.
+Result<StreamingParams> parse_streaming(std::string_view text);
+std::string streaming_text(const StreamingParams& p);  // the same form back
+
+// The sequence window for `p` when one sequence may hold `limit` positions
+// in blocks of block_size: Window needs the blocks its sinks and window can
+// span to fit that, Shift its sinks' blocks and two more (something to cut).
+// InvalidArgument naming the figures otherwise; Off -> no window.
+Result<SeqWindow> streaming_window(const StreamingParams& p, int64_t limit, int block_size);
+
+}  // namespace tern
