@@ -142,6 +142,68 @@ TEST(KvManager, SlidingWindowReleasesBlocksBehindItAndKeepsTheChainFindable) {
   EXPECT_EQ(kv->blocks().check_invariants(), "");
 }
 
+// A streaming sequence (SchedRequest::window: 2 sinks + a window of 6, blocks
+// of 4) keeps exactly its sinks' block and the blocks its window touches,
+// releases the rest before it allocates (a pool with no block to spare still
+// decodes), takes no prefix hit and is not swapped.
+TEST(KvManager, StreamingSequenceKeepsItsSinkBlockAndItsWindow) {
+  auto kv = make({full_spec()}, /*n_blocks=*/4);
+  ASSERT_TRUE(kv);
+  SchedRequest r = request(1, 1);
+  r.window = SeqWindow{2, 6, 0};
+  for (int32_t n = 1; n <= 40; ++n) {
+    if (n > 1) {
+      r.tokens.push_back(100 + n - 1);
+      r.n_tokens = n;
+    }
+    ASSERT_LE(kv->n_blocks_needed(r, n), kv->n_blocks_free()) << "n=" << n;
+    compute(*kv, r, n);
+    // Token n-1 read positions 0, 1 and [n-6, n-1]: entries 0 and those blocks are held, no other.
+    const auto table = kv->block_table(0, r.seq);
+    const int32_t lo = r.window.lo(n - 1);
+    for (size_t i = 0; i < table.size(); ++i) {
+      const int32_t b0 = static_cast<int32_t>(i) * kBs;
+      const bool needed = i == 0 || b0 + kBs > std::min(lo, n - 1);
+      EXPECT_EQ(table[i] != BlockManager::kNoBlock, needed) << "entry " << i << " at n=" << n;
+    }
+    EXPECT_LE(kv->blocks().n_blocks_used(), 4) << "n=" << n;
+  }
+  EXPECT_EQ(kv->blocks().check_invariants(), "");
+  EXPECT_FALSE(kv->swap_out(r)) << "a table with holes cannot be swapped";
+  SchedRequest again = request(2, 20);
+  again.window = r.window;
+  EXPECT_EQ(kv->n_tokens_cached(again), 0) << "a streaming sequence computes its prompt";
+  kv->free_slots(r);
+  EXPECT_EQ(kv->blocks().n_blocks_used(), 0);
+}
+
+// Context shift: kv_lo jumps by half of what follows the sinks, to a block
+// boundary, when the blocks kept would pass the context; never past n_computed.
+TEST(SeqWindow, ContextShiftCutsTheOlderHalfOnBlockBoundaries) {
+  SeqWindow w;
+  w.n_sink = 4;
+  w.shift_ctx = 64;
+  w.block_size = 16;
+  w.shift_to_fit(63, 64);  // 4 blocks: fits
+  EXPECT_EQ(w.kv_lo, 0);
+  w.shift_to_fit(64, 65);  // a 5th block: cut (64 - 4) / 2 = 30 after the sinks -> 34 -> 48
+  EXPECT_EQ(w.kv_lo, 48);
+  EXPECT_EQ(w.lo(64), 48);
+  EXPECT_EQ(w.sink_position(64), 64 - 44);  // the sinks' distance is the kept cache's
+  w.shift_to_fit(80, 81);  // blocks 0, 3, 4, 5: fits
+  EXPECT_EQ(w.kv_lo, 48);
+  w.shift_to_fit(96, 97);  // blocks 0, 3..6: cut again
+  EXPECT_EQ(w.kv_lo, 80);
+  SeqWindow recompute = w;
+  recompute.shift_to_fit(0, 97);  // from scratch: a token reads itself, so nothing is cut past 0
+  EXPECT_EQ(recompute.kv_lo, 80);
+  SeqWindow stream{4, 10, 0};
+  EXPECT_EQ(stream.lo(5), 4);
+  EXPECT_EQ(stream.sink_position(5), 5);  // the window still covers the sinks
+  EXPECT_EQ(stream.lo(100), 91);
+  EXPECT_EQ(stream.sink_position(100), 13);  // sinks 0..3, then the window at 4..13
+}
+
 TEST(KvManager, RecurrentGroupsHoldOneStateSlotPerSequence) {
   KvCacheSpec state;
   state.kind = CacheKind::Recurrent;
