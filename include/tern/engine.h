@@ -121,6 +121,7 @@ struct ModelInfo {
   int32_t n_embd = 0;  // the width of the hidden state (embeddings' length)
   std::string chat_template;        // GGUF tokenizer.chat_template; empty when the file has none
   std::string bos_token, eos_token; // their texts; empty when the vocabulary has none
+  StreamingParams streaming;        // the default for requests that do not say (EngineConfig::streaming)
 };
 
 class EngineCore;

@@ -263,6 +263,7 @@ ModelInfo Engine::model_info() const {
   info.n_ctx = static_cast<int32_t>(std::min<int64_t>(info.n_ctx_model, core.max_seq_positions()));
   info.n_vocab = hp.n_vocab;
   info.n_embd = hp.n_embd;
+  info.streaming = core.input().limits().streaming;
   auto tmpl = core.model().file().get_string("tokenizer.chat_template");
   if (tmpl.is_ok()) info.chat_template = tmpl.value();
   const Vocab& vocab = core.tokenizer().vocab();

@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "core/json.h"
+
 namespace tern {
 namespace {
 
@@ -31,6 +33,32 @@ Result<StreamingParams> parse_streaming(std::string_view text) {
   if (comma == std::string_view::npos || !parse_int(text.substr(0, comma), p.sinks) ||
       !parse_int(text.substr(comma + 1), p.window) || p.sinks < 0 || p.window < 1)
     return bad(text);
+  p.mode = StreamingMode::Window;
+  return p;
+}
+
+Result<StreamingParams> streaming_from_json(const Json& v) {
+  if (v.is_string()) return parse_streaming(v.as_string());
+  if (v.is_bool() && !v.as_bool()) return StreamingParams{};
+  const Status expected = error(ErrorKind::InvalidArgument,
+                                "'streaming' must be \"SINKS,WINDOW\", \"shift[:SINKS]\", \"off\", false, "
+                                "{\"sinks\": S, \"window\": W} or {\"shift\": true, \"sinks\": S}, got " + v.dump());
+  if (!v.is_object()) return expected;
+  StreamingParams p;
+  for (const auto& [key, value] : v.as_object()) {
+    if (key == "shift") {
+      if (!value.is_bool()) return expected;
+      if (value.as_bool()) p.mode = StreamingMode::Shift;
+    } else if (key == "sinks" || key == "window") {
+      const auto i = value.to_int64();
+      if (!value.is_integer() || !i || *i < 0 || *i > INT32_MAX) return expected;
+      (key == "sinks" ? p.sinks : p.window) = static_cast<int32_t>(*i);
+    } else {
+      return expected;
+    }
+  }
+  if (p.mode == StreamingMode::Shift) return p.window == 0 ? Result<StreamingParams>(p) : Result<StreamingParams>(expected);
+  if (p.window < 1) return expected;
   p.mode = StreamingMode::Window;
   return p;
 }

@@ -21,6 +21,12 @@ constexpr int64_t kMaxStreamingPositions = int64_t{1} << 30;
 Result<StreamingParams> parse_streaming(std::string_view text);
 std::string streaming_text(const StreamingParams& p);  // the same form back
 
+class Json;
+// A request's JSON field: the text form, false (off), or an object
+// {"sinks": S, "window": W} / {"shift": true, "sinks": S}; InvalidArgument
+// saying what is expected.
+Result<StreamingParams> streaming_from_json(const Json& v);
+
 // The sequence window for `p` when one sequence may hold `limit` positions
 // in blocks of block_size: Window needs the blocks its sinks and window can
 // span to fit that, Shift its sinks' blocks and two more (something to cut).

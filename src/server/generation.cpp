@@ -410,12 +410,17 @@ ApiError context_error(const ContextCheck& c) {
 }
 
 // Choice i's engine request (choice i of prompt i / n; with a seed, seed + i % n).
-GenerationRequest engine_request(const GenerationParams& p, const std::vector<int32_t>& prompt, int i, int n_ctx) {
+// Without max_tokens: what the context leaves, or for a streaming request
+// (which runs past the context) one context's worth.
+GenerationRequest engine_request(const GenerationParams& p, const std::vector<int32_t>& prompt, int i, int n_ctx,
+                                 const StreamingParams& server_streaming) {
   GenerationRequest g;
   g.prompt_tokens = prompt;
   g.sampling = p.sampling;
   if (p.seeded) g.sampling.seed = p.sampling.seed + static_cast<uint64_t>(i % p.n);
-  g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : n_ctx - static_cast<int>(g.prompt_tokens.size());
+  const bool streaming = p.streaming.value_or(server_streaming).mode != StreamingMode::Off;
+  g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : streaming ? n_ctx : n_ctx - static_cast<int>(g.prompt_tokens.size());
+  g.streaming = p.streaming;
   g.stop = p.stop;
   g.ignore_eos = p.ignore_eos;
   g.spec_k = p.spec_k;
@@ -437,7 +442,7 @@ bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> p
   const GenerationParams& p = job->params;
   const int n_ctx = st.info.n_ctx;
   for (const auto& toks : prompts) {
-    const ContextCheck check = st.engine->check_context(static_cast<int64_t>(toks.size()), p.max_tokens);
+    const ContextCheck check = st.engine->check_context(static_cast<int64_t>(toks.size()), p.max_tokens, p.streaming);
     if (!check.ok) {
       ApiError e = context_error(check);
       if (!job->chat) e.param = e.param == "messages" ? "prompt" : e.param;
@@ -448,7 +453,8 @@ bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> p
   // Everything else the engine would refuse (token ids, parameters), refused
   // now by the engine's own input processor, while an answer can still be a 400.
   for (size_t k = 0; k < prompts.size(); ++k) {
-    const Status valid = st.engine->validate(engine_request(p, prompts[k], static_cast<int>(k) * p.n, n_ctx));
+    const Status valid =
+        st.engine->validate(engine_request(p, prompts[k], static_cast<int>(k) * p.n, n_ctx, st.info.streaming));
     if (!valid.is_ok()) {
       // A forced tool call's grammar is built from the tools' parameters: they are what to fix.
       const bool forced = job->tools.choice == ToolChoice::Required || job->tools.choice == ToolChoice::Named;
@@ -474,7 +480,7 @@ bool launch(const std::shared_ptr<Job>& job, std::vector<std::vector<int32_t>> p
     if (auto j = weak.lock()) j->cancel_all();
   });
   for (int i = 0; i < n_choices; ++i) {
-    GenerationRequest g = engine_request(p, prompts[static_cast<size_t>(i / p.n)], i, n_ctx);
+    GenerationRequest g = engine_request(p, prompts[static_cast<size_t>(i / p.n)], i, n_ctx, st.info.streaming);
     // Outputs may arrive on the step thread before add_request returns: the
     // callback only touches its own choice, under the job's mutex.
     std::unique_lock lock(job->mu);

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "core/json.h"
+#include "engine/streaming.h"
 
 namespace tern::server {
 
@@ -266,6 +267,11 @@ std::optional<ApiError> parse_common(const Json& j, bool chat, GenerationParams&
   f.integer("spec_tree", 1, 8, p.spec_tree);
   f.integer("prompt_logprobs", 0, 20, p.prompt_logprobs);
   if (f.error) return f.error;
+  if (const Json* s = f.get("streaming")) {
+    auto st = streaming_from_json(*s);
+    if (!st) return bad("streaming", st.status().message());
+    p.streaming = *st;
+  }
   if (const Json* ids = f.get("stop_token_ids")) {
     if (!ids->is_array() || ids->size() > 64)
       return bad("stop_token_ids", "'stop_token_ids' must be an array of at most 64 token ids");

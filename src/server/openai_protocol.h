@@ -66,6 +66,9 @@ struct GenerationParams {
   int spec_k = -1;                     // speculative proposals per step: -1 the server's, 0 off
   int spec_tree = -1;                  // candidates per proposed position: -1 the server's
   std::vector<int32_t> stop_token_ids;  // generating one of these ends the choice (vLLM's field)
+  // Generation past the context in constant KV memory (engine/streaming.h's
+  // forms); unset: the server's --streaming.
+  std::optional<StreamingParams> streaming;
   // response_format json_object / json_schema, or the extensions `grammar`
   // (GBNF), `regex` and `json_schema` (a schema, as llama-server takes it).
   OutputConstraint constraint;

@@ -208,6 +208,23 @@ test('embeddings: shape, unit length, batches equal single inputs, base64 equals
   await waitIdle();
 });
 
+// The per-request `streaming` extension: generation past the model's 512
+// positions in constant KV memory; without it the same request is a context error.
+test('streaming requests run past the context', { skip: why ?? false }, async () => {
+  const long = { ...greedy, prompt: 'Once upon a time', max_tokens: 900, ignore_eos: true };
+  const r = await client.completions.create({ ...long, streaming: '4,252' });
+  assert.equal(r.usage.completion_tokens, 900);
+  assert.equal(r.choices[0].finish_reason, 'length');
+  const shift = await client.completions.create({ ...long, streaming: { shift: true, sinks: 4 } });
+  assert.equal(shift.usage.completion_tokens, 900);
+  await assert.rejects(client.completions.create(long),
+    (e) => e instanceof OpenAI.BadRequestError && e.code === 'context_length_exceeded');
+  for (const bad of ['4', { sinks: 4 }, 7, '4,9999'])
+    await assert.rejects(client.completions.create({ ...long, streaming: bad }),
+      (e) => e instanceof OpenAI.BadRequestError && e.param === 'streaming' || e.status === 400, JSON.stringify(bad));
+  await waitIdle();
+});
+
 test('errors surface as the SDK typed errors', { skip: why ?? false }, async () => {
   await assert.rejects(client.chat.completions.create({ ...greedy, messages, temperature: 5 }),
     (e) => e instanceof OpenAI.BadRequestError && e.status === 400 && e.param === 'temperature');

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "engine/streaming.h"
+
 namespace tern::cli {
 namespace {
 
@@ -126,6 +128,11 @@ std::string parse_batch_line(const std::string& line, BatchLine& item) {
   if (const Json* e = j.find("ignore_eos")) {
     if (!e->is_bool()) return "\"ignore_eos\" must be true or false, got " + e->dump();
     r.ignore_eos = e->as_bool();
+  }
+  if (const Json* s = j.find("streaming")) {
+    auto st = streaming_from_json(*s);
+    if (!st) return st.status().message();
+    r.streaming = *st;
   }
   if (const Json* s = j.find("stop")) err = parse_stop(*s, r.stop);
   if (err.empty()) err = parse_constraint(j, r.constraint);
