@@ -23,8 +23,8 @@ ContextCheck InputProcessor::check_context(int64_t n_prompt, int64_t max_tokens,
   c.max_tokens = max_tokens;
   const StreamingMode mode = streaming.value_or(limits_.streaming).mode;
   if (mode != StreamingMode::Off) {
-    // Positions are 32-bit: that is the only bound left (and the prompt's, for a shift).
-    const int64_t n_max = mode == StreamingMode::Shift ? c.limit : kMaxStreamingPositions;
+    // Positions are 32-bit: that is the only bound left (a long prompt is cut or windowed as it is computed).
+    const int64_t n_max = kMaxStreamingPositions;
     c.limit = kMaxStreamingPositions;
     if (n_prompt >= n_max) {
       c.prompt_too_long = true;
@@ -83,7 +83,7 @@ Result<PreparedRequest> InputProcessor::prepare(GenerationRequest request) const
                                             " allows (one position is needed to generate)");
   const int bs = limits_.block_size;
   const int64_t blocks = (n + 1 + bs - 1) / bs;
-  if (streaming.mode != StreamingMode::Window && blocks > limits_.n_blocks_total)
+  if (streaming.mode == StreamingMode::Off && blocks > limits_.n_blocks_total)
     return error(ErrorKind::OutOfRange, "the prompt needs " + std::to_string(blocks) + " KV blocks but the pool holds " +
                                             std::to_string(limits_.n_blocks_total) + " (raise --kv-memory)");
   std::erase_if(request.stop, [](const std::string& s) { return s.empty(); });

@@ -47,8 +47,8 @@ class InputProcessor {
   Result<PreparedRequest> prepare(GenerationRequest request) const;
   // Whether a prompt of n_prompt tokens and up to max_tokens more (< 0: as
   // many as fit) fit one sequence; the figures a caller needs to say why not.
-  // Streaming (the request's, else the engine's): generation is not bounded
-  // by the context, and a Window request's prompt is not either.
+  // Streaming (the request's, else the engine's): neither the prompt nor
+  // generation is bounded by the context.
   ContextCheck check_context(int64_t n_prompt, int64_t max_tokens,
                              const std::optional<StreamingParams>& streaming = std::nullopt) const;
   const InputLimits& limits() const { return limits_; }

@@ -114,7 +114,6 @@ void Scheduler::schedule_decodes(Step& st) {
     if (st.budget == 0) break;
     SchedRequest& r = at(id);
     if (r.status != SeqStatus::Running || r.n_tokens - r.n_computed != 1) continue;
-    r.window.shift_to_fit(r.n_computed, r.n_tokens);  // context shift: cut before the KV manager allocates
     // Proposed tokens ride along as far as the budget, the position limit and
     // the free blocks allow: a proposal never preempts anyone, and never takes
     // the watermark's reserve that other sequences grow into.
@@ -226,6 +225,7 @@ bool Scheduler::admit(Step& st, SchedRequest& r) {
     }
   }
   const int32_t n = std::min(r.n_tokens - r.n_computed, st.budget);
+  r.window.shift_to_fit(r.n_computed, r.n_computed + n);
   if (!st.kv.allocate_slots(r, r.n_computed + n)) {
     r.n_computed = n_computed_before;
     return false;
@@ -266,6 +266,7 @@ bool Scheduler::grow_running(Step& st, SchedRequest& r, int32_t n) {
 }
 
 bool Scheduler::try_chunk(Step& st, SchedRequest& r, int32_t n) {
+  r.window.shift_to_fit(r.n_computed, r.n_computed + n);  // context shift: cut before sizing the chunk
   const int32_t m = fit_tokens(st.kv, r, n);
   if (m == 0 || !st.kv.allocate_slots(r, r.n_computed + m)) return false;
   add_chunk(st, r, m);

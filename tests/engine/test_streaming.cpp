@@ -122,9 +122,10 @@ TEST(EngineStreaming, BadSettingsAreRefusedWithTheFigures) {
   EXPECT_NE(too_wide.status().message().find("KV blocks"), std::string::npos) << too_wide.status().message();
   EXPECT_FALSE(core->prepare(greedy({1}, 10, window(4, 0))).is_ok());
   EXPECT_FALSE(core->prepare(greedy({1}, 10, window(-1, 10))).is_ok());
-  // A shift's prompt must fit the context; a window's need not.
-  EXPECT_FALSE(core->prepare(greedy(story_prompt(600), 10, StreamingParams{StreamingMode::Shift, 4, 0})).is_ok());
+  // Neither a shift's prompt nor a window's is bounded by the context; a plain one is.
+  EXPECT_TRUE(core->prepare(greedy(story_prompt(600), 10, StreamingParams{StreamingMode::Shift, 4, 0})).is_ok());
   EXPECT_TRUE(core->prepare(greedy(story_prompt(600), 10, window(4, 252))).is_ok());
+  EXPECT_FALSE(core->prepare(greedy(story_prompt(600), 10, std::nullopt)).is_ok());
 }
 
 TEST(StreamingText, ParsesAndPrints) {

@@ -1,0 +1,143 @@
+#include "engine/continuous_perplexity.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "engine/inline_engine.h"
+#include "engine/streaming.h"
+
+namespace tern {
+
+Result<ContinuousMode> parse_continuous_mode(std::string_view text) {
+  ContinuousMode m;
+  m.name = std::string(text);
+  if (text == "dense") return m;
+  if (text.starts_with("recompute:")) {
+    const std::string_view w = text.substr(10);
+    auto [p, ec] = std::from_chars(w.data(), w.data() + w.size(), m.window);
+    if (ec != std::errc() || p != w.data() + w.size() || m.window < 1)
+      return error(ErrorKind::InvalidArgument, "mode '" + m.name + "': expected recompute:W with W >= 1");
+    m.kind = ContinuousMode::Kind::Recompute;
+    return m;
+  }
+  auto s = parse_streaming(text);
+  if (!s || s->mode == StreamingMode::Off)
+    return error(ErrorKind::InvalidArgument,
+                 "mode '" + m.name + "': expected dense, SINKS,WINDOW, shift[:SINKS] or recompute:W");
+  m.kind = ContinuousMode::Kind::Streaming;
+  m.streaming = *s;
+  return m;
+}
+
+namespace {
+
+// Runs the requests to the end; nll[at[i] + j] = -(prompt log-probability j of request i)
+// for its prompt tokens from `from[i]` on.
+Status score(InlineEngine& e, const std::vector<GenerationRequest>& reqs, const std::vector<size_t>& at,
+             const std::vector<size_t>& from, std::vector<double>& nll, const std::function<void(size_t)>& progress) {
+  size_t next = 0, done = 0, live = 0;
+  Status failed;
+  auto add_more = [&]() -> Status {
+    while (next < reqs.size() && live < 256) {  // a bounded queue: prompts are copied into the engine
+      auto p = e.prepare(reqs[next]);
+      TERN_RETURN_IF_ERROR(p.status());
+      const size_t i = next++;
+      ++live;
+      e.add(RequestId(i + 1), *p, [&, i](const RequestOutput& o) {
+        for (size_t j = from[i]; j < o.prompt_logprobs.size(); ++j) nll[at[i] + j - from[i]] = -o.prompt_logprobs[j].logprob;
+        if (o.finish) {
+          --live;
+          done += o.prompt_logprobs.empty() ? 0 : 1;
+          if (*o.finish == FinishReason::Error) failed = error(ErrorKind::Internal, "scoring failed: " + o.error);
+        }
+      });
+    }
+    return Status::ok();
+  };
+  TERN_RETURN_IF_ERROR(add_more());
+  while (e.has_work()) {
+    TERN_RETURN_IF_ERROR(e.step());
+    TERN_RETURN_IF_ERROR(failed);
+    TERN_RETURN_IF_ERROR(add_more());
+    if (progress) progress(done);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::vector<double>> continuous_nll(const EngineConfig& base, const std::vector<TokenId>& tokens,
+                                           const ContinuousMode& mode, const std::function<void(size_t)>& progress) {
+  if (tokens.size() < 2) return error(ErrorKind::InvalidArgument, "the text has fewer than two tokens: nothing to score");
+  if (tokens.size() > (size_t{1} << 28)) return error(ErrorKind::InvalidArgument, "the text is too long to score as one sequence");
+  EngineConfig c = base;
+  c.prefix_caching = false;
+  c.spec = SpecMethod::None;
+  c.kv_memory_bytes = 0;
+  c.kv_exact_contexts = true;
+  c.max_num_seqs = 1;
+  GenerationRequest whole;
+  whole.max_tokens = 0;
+  whole.prompt_logprobs = 0;
+  whole.prompt_tokens = tokens;
+  std::vector<GenerationRequest> reqs;
+  std::vector<size_t> at, from;
+  switch (mode.kind) {
+    case ContinuousMode::Kind::Dense:
+      c.n_ctx = static_cast<int32_t>(tokens.size()) + 1;
+      reqs.push_back(whole);
+      break;
+    case ContinuousMode::Kind::Streaming:
+      whole.streaming = mode.streaming;
+      if (mode.streaming.mode == StreamingMode::Window)  // room for the sinks, the window and a chunk
+        c.n_ctx = mode.streaming.sinks + mode.streaming.window + std::max(c.max_batched_tokens, 2 * c.block_size);
+      else  // a shift cuts before each chunk: block-sized chunks keep each token's context as decoding would
+        c.max_batched_tokens = c.block_size;
+      reqs.push_back(whole);
+      break;
+    case ContinuousMode::Kind::Recompute: {
+      // The first W + 1 tokens as one prompt (each token sees all before it),
+      // then one request per token: the W tokens before it and itself.
+      const size_t w = static_cast<size_t>(mode.window);
+      c.n_ctx = mode.window + 2;
+      c.max_num_seqs = 64;
+      c.kv_exact_contexts = false;
+      GenerationRequest first = whole;
+      first.prompt_tokens.assign(tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>(std::min(tokens.size(), w + 1)));
+      reqs.push_back(first);
+      for (size_t t = w + 1; t < tokens.size(); ++t) {
+        GenerationRequest r = whole;
+        r.prompt_tokens.assign(tokens.begin() + static_cast<ptrdiff_t>(t - w), tokens.begin() + static_cast<ptrdiff_t>(t + 1));
+        reqs.push_back(std::move(r));
+      }
+      break;
+    }
+  }
+  at.assign(reqs.size(), 0);
+  from.assign(reqs.size(), 0);
+  for (size_t i = 1; i < reqs.size(); ++i) {  // recompute: request i scores token w + i only
+    at[i] = static_cast<size_t>(mode.window) + i - 1;
+    from[i] = static_cast<size_t>(mode.window) - 1;
+  }
+  auto e = InlineEngine::create(c);
+  TERN_RETURN_IF_ERROR(e.status());
+  std::vector<double> nll(tokens.size() - 1, std::nan(""));
+  TERN_RETURN_IF_ERROR(score(**e, reqs, at, from, nll, progress));
+  for (double x : nll)
+    if (std::isnan(x)) return error(ErrorKind::Internal, "a token was left unscored");
+  return nll;
+}
+
+std::vector<double> segment_perplexities(const std::vector<double>& nll, size_t segment) {
+  std::vector<double> out;
+  for (size_t i = 0; i < nll.size(); i += segment) {
+    const size_t end = std::min(nll.size(), i + segment);
+    double sum = 0;
+    for (size_t j = i; j < end; ++j) sum += nll[j];
+    out.push_back(std::exp(sum / static_cast<double>(end - i)));
+  }
+  return out;
+}
+
+}  // namespace tern
