@@ -35,8 +35,8 @@ namespace {
 // Runs the requests to the end; nll[at[i] + j] = -(prompt log-probability j of request i)
 // for its prompt tokens from `from[i]` on.
 Status score(InlineEngine& e, const std::vector<GenerationRequest>& reqs, const std::vector<size_t>& at,
-             const std::vector<size_t>& from, std::vector<double>& nll, const std::function<void(size_t)>& progress) {
-  size_t next = 0, done = 0, live = 0;
+             const std::vector<size_t>& from, std::vector<double>& nll) {
+  size_t next = 0, live = 0;
   Status failed;
   auto add_more = [&]() -> Status {
     while (next < reqs.size() && live < 256) {  // a bounded queue: prompts are copied into the engine
@@ -48,7 +48,6 @@ Status score(InlineEngine& e, const std::vector<GenerationRequest>& reqs, const 
         for (size_t j = from[i]; j < o.prompt_logprobs.size(); ++j) nll[at[i] + j - from[i]] = -o.prompt_logprobs[j].logprob;
         if (o.finish) {
           --live;
-          done += o.prompt_logprobs.empty() ? 0 : 1;
           if (*o.finish == FinishReason::Error) failed = error(ErrorKind::Internal, "scoring failed: " + o.error);
         }
       });
@@ -60,7 +59,6 @@ Status score(InlineEngine& e, const std::vector<GenerationRequest>& reqs, const 
     TERN_RETURN_IF_ERROR(e.step());
     TERN_RETURN_IF_ERROR(failed);
     TERN_RETURN_IF_ERROR(add_more());
-    if (progress) progress(done);
   }
   return Status::ok();
 }
@@ -68,7 +66,7 @@ Status score(InlineEngine& e, const std::vector<GenerationRequest>& reqs, const 
 }  // namespace
 
 Result<std::vector<double>> continuous_nll(const EngineConfig& base, const std::vector<TokenId>& tokens,
-                                           const ContinuousMode& mode, const std::function<void(size_t)>& progress) {
+                                           const ContinuousMode& mode) {
   if (tokens.size() < 2) return error(ErrorKind::InvalidArgument, "the text has fewer than two tokens: nothing to score");
   if (tokens.size() > (size_t{1} << 28)) return error(ErrorKind::InvalidArgument, "the text is too long to score as one sequence");
   EngineConfig c = base;
@@ -123,7 +121,7 @@ Result<std::vector<double>> continuous_nll(const EngineConfig& base, const std::
   auto e = InlineEngine::create(c);
   TERN_RETURN_IF_ERROR(e.status());
   std::vector<double> nll(tokens.size() - 1, std::nan(""));
-  TERN_RETURN_IF_ERROR(score(**e, reqs, at, from, nll, progress));
+  TERN_RETURN_IF_ERROR(score(**e, reqs, at, from, nll));
   for (double x : nll)
     if (std::isnan(x)) return error(ErrorKind::Internal, "a token was left unscored");
   return nll;

@@ -14,7 +14,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -37,10 +36,9 @@ Result<ContinuousMode> parse_continuous_mode(std::string_view text);
 
 // Negative log-likelihoods (nats) of tokens[1..n-1], in order. `base` gives
 // the model, threads, KV type and context (a shift's; a window's pool is
-// sized for its sinks and window). progress(scored) now and then.
+// sized for its sinks and window).
 Result<std::vector<double>> continuous_nll(const EngineConfig& base, const std::vector<TokenId>& tokens,
-                                           const ContinuousMode& mode,
-                                           const std::function<void(size_t)>& progress = {});
+                                           const ContinuousMode& mode);
 
 // Perplexity of each run of `segment` consecutive scored tokens (the last may be shorter).
 std::vector<double> segment_perplexities(const std::vector<double>& nll, size_t segment);

@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "model/forward_input.h"
 #include "model/model.h"
+#include "plain_pools.h"
 #include "synthetic_model.h"
 
 namespace tern {
@@ -27,25 +28,9 @@ namespace {
 
 constexpr int kBlock = 8;
 
-struct Pools {
-  std::vector<std::vector<std::byte>> memory;
-  std::vector<KvPoolView> views;
-  Pools(const Model& m, KvType type, int n_blocks) {
-    for (const KvCacheSpec& s : m.kv_specs(type)) {
-      KvPoolView v;
-      v.n_blocks = n_blocks;
-      v.type = type;
-      v.n_layer = s.n_layer;
-      v.block_size = kBlock;
-      v.n_kv_head = s.n_kv_head;
-      v.head_dim = s.head_dim;
-      v.row_bytes = s.row_bytes();
-      v.block_bytes = static_cast<size_t>(s.n_layer) * 2 * kBlock * v.row_bytes;
-      memory.emplace_back(v.block_bytes * static_cast<size_t>(n_blocks));
-      v.base = memory.back().data();
-      views.push_back(v);
-    }
-  }
+// Pools of kBlock-position blocks.
+struct Pools : test::PlainPools {
+  Pools(const Model& m, KvType type, int n_blocks) : PlainPools(m, type, kBlock, n_blocks) {}
 };
 
 // One pass of tokens [from, to) of one sequence; table entry b is pool block b

@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "model/forward_input.h"
 #include "model/model.h"
+#include "plain_pools.h"
 #include "synthetic_model.h"
 
 namespace tern {
@@ -23,27 +24,7 @@ using test::load;
 using test::make_synthetic;
 using test::SynthSpec;
 
-// One sequence's pools over plain memory: block b of the table is pool block b.
-struct Pools {
-  std::vector<std::vector<std::byte>> memory;
-  std::vector<KvPoolView> views;
-  Pools(const Model& m, KvType type, int block_size, int n_blocks) {
-    for (const KvCacheSpec& s : m.kv_specs(type)) {
-      KvPoolView v;
-      v.n_blocks = n_blocks;
-      v.type = type;
-      v.n_layer = s.n_layer;
-      v.block_size = block_size;
-      v.n_kv_head = s.n_kv_head;
-      v.head_dim = s.head_dim;
-      v.row_bytes = s.row_bytes();
-      v.block_bytes = static_cast<size_t>(s.n_layer) * 2 * static_cast<size_t>(block_size) * v.row_bytes;
-      memory.emplace_back(v.block_bytes * static_cast<size_t>(n_blocks));
-      v.base = memory.back().data();
-      views.push_back(v);
-    }
-  }
-};
+using Pools = test::PlainPools;
 
 // A tree past a prefix: token, parent (-1: the prefix's last token).
 struct Node {
