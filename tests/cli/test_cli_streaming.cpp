@@ -65,8 +65,8 @@ TEST(CliStreaming, BatchLinesCarryTheirOwnStreaming) {
   EXPECT_TRUE(saw_refusal) << o.out;
 }
 
-// Four modes over 400 tokens in segments of 100: while nothing is evicted
-// (the first 100 tokens, all within 128 positions) every mode scores alike;
+// Four modes over 300 tokens in segments of 60: while nothing is evicted
+// (the first 60 tokens, all within 64 positions) every mode scores alike;
 // the JSON and the chart carry every mode.
 TEST(CliStreaming, ContinuousPerplexityComparesModes) {
   TERN_REQUIRE_STORIES();
@@ -74,21 +74,21 @@ TEST(CliStreaming, ContinuousPerplexityComparesModes) {
   const std::string text = std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt";
   const std::string json = dir / "ppl.json", svg = dir / "ppl.svg";
   auto o = run_tern("perplexity -m " + quote(test::stories_gguf()) + " -f " + quote(text) +
-                    " --continuous --modes 'dense 4,124 0,124 recompute:127' --max-tokens 400 --segment 100 -t 2"
+                    " --continuous --modes 'dense 4,60 0,60 recompute:63' --max-tokens 300 --segment 60 -t 2"
                     " --json-out " + quote(json) + " --chart " + quote(svg));
   ASSERT_EQ(o.exit_code, 0) << o.err;
-  EXPECT_NE(o.out.find("| scored tokens | dense | 4,124 | 0,124 | recompute:127 |"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("| scored tokens | dense | 4,60 | 0,60 | recompute:63 |"), std::string::npos) << o.out;
   const auto j = nlohmann::json::parse(read_all(json));
   ASSERT_EQ(j["modes"].size(), 4u);
-  EXPECT_EQ(j["tokens"], 400);
+  EXPECT_EQ(j["tokens"], 300);
   const double first = j["modes"][0]["segments"][0];
   for (const auto& m : j["modes"]) {
-    ASSERT_EQ(m["segments"].size(), 4u) << m.dump();
+    ASSERT_EQ(m["segments"].size(), 5u) << m.dump();
     EXPECT_NEAR(double(m["segments"][0]), first, 1e-3 * first) << m["mode"];
     for (double p : m["segments"]) EXPECT_TRUE(std::isfinite(p) && p > 1.0 && p < 100.0) << m.dump();
   }
   const std::string chart = read_all(svg);
-  for (const char* name : {"dense", "4,124", "0,124", "recompute:127"})
+  for (const char* name : {"dense", "4,60", "0,60", "recompute:63"})
     EXPECT_NE(chart.find(std::string("data-name=\"") + name + "\""), std::string::npos) << name;
   auto bad = run_tern("perplexity -m " + quote(test::stories_gguf()) + " -f " + quote(text) + " --continuous --modes 'dense nope'");
   EXPECT_NE(bad.exit_code, 0);
