@@ -32,10 +32,11 @@ Result<ContinuousMode> parse_continuous_mode(std::string_view text) {
 
 namespace {
 
-// Runs the requests to the end; nll[at[i] + j] = -(prompt log-probability j of request i)
-// for its prompt tokens from `from[i]` on.
-Status score(InlineEngine& e, const std::vector<GenerationRequest>& reqs, const std::vector<size_t>& at,
-             const std::vector<size_t>& from, std::vector<double>& nll) {
+// Runs the requests to the end. Request 0 scores every token of its prompt
+// from the second on: nll[j] = -(its log-probability j); request i > 0 (a
+// recomputed window of `window` tokens and the one it predicts) only its
+// last: nll[window + i - 1].
+Status score(InlineEngine& e, const std::vector<GenerationRequest>& reqs, size_t window, std::vector<double>& nll) {
   size_t next = 0, live = 0;
   Status failed;
   auto add_more = [&]() -> Status {
@@ -45,7 +46,11 @@ Status score(InlineEngine& e, const std::vector<GenerationRequest>& reqs, const 
       const size_t i = next++;
       ++live;
       e.add(RequestId(i + 1), *p, [&, i](const RequestOutput& o) {
-        for (size_t j = from[i]; j < o.prompt_logprobs.size(); ++j) nll[at[i] + j - from[i]] = -o.prompt_logprobs[j].logprob;
+        const auto& lps = o.prompt_logprobs;
+        if (i == 0)
+          for (size_t j = 0; j < lps.size(); ++j) nll[j] = -lps[j].logprob;
+        else if (!lps.empty())
+          nll[window + i - 1] = -lps.back().logprob;
         if (o.finish) {
           --live;
           if (*o.finish == FinishReason::Error) failed = error(ErrorKind::Internal, "scoring failed: " + o.error);
@@ -75,12 +80,12 @@ Result<std::vector<double>> continuous_nll(const EngineConfig& base, const std::
   c.kv_memory_bytes = 0;
   c.kv_exact_contexts = true;
   c.max_num_seqs = 1;
-  GenerationRequest whole;
-  whole.max_tokens = 0;
-  whole.prompt_logprobs = 0;
+  GenerationRequest scoring;  // every request: its prompt scored, nothing generated
+  scoring.max_tokens = 0;
+  scoring.prompt_logprobs = 0;
+  GenerationRequest whole = scoring;
   whole.prompt_tokens = tokens;
   std::vector<GenerationRequest> reqs;
-  std::vector<size_t> at, from;
   switch (mode.kind) {
     case ContinuousMode::Kind::Dense:
       c.n_ctx = static_cast<int32_t>(tokens.size()) + 1;
@@ -101,27 +106,21 @@ Result<std::vector<double>> continuous_nll(const EngineConfig& base, const std::
       c.n_ctx = mode.window + 2;
       c.max_num_seqs = 64;
       c.kv_exact_contexts = false;
-      GenerationRequest first = whole;
+      GenerationRequest first = scoring;
       first.prompt_tokens.assign(tokens.begin(), tokens.begin() + static_cast<ptrdiff_t>(std::min(tokens.size(), w + 1)));
       reqs.push_back(first);
       for (size_t t = w + 1; t < tokens.size(); ++t) {
-        GenerationRequest r = whole;
+        GenerationRequest r = scoring;
         r.prompt_tokens.assign(tokens.begin() + static_cast<ptrdiff_t>(t - w), tokens.begin() + static_cast<ptrdiff_t>(t + 1));
         reqs.push_back(std::move(r));
       }
       break;
     }
   }
-  at.assign(reqs.size(), 0);
-  from.assign(reqs.size(), 0);
-  for (size_t i = 1; i < reqs.size(); ++i) {  // recompute: request i scores token w + i only
-    at[i] = static_cast<size_t>(mode.window) + i - 1;
-    from[i] = static_cast<size_t>(mode.window) - 1;
-  }
   auto e = InlineEngine::create(c);
   TERN_RETURN_IF_ERROR(e.status());
   std::vector<double> nll(tokens.size() - 1, std::nan(""));
-  TERN_RETURN_IF_ERROR(score(**e, reqs, at, from, nll));
+  TERN_RETURN_IF_ERROR(score(**e, reqs, static_cast<size_t>(mode.window), nll));
   for (double x : nll)
     if (std::isnan(x)) return error(ErrorKind::Internal, "a token was left unscored");
   return nll;

@@ -21,20 +21,10 @@ ContextCheck InputProcessor::check_context(int64_t n_prompt, int64_t max_tokens,
   c.n_ctx_model = limits_.n_ctx;
   c.n_prompt = n_prompt;
   c.max_tokens = max_tokens;
-  const StreamingMode mode = streaming.value_or(limits_.streaming).mode;
-  if (mode != StreamingMode::Off) {
+  if (streaming.value_or(limits_.streaming).mode != StreamingMode::Off) {
     // Positions are 32-bit: that is the only bound left (a long prompt is cut or windowed as it is computed).
-    const int64_t n_max = kMaxStreamingPositions;
     c.limit = kMaxStreamingPositions;
-    if (n_prompt >= n_max) {
-      c.prompt_too_long = true;
-      c.limit = n_max;
-      c.n_over = n_prompt - n_max + 1;
-    } else if (max_tokens > 0 && n_prompt + max_tokens > kMaxStreamingPositions) {
-      c.n_over = n_prompt + max_tokens - kMaxStreamingPositions;
-    }
-    c.ok = c.n_over == 0;
-    return c;
+    c.limit_is_kv_pool = false;
   }
   if (n_prompt >= c.limit) {
     c.prompt_too_long = true;
