@@ -36,6 +36,7 @@
 #include "core/status.h"
 #include "kernels/attention.h"
 #include "kernels/ref/ops.h"
+#include "kernels/ssm.h"
 #include "kv/kv_pool.h"
 #include "kv/seq_window.h"
 
@@ -90,8 +91,35 @@ struct AttentionInput {
   const float* q_sink = nullptr;
 };
 
+// One sequence's consecutive tokens in a pass and its recurrent state in one
+// state-space layer (kernels/ssm.h); the state is pool memory (kv/kv_pool.h).
+struct SsmRun {
+  int64_t first_token = 0;  // row of its first token in the batch
+  int64_t n_tokens = 0;
+  float* conv_state = nullptr;  // [d_conv - 1][d_inner]
+  float* ssm_state = nullptr;   // [d_inner][d_state]
+};
+
+// The selective scan's inputs for a whole pass, row 0 first (each run reads
+// its own rows): shapes as kernels::SsmScanArgs.
+struct SsmScanInput {
+  const float* x = nullptr;
+  const float* dt = nullptr;
+  const float* a = nullptr;
+  const float* b = nullptr;
+  const float* c = nullptr;
+  int64_t bc_stride = 0;
+  const float* d = nullptr;
+  const float* z = nullptr;
+  int64_t z_stride = 0;
+};
+
 // Named activation buffers of a pass (scratch slots).
-enum class Slot { X, Xn, Q, QSink, K, V, Att, Proj, Gate, Up, OutRows, Logits, Router, SharedGate, MoeX, MoeY, Count };
+enum class Slot {
+  X, Xn, Q, QSink, K, V, Att, Proj, Gate, Up, OutRows, Logits, Router, SharedGate, MoeX, MoeY,
+  SsmXz, SsmConv, SsmDtIn, SsmBc, SsmDt, SsmY,  // state-space layers (model/layers_ssm.cpp)
+  Count
+};
 
 class Backend {
  public:
@@ -153,6 +181,13 @@ class Backend {
   virtual void scatter_add(const float* y, std::span<const int32_t> rows, std::span<const float> weights, float* out,
                            int64_t n) = 0;
   virtual void zero(float* x, int64_t n_rows, int64_t n) = 0;  // x = 0
+  // State-space layers (kernels/ssm.h), every run from its own state:
+  // out [n][d_inner] = silu(conv(x) + bias), x [n][x_stride] (channels first
+  // in a row), w [d_conv][d_inner]; and the selective scan into y [n][d_inner].
+  virtual void ssm_conv(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const float* x, int64_t x_stride,
+                        const float* w, const float* bias, float* out) = 0;
+  virtual void ssm_scan(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const SsmScanInput& in,
+                        float* y) = 0;
 };
 
 // n_threads <= 0: every core (the reference backend always runs on one).

@@ -67,4 +67,47 @@ void HostBackend::zero(float* x, int64_t n_rows, int64_t n) {
   std::memset(x, 0, static_cast<size_t>(n_rows * n) * sizeof(float));
 }
 
+kernels::SsmConvArgs ssm_conv_args(const kernels::SsmDims& dims, const SsmRun& r, const float* x, int64_t x_stride,
+                                   const float* w, const float* bias, float* out) {
+  kernels::SsmConvArgs a;
+  a.dims = dims;
+  a.n_tokens = r.n_tokens;
+  a.conv_state = r.conv_state;
+  a.x = x + r.first_token * x_stride;
+  a.x_stride = x_stride;
+  a.w = w;
+  a.bias = bias;
+  a.out = out + r.first_token * dims.d_inner;
+  return a;
+}
+
+kernels::SsmScanArgs ssm_scan_args(const kernels::SsmDims& dims, const SsmRun& r, const SsmScanInput& in, float* y) {
+  const int64_t t0 = r.first_token, d_inner = dims.d_inner;
+  kernels::SsmScanArgs a;
+  a.dims = dims;
+  a.n_tokens = r.n_tokens;
+  a.state = r.ssm_state;
+  a.x = in.x + t0 * d_inner;
+  a.dt = in.dt + t0 * d_inner;
+  a.a = in.a;
+  a.b = in.b + t0 * in.bc_stride;
+  a.c = in.c + t0 * in.bc_stride;
+  a.bc_stride = in.bc_stride;
+  a.d = in.d;
+  a.z = in.z + t0 * in.z_stride;
+  a.z_stride = in.z_stride;
+  a.y = y + t0 * d_inner;
+  return a;
+}
+
+void HostBackend::ssm_conv(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const float* x,
+                           int64_t x_stride, const float* w, const float* bias, float* out) {
+  for (const SsmRun& r : runs) kernels::ssm_kernels().conv(ssm_conv_args(dims, r, x, x_stride, w, bias, out), 0, dims.d_inner);
+}
+
+void HostBackend::ssm_scan(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const SsmScanInput& in,
+                           float* y) {
+  for (const SsmRun& r : runs) kernels::ssm_kernels().scan(ssm_scan_args(dims, r, in, y), 0, dims.d_inner);
+}
+
 }  // namespace tern::backend

@@ -26,9 +26,19 @@ class HostBackend : public Backend {
   void gather_rows(const float* x, std::span<const int32_t> rows, float* out, int64_t n) override;
   void scale(float* x, int64_t n_rows, int64_t n, float s) override;
   void zero(float* x, int64_t n_rows, int64_t n) override;
+  // The best level's kernels (kernels/ssm.h), run by run on the calling thread.
+  void ssm_conv(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const float* x, int64_t x_stride,
+                const float* w, const float* bias, float* out) override;
+  void ssm_scan(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const SsmScanInput& in,
+                float* y) override;
 
  private:
   std::array<std::vector<float>, static_cast<size_t>(Slot::Count)> scratch_;
 };
+
+// One run's kernel arguments, its rows of the pass's buffers.
+kernels::SsmConvArgs ssm_conv_args(const kernels::SsmDims& dims, const SsmRun& r, const float* x, int64_t x_stride,
+                                   const float* w, const float* bias, float* out);
+kernels::SsmScanArgs ssm_scan_args(const kernels::SsmDims& dims, const SsmRun& r, const SsmScanInput& in, float* y);
 
 }  // namespace tern::backend

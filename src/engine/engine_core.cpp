@@ -111,7 +111,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
 
   std::vector<KvCacheSpec> specs = core->model_->kv_specs(config.kv_type);
   const uint64_t block_bytes = block_bytes_of(specs, config.block_size);
-  auto n_blocks = pool_blocks(config, block_bytes, core->n_ctx_);
+  // A model without attention layers (state-space only) keeps no KV blocks:
+  // the count is bookkeeping, as if every sequence could reach the context.
+  auto n_blocks = block_bytes == 0 ? Result<int>(static_cast<int>(std::min<int64_t>(
+                                         (static_cast<int64_t>(core->n_ctx_) + config.block_size - 1) /
+                                             config.block_size * std::max(1, config.max_num_seqs),
+                                         INT32_MAX / 2)))
+                                   : pool_blocks(config, block_bytes, core->n_ctx_);
   TERN_RETURN_IF_ERROR(n_blocks.status());
   TERN_RETURN_IF_ERROR(check_context_fits_pool(config, block_bytes, *n_blocks));
   KvManagerConfig kc;
@@ -393,12 +399,13 @@ Status EngineCore::step_once(std::vector<CoreOutput>& out) {
 void EngineCore::record_step(const SchedulerOutput& so, int64_t n_tokens) {
   ++n_steps_;
   n_tokens_stepped_ += n_tokens;
-  const BlockManager& bm = kv_->blocks();
-  kv_blocks_peak_ = std::max(kv_blocks_peak_, bm.n_blocks_used());
+  const int blocks_used = kv_->has_blocks() ? kv_->blocks().n_blocks_used() : 0;
+  kv_blocks_peak_ = std::max(kv_blocks_peak_, blocks_used);
+  states_peak_ = std::max(states_peak_, kv_->n_state_slots_used());
   int64_t used = 0;
   for (const ScheduledChunk& c : so.chunks)
     if (const SchedRequest* r = scheduler_->find(c.id)) used += r->n_computed;
-  slots_sum_ += static_cast<int64_t>(bm.n_blocks_used()) * kv_->block_size();
+  slots_sum_ += static_cast<int64_t>(blocks_used) * kv_->block_size();
   used_sum_ += used;
   running_sum_ += static_cast<int64_t>(so.chunks.size());
   running_peak_ = std::max(running_peak_, static_cast<int>(so.chunks.size()));
@@ -412,14 +419,21 @@ EngineStats EngineCore::stats() const {
   st.n_swapped = ss.n_swapped;
   st.n_preemptions = ss.n_preemptions;
   st.n_swaps_lost = ss.n_swaps_lost;
-  const BlockManager& bm = kv_->blocks();
-  st.kv_blocks_total = bm.n_blocks_total();
-  st.kv_blocks_used = bm.n_blocks_used();
-  st.kv_blocks_free = bm.n_blocks_free();
-  st.kv_blocks_cached = bm.n_blocks_cached();
+  if (kv_->has_blocks()) {
+    const BlockManager& bm = kv_->blocks();
+    st.kv_blocks_total = bm.n_blocks_total();
+    st.kv_blocks_used = bm.n_blocks_used();
+    st.kv_blocks_free = bm.n_blocks_free();
+    st.kv_blocks_cached = bm.n_blocks_cached();
+    st.prefix_lookup_tokens = bm.stats().n_lookup_tokens;
+    st.prefix_hit_tokens = bm.stats().n_hit_tokens;
+  }
   st.kv_blocks_peak = kv_blocks_peak_;
-  st.prefix_lookup_tokens = bm.stats().n_lookup_tokens;
-  st.prefix_hit_tokens = bm.stats().n_hit_tokens;
+  st.state_slots_total = kv_->n_state_slots();
+  st.state_slots_used = kv_->n_state_slots_used();
+  st.state_slots_peak = states_peak_;
+  st.state_slot_bytes = static_cast<int64_t>(kv_->state_slot_bytes());
+  st.state_bytes_total = static_cast<int64_t>(kv_->state_bytes());
   st.prefix_hit_rate =
       st.prefix_lookup_tokens > 0 ? static_cast<double>(st.prefix_hit_tokens) / st.prefix_lookup_tokens : 0.0;
   st.n_steps = n_steps_;

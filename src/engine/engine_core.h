@@ -121,6 +121,7 @@ class EngineCore {
   int64_t n_steps_ = 0, n_tokens_stepped_ = 0, n_finished_ = 0;
   int64_t n_tokens_prompt_ = 0, n_tokens_generated_ = 0;
   int kv_blocks_peak_ = 0;
+  int states_peak_ = 0;  // recurrent state slots held at once
   int64_t slots_sum_ = 0, used_sum_ = 0, running_sum_ = 0;
   int running_peak_ = 0;
   int64_t decode_steps_ = 0, decode_tokens_ = 0;

@@ -150,6 +150,10 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
       for (int g = 0; g < n_groups; ++g) {
         ForwardInput::KvGroup& kg = in.kv[static_cast<size_t>(g)];
         const std::span<const int32_t> table = kg.table(si);
+        if (kv_.spec(g).kind == CacheKind::Recurrent) {  // every token names its sequence's state slot
+          kg.slots.push_back(table.empty() ? -1 : table[0]);
+          continue;
+        }
         const size_t ib = static_cast<size_t>(p / bs);
         kg.slots.push_back(ib < table.size() ? static_cast<int64_t>(table[ib]) * bs + p % bs : -1);
       }

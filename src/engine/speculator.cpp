@@ -84,6 +84,11 @@ Result<std::string> write_self_draft(const EngineConfig& config) {
 Result<std::unique_ptr<Speculator>> Speculator::create(const EngineConfig& config, const Model& target,
                                                        int32_t max_positions) {
   if (config.spec == SpecMethod::None) return std::unique_ptr<Speculator>();
+  for (const KvCacheSpec& k : target.kv_specs())
+    if (k.kind == CacheKind::Recurrent)
+      return error(ErrorKind::Unsupported, "speculative decoding needs a cache that can drop rejected tokens; '" +
+                                               target.hparams().arch + "' keeps a recurrent state, which cannot " +
+                                               "go back (run it without --spec)");
   std::unique_ptr<Speculator> s(new Speculator());
   s->config_ = config;
   std::string draft_path = config.spec_draft_path;

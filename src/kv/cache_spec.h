@@ -26,8 +26,13 @@ struct KvCacheSpec {
   int n_kv_head = 0;
   int head_dim = 0;
   KvType type = KvType::F16;
+  int64_t state_floats = 0;  // Recurrent: one layer's state of one sequence (F32, whatever `type`)
 
-  size_t row_bytes() const { return kv_row_bytes(type, n_kv_head, head_dim); }
+  // Recurrent: the bytes of one layer's state (a pool "row"); else one position's K or V.
+  size_t row_bytes() const {
+    return kind == CacheKind::Recurrent ? static_cast<size_t>(state_floats) * sizeof(float)
+                                        : kv_row_bytes(type, n_kv_head, head_dim);
+  }
   // Blocks a sequence of n positions needs resident (the window's, for a sliding window).
   bool frees_old_blocks() const { return kind == CacheKind::SlidingWindow && window > 0; }
 };

@@ -8,6 +8,10 @@
 // A slot is block * block_size + offset: the position's place in the pool.
 // KvPoolView is the plain description the forward pass and the backends use;
 // KvPool owns the memory (reserved up front, touched as blocks are written).
+//
+// A recurrent group's pool (state-space layers, kv/cache_spec.h) is a state
+// pool instead: n_blocks state slots, each every layer's state in turn
+// (row_bytes each, F32), block_size 1 and no heads; state() addresses it.
 #pragma once
 
 #include <cstddef>
@@ -39,6 +43,11 @@ struct KvPoolView {
   }
   std::byte* slot_row(int64_t slot, int layer, int kv) const {
     return row(slot / block_size, layer, kv, static_cast<int32_t>(slot % block_size));
+  }
+  // A state pool's layer state of slot `slot`.
+  float* state(int64_t slot, int layer) const {
+    return reinterpret_cast<float*>(base + static_cast<size_t>(slot) * block_bytes +
+                                    static_cast<size_t>(layer) * row_bytes);
   }
 };
 

@@ -50,6 +50,10 @@ struct ArchInfo {
   bool fused_qkv = false;         // binds blk.N.attn_qkv.weight ([q; k; v] rows) when present, else attn_q/k/v
   bool fused_gate_up = false;     // blk.N.ffn_up.weight is [gate; up] (2 n_ff rows); there is no ffn_gate
   const MoeInfo* moe = nullptr;   // reads expert_count and, when > 0, binds experts in place of ffn_{gate,up,down}
+  // Every layer is a Mamba mixer (archs/mamba.cpp): reads <arch>.ssm.*, and
+  // neither attention nor FFN keys and tensors (head_count, feed_forward_length
+  // may be absent or 0).
+  bool state_space = false;
 };
 
 // Every registered architecture, in registry order.

@@ -4,6 +4,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/assert.h"
+
 namespace tern {
 
 BatchRunner::BatchRunner(const Model& model, int n_seqs, int32_t max_positions)
@@ -16,29 +18,43 @@ Result<std::unique_ptr<BatchRunner>> BatchRunner::create(const Model& model, int
   if (block_size == 0) block_size = max_positions;
   std::unique_ptr<BatchRunner> r(new BatchRunner(model, n_seqs, max_positions));
   const int64_t blocks_per_seq = (static_cast<int64_t>(max_positions) + block_size - 1) / block_size;
+  r->n_pos_.assign(static_cast<size_t>(n_seqs), 0);
   for (const KvCacheSpec& spec : model.kv_specs(type)) {
+    if (spec.kind == CacheKind::Recurrent) {
+      auto states = StatePool::create(spec, n_seqs);
+      TERN_RETURN_IF_ERROR(states.status());
+      r->cache_of_.push_back(-1);
+      r->pools_.push_back(states.value()->view());
+      r->states_.push_back(std::move(states).value());
+      continue;
+    }
     const KvShape shape{spec.n_layer, spec.n_kv_head, spec.head_dim, type};
     auto cache = PagedKvCache::create(shape, static_cast<int>(blocks_per_seq * n_seqs), block_size,
                                       /*prefix_caching=*/false);
     TERN_RETURN_IF_ERROR(cache.status());
+    r->cache_of_.push_back(static_cast<int>(r->caches_.size()));
     r->pools_.push_back(cache.value()->view());
     r->caches_.push_back(std::move(cache).value());
   }
-  r->input_.kv.resize(r->caches_.size());
+  r->input_.kv.resize(r->pools_.size());
   r->input_.n_ctx_seq = max_positions;  // the context in force for parameters that depend on it
   return r;
 }
 
-int32_t BatchRunner::n_positions(SeqId seq) const { return caches_.front()->n_positions(seq); }
+int32_t BatchRunner::n_positions(SeqId seq) const { return n_pos_[static_cast<size_t>(seq.value)]; }
 
 void BatchRunner::truncate(SeqId seq, int32_t n) {
+  int32_t& held = n_pos_[static_cast<size_t>(seq.value)];
+  TERN_ASSERT_MSG(states_.empty() || n == 0 || n >= held, "a recurrent state cannot go back to an earlier position");
   for (auto& c : caches_) c->truncate(seq, n);
+  held = std::min(held, n);
 }
 
 int64_t BatchRunner::kv_bytes(const Model& model, int n_seqs, int32_t max_positions, KvType type) {
   int64_t bytes = 0;
   for (const KvCacheSpec& s : model.kv_specs(type))
-    bytes += static_cast<int64_t>(s.row_bytes()) * 2 * s.n_layer * max_positions * n_seqs;
+    bytes += s.kind == CacheKind::Recurrent ? static_cast<int64_t>(s.row_bytes()) * s.n_layer * n_seqs
+                                            : static_cast<int64_t>(s.row_bytes()) * 2 * s.n_layer * max_positions * n_seqs;
   return bytes;
 }
 
@@ -83,12 +99,21 @@ Status BatchRunner::forward(const Batch& b, std::vector<float>& logits) {
     in.seq.push_back(seqs.at(b.seq_ids[i].value).first);
     if (b.logits[i]) in.logits_rows.push_back(static_cast<int32_t>(i));
   }
-  for (size_t g = 0; g < caches_.size(); ++g) {
+  for (size_t g = 0; g < pools_.size(); ++g) {
     ForwardInput::KvGroup& kg = in.kv[g];
-    const int bs = caches_[g]->block_size();
     kg.table_begin.push_back(0);
+    if (cache_of_[g] < 0) {  // recurrent: sequence id = state slot
+      for (int32_t id : order) {
+        kg.table_data.push_back(id);
+        kg.table_begin.push_back(static_cast<int32_t>(kg.table_data.size()));
+      }
+      for (size_t i = 0; i < n; ++i) kg.slots.push_back(b.seq_ids[i].value);
+      continue;
+    }
+    const PagedKvCache& cache = *caches_[static_cast<size_t>(cache_of_[g])];
+    const int bs = cache.block_size();
     for (int32_t id : order) {
-      for (BlockId blk : caches_[g]->blocks().block_table(SeqId(id))) kg.table_data.push_back(blk.value);
+      for (BlockId blk : cache.blocks().block_table(SeqId(id))) kg.table_data.push_back(blk.value);
       kg.table_begin.push_back(static_cast<int32_t>(kg.table_data.size()));
     }
     for (size_t i = 0; i < n; ++i) {
@@ -98,8 +123,10 @@ Status BatchRunner::forward(const Batch& b, std::vector<float>& logits) {
     }
   }
   TERN_RETURN_IF_ERROR(model_.forward(in, pools_, logits));
-  for (const auto& [seq, idx_end] : seqs)
+  for (const auto& [seq, idx_end] : seqs) {
     for (auto& c : caches_) c->set_n_positions(SeqId(seq), idx_end.second);
+    n_pos_[static_cast<size_t>(seq)] = idx_end.second;
+  }
   return Status::ok();
 }
 

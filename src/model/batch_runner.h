@@ -5,6 +5,9 @@
 // and invariance tests). It builds the ForwardInput the engine's model runner
 // would build for the same tokens, so results are the same bits.
 //
+// A model with recurrent (state-space) layers keeps one state per sequence
+// (sequence s in slot s of a state pool): it can be truncated only to 0.
+//
 // Errors: a token that does not continue its sequence's cache, a bad token id
 // or a negative sequence id -> InvalidArgument; a sequence id >= n_seqs or
 // positions past max_positions -> OutOfRange. Nothing changes on an error.
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "kv/paged_kv_cache.h"
+#include "kv/state_pool.h"
 #include "model/model.h"
 
 namespace tern {
@@ -24,12 +28,14 @@ class BatchRunner {
   // fastest layout for a single long sequence).
   static Result<std::unique_ptr<BatchRunner>> create(const Model& model, int n_seqs, int32_t max_positions,
                                                      KvType type = KvType::F32, int block_size = 0);
-  // KV bytes such a runner maps (keys and values of every layer and position).
+  // KV bytes such a runner maps (keys and values of every layer and position;
+  // recurrent layers' states, one per sequence).
   static int64_t kv_bytes(const Model& model, int n_seqs, int32_t max_positions, KvType type = KvType::F32);
   // logits: [rows with Batch::logits set][n_vocab], in batch order.
   Status forward(const Batch& batch, std::vector<float>& logits);
   int32_t n_positions(SeqId seq) const;
-  // Forgets positions >= n of seq (0: the whole sequence).
+  // Forgets positions >= n of seq (0: the whole sequence). With recurrent
+  // layers only n == 0 or n == n_positions(seq) (a state cannot go back).
   void truncate(SeqId seq, int32_t n);
 
  private:
@@ -38,8 +44,11 @@ class BatchRunner {
   const Model& model_;
   int n_seqs_;
   int32_t max_positions_;
-  std::vector<std::unique_ptr<PagedKvCache>> caches_;  // one per KV group
-  std::vector<KvPoolView> pools_;
+  std::vector<std::unique_ptr<PagedKvCache>> caches_;  // one per attention group
+  std::vector<std::unique_ptr<StatePool>> states_;     // one per recurrent group
+  std::vector<int> cache_of_;                          // [group] index into caches_, or -1: recurrent
+  std::vector<KvPoolView> pools_;                      // [group]
+  std::vector<int32_t> n_pos_;                         // [n_seqs] positions each sequence holds
   ForwardInput input_;
 };
 

@@ -26,12 +26,18 @@ void Model::assign_kv_groups() {
   for (int il = 0; il < hp_.n_layer; ++il) {
     const LayerHParams& lh = hp_.layers[static_cast<size_t>(il)];
     KvCacheSpec s;
-    s.kind = lh.sliding_window > 0 ? CacheKind::SlidingWindow : CacheKind::FullAttention;
-    s.window = lh.sliding_window;
-    s.n_kv_head = lh.n_head_kv;
-    s.head_dim = hp_.head_dim;
+    if (lh.recurrent) {  // state-space layers: one state per sequence, all in one group
+      s.kind = CacheKind::Recurrent;
+      s.state_floats = hp_.ssm.state_floats();
+    } else {
+      s.kind = lh.sliding_window > 0 ? CacheKind::SlidingWindow : CacheKind::FullAttention;
+      s.window = lh.sliding_window;
+      s.n_kv_head = lh.n_head_kv;
+      s.head_dim = hp_.head_dim;
+    }
     auto same = [&](const KvCacheSpec& g) {
-      return g.kind == s.kind && g.window == s.window && g.n_kv_head == s.n_kv_head && g.head_dim == s.head_dim;
+      return g.kind == s.kind && g.window == s.window && g.n_kv_head == s.n_kv_head && g.head_dim == s.head_dim &&
+             g.state_floats == s.state_floats;
     };
     auto it = std::find_if(kv_groups_.begin(), kv_groups_.end(), same);
     if (it == kv_groups_.end()) it = kv_groups_.insert(kv_groups_.end(), s);
@@ -86,6 +92,34 @@ Status validate_tree(const ForwardInput& in) {
 
 }  // namespace
 
+// Recurrent layers carry one state per sequence from pass to pass: each
+// sequence's tokens are one run of consecutive positions, no two sequences
+// share a state slot, and there are no token trees (a state cannot branch).
+Status Model::validate_recurrent(const ForwardInput& in) const {
+  if (!hp_.has_ssm()) return Status::ok();
+  for (size_t g = 0; g < kv_groups_.size(); ++g) {
+    if (kv_groups_[g].kind != CacheKind::Recurrent) continue;
+    if (!in.parent.empty())
+      return error(ErrorKind::InvalidArgument, "forward input: token trees with recurrent (state-space) layers");
+    std::vector<int32_t> used;
+    for (int32_t s = 0; s < in.n_seqs; ++s)
+      if (!in.kv[g].table(s).empty()) used.push_back(in.kv[g].table(s)[0]);
+    std::sort(used.begin(), used.end());
+    if (std::adjacent_find(used.begin(), used.end()) != used.end())
+      return error(ErrorKind::InvalidArgument, "forward input: two sequences share a state slot");
+  }
+  std::vector<uint8_t> seen(static_cast<size_t>(in.n_seqs), 0);
+  for (size_t t = 0; t < in.n_tokens(); ++t) {
+    const bool continues = t > 0 && in.seq[t] == in.seq[t - 1];
+    if (continues && in.positions[t] != in.positions[t - 1] + 1)
+      return error(ErrorKind::InvalidArgument, "forward input: a sequence's positions are not consecutive");
+    uint8_t& s = seen[static_cast<size_t>(in.seq[t])];
+    if (!continues && s) return error(ErrorKind::InvalidArgument, "forward input: a sequence's tokens are not consecutive");
+    s = 1;
+  }
+  return Status::ok();
+}
+
 // Everything forward() trusts about its input, checked once per pass: ids in
 // range, every slot inside its pool and equal to what the sequence's block
 // table says for that position, so no write or read can leave a pool.
@@ -104,6 +138,8 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
     if (p.n_layer != specs[g].n_layer || p.n_kv_head != specs[g].n_kv_head || p.head_dim != specs[g].head_dim ||
         p.block_size <= 0)
       return error(ErrorKind::InvalidArgument, "KV pool shape does not match the model (layers, KV heads, head size)");
+    if (specs[g].kind == CacheKind::Recurrent && (p.row_bytes != specs[g].row_bytes() || p.block_size != 1))
+      return error(ErrorKind::InvalidArgument, "state pool shape does not match the model's recurrent layers");
     const ForwardInput::KvGroup& kg = in.kv[g];
     if (kg.slots.size() != n || kg.table_begin.size() != static_cast<size_t>(in.n_seqs) + 1 ||
         kg.table_begin.front() != 0 || kg.table_begin.back() != static_cast<int32_t>(kg.table_data.size()))
@@ -119,6 +155,12 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
       return error(ErrorKind::InvalidArgument, "forward input: bad sequence index or position");
     for (size_t g = 0; g < specs.size(); ++g) {
       const auto table = in.kv[g].table(in.seq[t]);
+      if (specs[g].kind == CacheKind::Recurrent) {  // the table is the sequence's state slot
+        if (table.size() != 1 || table[0] < 0 || in.kv[g].slots[t] != table[0])
+          return error(ErrorKind::InvalidArgument, "forward input: token " + std::to_string(t) +
+                                                       "'s state slot is not its sequence's one slot");
+        continue;
+      }
       const int32_t bs = pools[g].block_size;
       const int32_t at = in.kv_index(t);
       const size_t i_block = static_cast<size_t>(at / bs);
@@ -129,6 +171,7 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
     }
   }
   TERN_RETURN_IF_ERROR(validate_tree(in));
+  TERN_RETURN_IF_ERROR(validate_recurrent(in));
   if (!in.windows.empty() && in.windows.size() != static_cast<size_t>(in.n_seqs))
     return error(ErrorKind::InvalidArgument, "forward input: windows for " + std::to_string(in.windows.size()) +
                                                  " sequences in a pass of " + std::to_string(in.n_seqs));
@@ -204,6 +247,23 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
     act.moe_x = be.scratch(Slot::MoeX, n * hp_.n_expert_used * n_embd);
     act.moe_y = be.scratch(Slot::MoeY, n * hp_.n_expert_used * n_embd);
   }
+  std::vector<TokenRun> runs;  // state-space layers: each sequence's run
+  if (hp_.has_ssm()) {
+    const SsmHParams& s = hp_.ssm;
+    act.ssm_xz = be.scratch(Slot::SsmXz, n * 2 * s.d_inner);
+    act.ssm_conv = be.scratch(Slot::SsmConv, n * s.d_inner);
+    act.ssm_dt_in = be.scratch(Slot::SsmDtIn, n * s.dt_rank);
+    act.ssm_bc = be.scratch(Slot::SsmBc, n * 2 * s.d_state);
+    act.ssm_dt = be.scratch(Slot::SsmDt, n * s.d_inner);
+    act.ssm_y = be.scratch(Slot::SsmY, n * s.d_inner);
+    for (int64_t t = 0; t < n; ++t) {
+      if (t > 0 && in.seq[static_cast<size_t>(t)] == in.seq[static_cast<size_t>(t - 1)]) {
+        ++runs.back().n_tokens;
+        continue;
+      }
+      runs.push_back({t, 1, in.seq[static_cast<size_t>(t)]});
+    }
+  }
 
   std::vector<backend::QuerySpan> spans;
   query_spans(in, spans);
@@ -223,6 +283,7 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
     pass.sink_positions = sink_positions;
     pass.all_rows = all_rows;
   }
+  pass.runs = runs;
 
   be.embed(tok_embd_, in.tokens, act.x);
   if (hp_.embd_scale != 1.0f) be.scale(act.x, n, n_embd, hp_.embd_scale);  // Gemma: sqrt(n_embd)

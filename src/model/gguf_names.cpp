@@ -40,6 +40,11 @@ constexpr KeyRow kKeys[] = {
     {Key::ExpertUsedCount, "expert_used_count"},
     {Key::ExpertFeedForwardLength, "expert_feed_forward_length"},
     {Key::ExpertSharedFeedForwardLength, "expert_shared_feed_forward_length"},
+    {Key::SsmConvKernel, "ssm.conv_kernel"},
+    {Key::SsmInnerSize, "ssm.inner_size"},
+    {Key::SsmStateSize, "ssm.state_size"},
+    {Key::SsmTimeStepRank, "ssm.time_step_rank"},
+    {Key::SsmDtBcRms, "ssm.dt_b_c_rms"},
 };
 
 struct TensorRow {
@@ -82,6 +87,15 @@ constexpr TensorRow kTensors[] = {
     {Tensor::FfnGateShexp, true, "ffn_gate_shexp.weight", "MoE shared-expert gate projection"},
     {Tensor::FfnUpShexp, true, "ffn_up_shexp.weight", "MoE shared-expert up projection"},
     {Tensor::FfnDownShexp, true, "ffn_down_shexp.weight", "MoE shared-expert down projection"},
+    {Tensor::SsmIn, true, "ssm_in.weight", "state-space input projection"},
+    {Tensor::SsmConv1d, true, "ssm_conv1d.weight", "state-space convolution"},
+    {Tensor::SsmConv1dBias, true, "ssm_conv1d.bias", "state-space convolution bias"},
+    {Tensor::SsmX, true, "ssm_x.weight", "state-space dt/B/C projection"},
+    {Tensor::SsmDt, true, "ssm_dt.weight", "state-space time-step projection"},
+    {Tensor::SsmDtBias, true, "ssm_dt.bias", "state-space time-step bias"},
+    {Tensor::SsmA, true, "ssm_a", "state-space A matrix"},
+    {Tensor::SsmD, true, "ssm_d", "state-space skip (D)"},
+    {Tensor::SsmOut, true, "ssm_out.weight", "state-space output projection"},
 };
 
 const TensorRow& row_of(Tensor t) {

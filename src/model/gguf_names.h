@@ -50,6 +50,12 @@ enum class Key {
   ExpertUsedCount,           // experts each token is routed to (top-k)
   ExpertFeedForwardLength,   // rows of one expert's gate/up (qwen2moe, qwen3moe)
   ExpertSharedFeedForwardLength,  // rows of the shared expert's gate/up (qwen2moe)
+  // State-space layers (mamba)
+  SsmConvKernel,    // d_conv: taps of the causal depthwise convolution
+  SsmInnerSize,     // d_inner: channels of the mixer
+  SsmStateSize,     // d_state: state values per channel
+  SsmTimeStepRank,  // dt_rank: rows of the dt projection's input
+  SsmDtBcRms,       // bool: RMS-norm dt, B and C before use (falcon-mamba)
 };
 
 // "<arch>.<suffix of k>".
@@ -94,6 +100,16 @@ enum class Tensor {
   FfnGateShexp,
   FfnUpShexp,
   FfnDownShexp,
+  // State-space (Mamba) mixer
+  SsmIn,          // [n_embd] -> [2 d_inner]: x and the gate z
+  SsmConv1d,      // [d_conv, d_inner] depthwise convolution taps
+  SsmConv1dBias,  // [d_inner]
+  SsmX,           // [d_inner] -> [dt_rank + 2 d_state]: dt, B, C
+  SsmDt,          // [dt_rank] -> [d_inner]
+  SsmDtBias,      // [d_inner]
+  SsmA,           // [d_state, d_inner] (stored as -exp(A_log); no ".weight")
+  SsmD,           // [d_inner] skip connection (no ".weight")
+  SsmOut,         // [d_inner] -> [n_embd]
 };
 
 // The tensor's name; `layer` is used (and must be >= 0) for per-layer tensors only.

@@ -74,12 +74,14 @@ Status read_float(const gguf::GgufFile& f, const std::string& key, double fallba
   return Status::ok();
 }
 
-// Reads the sizes every layer shares.
-Status read_sizes(const gguf::GgufFile& f, const std::string& arch, int n_vocab_from_tensors, HParams& hp) {
+// Reads the sizes every layer shares (a state-space model has no FFN or heads).
+Status read_sizes(const gguf::GgufFile& f, const ArchInfo& info, int n_vocab_from_tensors, HParams& hp) {
+  const std::string_view arch = info.name;
+  const bool attention = !info.state_space;
   TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::EmbeddingLength), hp.n_embd, true));
   TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::BlockCount), hp.n_layer, true));
-  TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::FeedForwardLength), hp.n_ff, true));
-  TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::HeadCount), hp.n_head, true));
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::FeedForwardLength), hp.n_ff, attention));
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::HeadCount), hp.n_head, attention));
   hp.n_ctx_train = 2048;
   const std::string ctx_key = key(arch, Key::ContextLength);
   TERN_RETURN_IF_ERROR(read_int(f, ctx_key, hp.n_ctx_train, false));
@@ -87,9 +89,32 @@ Status read_sizes(const gguf::GgufFile& f, const std::string& arch, int n_vocab_
     return error(ErrorKind::InvalidFile, "metadata key '" + ctx_key + "' = 0 must be positive");
   hp.n_vocab = n_vocab_from_tensors;
   TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::VocabSize), hp.n_vocab, false));
-  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_ff <= 0 || hp.n_head <= 0 || hp.n_vocab <= 0)
+  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_vocab <= 0 || (attention && (hp.n_ff <= 0 || hp.n_head <= 0)))
     return error(ErrorKind::InvalidFile, "model sizes must be positive: " + hp.summary());
   return Status::ok();
+}
+
+// A state-space model's mixer sizes; every layer is recurrent. The bounds
+// keep a state slot (and the conv kernel's taps) within what the kernels hold.
+Status read_ssm(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
+  SsmHParams& s = hp.ssm;
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::SsmConvKernel), s.d_conv, true));
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::SsmInnerSize), s.d_inner, true));
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::SsmStateSize), s.d_state, true));
+  TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::SsmTimeStepRank), s.dt_rank, true));
+  auto rms = f.get_bool_or(key(arch.name, Key::SsmDtBcRms), false);
+  if (!rms) return rms.status();
+  s.dt_b_c_rms = *rms;
+  if (s.d_conv < 1 || s.d_conv > 16)
+    return error(ErrorKind::Unsupported, "metadata key '" + key(arch.name, Key::SsmConvKernel) + "' = " +
+                                             std::to_string(s.d_conv) + ": convolutions of 1 to 16 taps are supported");
+  if (s.d_inner <= 0 || s.d_state <= 0 || s.dt_rank <= 0)
+    return error(ErrorKind::InvalidFile, "state-space sizes (inner_size, state_size, time_step_rank) must be positive");
+  if (s.state_floats() > (int64_t{1} << 28))
+    return error(ErrorKind::InvalidFile, "a state of " + std::to_string(s.state_floats()) +
+                                             " floats per layer is implausibly large");
+  hp.layers.assign(static_cast<size_t>(hp.n_layer), LayerHParams{.recurrent = true});
+  return read_float(f, key(arch.name, Key::RmsEpsilon), 1e-5, hp.rms_eps);
 }
 
 // Per-layer K/V head counts and windows (scalars or arrays), then the head size.
@@ -230,7 +255,12 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
                                              std::string(supported_arch_names()) + ")");
   HParams hp;
   hp.arch = *arch_name;
-  TERN_RETURN_IF_ERROR(read_sizes(f, hp.arch, n_vocab_from_tensors, hp));
+  TERN_RETURN_IF_ERROR(read_sizes(f, *arch, n_vocab_from_tensors, hp));
+  if (arch->state_space) {
+    TERN_RETURN_IF_ERROR(read_ssm(f, *arch, hp));
+    if (arch->read_hparams) TERN_RETURN_IF_ERROR(arch->read_hparams(f, hp));
+    return hp;
+  }
   TERN_RETURN_IF_ERROR(read_attention(f, *arch, hp));
   TERN_RETURN_IF_ERROR(read_rope(f, *arch, hp));
   hp.rope_local = hp.rope;
@@ -256,6 +286,10 @@ std::string HParams::summary() const {
                 rope.freq_base, rms_eps);
   std::string s = std::string(buf) + " n_head_kv=" + per_layer(n_head_kv, &LayerHParams::n_head_kv) +
                   " sliding_window=" + per_layer(sliding_window, &LayerHParams::sliding_window);
+  if (has_ssm())
+    s += " d_conv=" + std::to_string(ssm.d_conv) + " d_inner=" + std::to_string(ssm.d_inner) +
+         " d_state=" + std::to_string(ssm.d_state) + " dt_rank=" + std::to_string(ssm.dt_rank) +
+         (ssm.dt_b_c_rms ? " dt_b_c_rms" : "");
   if (n_expert > 0)
     s += " n_expert=" + std::to_string(n_expert) + " n_expert_used=" + std::to_string(n_expert_used) +
          " n_ff_exp=" + std::to_string(n_ff_exp) + (n_ff_shexp > 0 ? " n_ff_shexp=" + std::to_string(n_ff_shexp) : "");

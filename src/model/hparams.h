@@ -21,9 +21,23 @@
 namespace tern {
 
 struct LayerHParams {
+  bool recurrent = false;  // a state-space (Mamba) layer: no attention, a fixed-size state (HParams::ssm)
   int n_head_kv = 0;
   int sliding_window = 0;  // 0 = full attention; else a token attends to the last `sliding_window` positions
   bool rope_local = false; // RoPE with HParams::rope_local (Gemma's sliding-window layers) instead of rope
+};
+
+// The Mamba mixer's sizes (<arch>.ssm.*), shared by every recurrent layer.
+struct SsmHParams {
+  int d_conv = 0;   // convolution taps
+  int d_inner = 0;  // channels
+  int d_state = 0;  // state values per channel
+  int dt_rank = 0;  // input rows of the dt projection
+  bool dt_b_c_rms = false;  // RMS-norm dt, B and C (falcon-mamba)
+
+  // One sequence's state in one layer: the last d_conv - 1 inputs, then h.
+  int64_t conv_floats() const { return int64_t{d_conv - 1} * d_inner; }
+  int64_t state_floats() const { return conv_floats() + int64_t{d_inner} * d_state; }
 };
 
 struct HParams {
@@ -56,8 +70,10 @@ struct HParams {
   int n_ff_exp = 0;         // rows of one expert's gate/up
   int n_ff_shexp = 0;       // rows of the shared expert's gate/up; 0: none
   bool moe_norm_weights = false;  // renormalise the top-k weights (MoeInfo::norm_weights)
+  SsmHParams ssm;  // state-space architectures (ArchInfo::state_space); zero otherwise
 
   bool is_moe() const { return n_expert > 0; }
+  bool has_ssm() const { return ssm.d_inner > 0; }
   // FFN activation floats per token a layer needs: dense, shared expert, or
   // the k routed experts' rows of n_ff_exp side by side.
   int64_t max_ff() const {

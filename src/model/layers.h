@@ -53,6 +53,22 @@ struct MoeWeights {
   bool has_shared() const { return shared_gate.data != nullptr; }
 };
 
+// A Mamba mixer (model/layers_ssm.cpp). ssm_x's rows are split into the dt
+// projection's input and B, C, each a view of its own.
+struct SsmWeights {
+  kernels::WeightView in;        // [2 d_inner][n_embd]: x, then the gate z
+  kernels::WeightView x_dt;      // [dt_rank][d_inner]  (ssm_x's first rows)
+  kernels::WeightView x_bc;      // [2 d_state][d_inner] (B, then C)
+  kernels::WeightView dt;        // [d_inner][dt_rank]
+  kernels::WeightView out;       // [n_embd][d_inner]
+  VectorWeight conv;             // [d_conv][d_inner]: the file's taps, transposed at load
+  VectorWeight conv_bias;        // [d_inner]
+  VectorWeight dt_bias;          // [d_inner]
+  VectorWeight a;                // [d_inner][d_state], negative (the file's -exp(A_log))
+  VectorWeight d;                // [d_inner]
+  VectorWeight ones;             // [max(dt_rank, d_state)] of 1: the unweighted RMS norms (dt_b_c_rms)
+};
+
 struct LayerWeights {
   int kv_group = 0;        // the KV group (pool) holding this layer's keys/values
   int kv_index = 0;        // this layer's index inside that group's pool
@@ -63,6 +79,7 @@ struct LayerWeights {
   // Bound only for architectures that have them (ArchInfo), else empty.
   VectorWeight attn_post_norm, ffn_post_norm;  // [n_embd] (Gemma)
   MoeWeights moe;  // bound in place of ffn when the model has experts (HParams::is_moe)
+  SsmWeights ssm;  // recurrent layers (LayerHParams::recurrent): in place of attention and FFN
 };
 
 // One pass's activations in backend scratch; n = the pass's token count.
@@ -81,6 +98,20 @@ struct Activations {
   float* shared_gate = nullptr; // [n] logit of the shared expert's gate
   float* moe_x = nullptr;       // [n * k][n_embd] the rows routed to each chosen expert, grouped by expert
   float* moe_y = nullptr;       // [n * k][n_embd] those experts' outputs (then the shared expert's, [n] rows)
+  // State-space layers only (null otherwise).
+  float* ssm_xz = nullptr;    // [n][2 d_inner] the input projection: x, then the gate z
+  float* ssm_conv = nullptr;  // [n][d_inner] silu(conv(x))
+  float* ssm_dt_in = nullptr; // [n][dt_rank]
+  float* ssm_bc = nullptr;    // [n][2 d_state] B, then C
+  float* ssm_dt = nullptr;    // [n][d_inner] dt before softplus
+  float* ssm_y = nullptr;     // [n][d_inner] the gated scan output
+};
+
+// One sequence's tokens in a pass (consecutive, in position order).
+struct TokenRun {
+  int64_t first_token = 0;
+  int64_t n_tokens = 0;
+  int32_t seq = 0;  // index into the pass's sequences
 };
 
 // What every layer of one forward pass shares.
@@ -100,6 +131,8 @@ struct Pass {
   // the rows 0 .. n-1 (a copy through gather_rows); empty otherwise.
   std::span<const int32_t> sink_positions;
   std::span<const int32_t> all_rows;
+  // With state-space layers: each sequence's tokens, one run per sequence.
+  std::span<const TokenRun> runs;
 };
 
 namespace layers {
@@ -130,6 +163,14 @@ void geglu_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out);
 // routing on the host: model/moe_routing.h). Uses act.router, shared_gate,
 // moe_x, moe_y, gate, up; adds the routed counts to p.expert_tokens.
 void moe_ffn(const Pass& p, const MoeWeights& w, const float* xn, float* out);
+
+// out = W_out · y, the Mamba-1 mixer (kernels/ssm.h) over each sequence's
+// run from its state in the layer's pool (LayerWeights::kv_group/kv_index),
+// which starts from zero for a sequence whose run starts at position 0:
+//   [x, z] = W_in·xn;  x = silu(conv(x) + conv_bias);  [dt_in, B, C] = W_x·x
+//   dt = W_dt·dt_in + dt_bias;  y = scan(x, dt, A, B, C) + D x;  y *= silu(z)
+// (dt_in, B, C RMS-normed without weight where hp.ssm.dt_b_c_rms). Uses act.ssm_*.
+void mamba_mixer(const Pass& p, const LayerWeights& l, const float* xn, float* out);
 
 // x += y over the pass's rows of n_embd.
 void residual_add(const Pass& p, float* x, const float* y);

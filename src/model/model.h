@@ -92,6 +92,7 @@ class Model {
   void assign_kv_groups();
   void prepare_weights();
   Status validate(const ForwardInput& in, std::span<const KvPoolView> pools) const;
+  Status validate_recurrent(const ForwardInput& in) const;
   const float* rope_factors(int32_t n_ctx_seq) const;
 
   gguf::GgufFile file_;

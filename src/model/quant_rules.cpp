@@ -263,7 +263,9 @@ Result<QuantModelInfo> quant_model_info(const gguf::GgufFile& f) {
 
 bool is_quantizable(std::string_view name, uint32_t n_dims) {
   if (n_dims < 2 || !ends_with(name, "weight")) return false;
-  for (std::string_view keep : {"_norm.weight", "ffn_gate_inp.weight", "position_embd.weight", "token_types.weight"})
+  // ssm_conv1d: a handful of taps per channel, kept F32 as llama.cpp keeps them.
+  for (std::string_view keep : {"_norm.weight", "ffn_gate_inp.weight", "position_embd.weight", "token_types.weight",
+                                "ssm_conv1d.weight"})
     if (contains(name, keep)) return false;
   return true;
 }

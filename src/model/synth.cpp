@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <vector>
 
 #include "core/hash.h"
@@ -82,9 +83,22 @@ std::string dims_text(const SynthOptions& o) {
 Status validate_synth_options(const SynthOptions& o) {
   auto bad = [](const std::string& what) { return error(ErrorKind::InvalidArgument, "synth: " + what); };
   const bool gemma = is_gemma(o);
+  if (o.arch == "mamba") {
+    if (o.n_head != 0 || o.n_head_kv != 0 || o.head_dim != 0 || o.n_ff != 0 || o.n_expert != 0 || o.window != 0)
+      return bad("mamba has no attention or FFN: --heads, --kv-heads, --head-dim, --ffn, --experts and --window "
+                 "do not apply");
+    if (o.n_embd <= 0 || o.n_layer <= 0 || o.n_ctx <= 0 || o.d_state < 0)
+      return bad("--dim, --layers and --ctx must be positive");
+    if (o.n_embd > 65536 || o.n_layer > 1024 || o.n_ctx > (1 << 24) || o.d_state > 1024)
+      return bad("shape is implausibly large (dim <= 65536, layers <= 1024, state <= 1024)");
+    if (!(o.weight_std > 0.0f) || !std::isfinite(o.weight_std)) return bad("weight std must be positive");
+    if (o.vocab_path.empty() || o.out_path.empty()) return bad("--vocab-from and -o are required");
+    return Status::ok();
+  }
+  if (o.d_state != 0) return bad("--ssm-state applies to mamba only");
   if (o.arch != "llama" && o.arch != "llama3" && o.arch != "qwen3" && o.arch != "phi3" && !gemma && !is_moe(o))
     return bad("unsupported --arch '" + o.arch +
-               "' (supported: llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe)");
+               "' (supported: llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe, mamba)");
   if (is_moe(o)) {
     if (o.n_expert <= 0 || o.n_expert > 512 || o.n_expert_used <= 0 || o.n_expert_used > o.n_expert)
       return bad("--arch " + o.arch + " needs --experts N (1..512) and --experts-used K (1..N)");
@@ -134,10 +148,18 @@ struct ArchShape {
   bool expert_ffn_key = false;  // write expert_feed_forward_length (qwen*moe)
 };
 
+// Mamba's mixer sizes for a model of o.n_embd (expand 2, 4 taps, dt rank dim / 16 rounded up).
+struct MambaShape {
+  int d_inner, d_conv, d_state, dt_rank;
+};
+MambaShape mamba_shape(const SynthOptions& o) {
+  return {2 * o.n_embd, 4, o.d_state > 0 ? o.d_state : 16, (o.n_embd + 15) / 16};
+}
+
 ArchShape arch_shape(const SynthOptions& o) {
   ArchShape a;
   a.file_arch = o.arch == "llama3" || o.arch == "mixtral" ? "llama" : o.arch;
-  a.head_dim = o.head_dim ? o.head_dim : o.n_embd / o.n_head;
+  a.head_dim = o.n_head > 0 ? (o.head_dim ? o.head_dim : o.n_embd / o.n_head) : 0;
   a.key_length = o.head_dim != 0 || o.arch == "qwen3";
   if (o.arch == "llama3") a.freq_base = 500000.0f;
   if (o.arch == "qwen3" || o.arch == "qwen3moe") {
@@ -213,6 +235,20 @@ void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, const ArchSh
   w.set(key(arch, Key::ContextLength), Value::of_u32(o.n_ctx));
   w.set(key(arch, Key::EmbeddingLength), Value::of_u32(o.n_embd));
   w.set(key(arch, Key::BlockCount), Value::of_u32(o.n_layer));
+  if (o.arch == "mamba") {  // as llama.cpp's converter writes a Mamba: no heads, no FFN
+    const MambaShape m = mamba_shape(o);
+    w.set(key(arch, Key::FeedForwardLength), Value::of_u32(0));
+    w.set(key(arch, Key::HeadCount), Value::of_u32(0));
+    w.set(key(arch, Key::SsmConvKernel), Value::of_u32(m.d_conv));
+    w.set(key(arch, Key::SsmInnerSize), Value::of_u32(m.d_inner));
+    w.set(key(arch, Key::SsmStateSize), Value::of_u32(m.d_state));
+    w.set(key(arch, Key::SsmTimeStepRank), Value::of_u32(m.dt_rank));
+    w.set(key(arch, Key::RmsEpsilon), Value::of_f32(a.rms_eps));
+    w.set(key(arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
+    for (const auto& [k, value] : vocab_file.metadata())
+      if (k.rfind("tokenizer.", 0) == 0) w.set(k, value);
+    return;
+  }
   w.set(key(arch, Key::FeedForwardLength), Value::of_u32(o.n_ff));
   w.set(key(arch, Key::HeadCount), Value::of_u32(o.n_head));
   w.set(key(arch, Key::HeadCountKv), Value::of_u32(n_head_kv));
@@ -285,6 +321,56 @@ TensorJob values_job(const std::string& name, std::vector<float> values) {
   return job;
 }
 
+// An F32 tensor of n_rows rows of n_cols, row r given by fill(r, row).
+TensorJob f32_job(const std::string& name, int64_t n_cols, int64_t n_rows, std::function<void(int64_t, float*)> fill) {
+  TensorJob job;
+  job.name = name;
+  job.type = GgmlType::F32;
+  job.n_bytes_in = 4 * static_cast<uint64_t>(n_cols * n_rows);
+  job.dims = n_rows == 1 ? std::vector<uint64_t>{static_cast<uint64_t>(n_cols)}
+                         : std::vector<uint64_t>{static_cast<uint64_t>(n_cols), static_cast<uint64_t>(n_rows)};
+  job.source = std::move(fill);
+  return job;
+}
+
+// Mamba's layers with its initialisation (synth.h), each random tensor from its own stream.
+void add_mamba_layers(const SynthOptions& o, const QuantModelInfo& model, std::vector<TensorJob>& jobs) {
+  const MambaShape m = mamba_shape(o);
+  const uint64_t n_embd = o.n_embd, d_inner = m.d_inner, d_state = m.d_state, dt_rank = m.dt_rank;
+  const int64_t di = m.d_inner, ds = m.d_state, dc = m.d_conv;
+  const uint64_t seed = o.seed;
+  // Uniform in [-0.5, 0.5) from a row's normal draws' stream: the conv taps and bias.
+  auto uniform_half = [seed](const std::string& name, int64_t n) {
+    const uint64_t hash = fnv1a64(name);
+    return [seed, hash, n](int64_t r, float* row) {
+      uint64_t st = row_seed(seed, hash, r);
+      for (int64_t i = 0; i < n; ++i) row[i] = static_cast<float>(static_cast<double>(splitmix64(st) >> 11) * 0x1.0p-53 - 0.5);
+    };
+  };
+  for (int il = 0; il < o.n_layer; ++il) {
+    auto name = [&](Tensor t) { return tensor_name(t, il); };
+    jobs.push_back(make_job(o, model, name(Tensor::AttnNorm), {n_embd}));
+    jobs.push_back(make_job(o, model, name(Tensor::SsmIn), {n_embd, 2 * d_inner}));
+    jobs.push_back(f32_job(name(Tensor::SsmConv1d), dc, di, uniform_half(name(Tensor::SsmConv1d), dc)));
+    jobs.push_back(f32_job(name(Tensor::SsmConv1dBias), di, 1, uniform_half(name(Tensor::SsmConv1dBias), di)));
+    jobs.push_back(make_job(o, model, name(Tensor::SsmX), {d_inner, dt_rank + 2 * d_state}));
+    jobs.push_back(make_job(o, model, name(Tensor::SsmDt), {dt_rank, d_inner}));
+    // dt = exp(uniform over [ln 0.001, ln 0.1]) per channel; the bias is softplus^-1(dt) = dt + ln(1 - e^-dt).
+    jobs.push_back(f32_job(name(Tensor::SsmDtBias), di, 1, [di](int64_t, float* row) {
+      for (int64_t c = 0; c < di; ++c) {
+        const double u = std::fmod(static_cast<double>(c) * 0.6180339887498949, 1.0);
+        const double dt = std::exp(std::log(0.001) + u * (std::log(0.1) - std::log(0.001)));
+        row[c] = static_cast<float>(dt + std::log(-std::expm1(-dt)));
+      }
+    }));
+    jobs.push_back(f32_job(name(Tensor::SsmA), ds, di, [ds](int64_t, float* row) {
+      for (int64_t s = 0; s < ds; ++s) row[s] = -static_cast<float>(s + 1);
+    }));
+    jobs.push_back(f32_job(name(Tensor::SsmD), di, 1, [di](int64_t, float* row) { std::fill(row, row + di, 1.0f); }));
+    jobs.push_back(make_job(o, model, name(Tensor::SsmOut), {d_inner, n_embd}));
+  }
+}
+
 }  // namespace
 
 TensorJob generated_tensor_job(const QuantScheme& scheme, const QuantModelInfo& model, const std::string& name,
@@ -337,6 +423,14 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
     const double ratio = double(o.n_ctx) / a.long_rope_orig_ctx;
     jobs.push_back(values_job(tensor_name(Tensor::RopeFactorsLong), long_rope_factors(a.head_dim, ratio, true)));
     jobs.push_back(values_job(tensor_name(Tensor::RopeFactorsShort), long_rope_factors(a.head_dim, ratio, false)));
+  }
+  if (o.arch == "mamba") {
+    add_mamba_layers(o, model, jobs);
+    add(Tensor::OutputNorm, -1, {n_embd});
+    add(Tensor::Output, -1, {n_embd, n_vocab});
+    auto report = write_tensor_jobs(w, o.out_path, jobs, pool, progress);
+    if (!report) return report.status().with_context(o.out_path);
+    return report;
   }
   for (int il = 0; il < o.n_layer; ++il) {
     add(Tensor::AttnNorm, il, {n_embd});

@@ -35,6 +35,15 @@
 //           wide) and ffn_gate_inp_shexp ([n_embd], random); attn_{q,k,v}.bias
 //           (zeros); base 1e6, eps 1e-6
 //   qwen3moe  qwen3's attention and keys with qwen2moe's experts (no shared one)
+//   mamba     Mamba-1 of llama.cpp's names and Mamba's own shapes and
+//           initialisation: d_inner 2 dim, d_conv 4, d_state --ssm-state
+//           (16), dt_rank ceil(dim / 16); per layer attn_norm, ssm_in,
+//           ssm_conv1d (+bias, uniform in +-0.5 as PyTorch initialises a
+//           4-tap conv), ssm_x, ssm_dt (+bias: softplus^-1 of time steps
+//           spread log-uniformly over [0.001, 0.1]), ssm_a = -(1..d_state)
+//           per channel (-exp(A_log) of S4D-real), ssm_d = 1, ssm_out; no
+//           head or FFN keys (--heads, --ffn not taken); ssm_conv1d, ssm_a
+//           and ssm_d stay F32 as llama.cpp's quantizer keeps them
 //   matrices  ~ N(0, weight_std) (see below), then encoded under `scheme`
 //             with the same type rules and encoder as `tern quantize`
 //   norms     = 1 (F32); RoPE factor vectors as above (F32)
@@ -61,7 +70,7 @@
 namespace tern {
 
 struct SynthOptions {
-  std::string arch = "llama";  // llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe (see above)
+  std::string arch = "llama";  // llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe, mamba (see above)
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
@@ -73,6 +82,7 @@ struct SynthOptions {
   int n_ff_exp = 0;       // qwen*moe expert width; 0 = n_ff / n_expert_used
   int n_ff_shexp = 0;     // qwen2moe shared expert width; 0 = n_ff
   int window = 0;     // gemma2/3 attention.sliding_window; 0 = 4096 (gemma2), 1024 (gemma3)
+  int d_state = 0;    // mamba: ssm.state_size; 0 = 16
   int n_ctx = 4096;
   uint64_t seed = 0;
   float weight_std = 0.02f;

@@ -175,6 +175,28 @@ class Binder {
     return Status::ok();
   }
 
+  // A 2-D tensor of ne1 rows of ne0 values decoded to f32 (convolution taps,
+  // the state-space A): out.host is [ne1][ne0] as the file stores it.
+  Status table(Tensor t, int il, int64_t ne0, int64_t ne1, VectorWeight& out) {
+    const std::string name = tensor_name(t, il);
+    const gguf::TensorInfo* info = f_.find_tensor(name);
+    if (!info) return error(ErrorKind::InvalidFile, "tensor '" + name + "' is missing");
+    if (info->n_dims != 2 || static_cast<int64_t>(info->dims[0]) != ne0 || static_cast<int64_t>(info->dims[1]) != ne1)
+      return error(ErrorKind::InvalidFile, "tensor '" + name + "' has shape " + info->shape_string() + ", expected " +
+                                               dims_text(ne0, ne1));
+    const quant::TypeTraits* tr = quant::traits(info->type);
+    if (!tr || quant::has_row_scale(info->type) || ne0 % tr->block_elems != 0)
+      return error(ErrorKind::Unsupported, "tensor '" + name + "' has unsupported type " +
+                                               std::string(gguf::type_name(info->type)));
+    out.host.resize(static_cast<size_t>(ne0 * ne1));
+    const size_t row = quant::row_bytes(*tr, ne0);
+    for (int64_t r = 0; r < ne1; ++r)
+      tr->to_float(static_cast<const uint8_t*>(info->data) + static_cast<size_t>(r) * row,
+                   out.host.data() + r * ne0, ne0);
+    used_.insert(name);
+    return Status::ok();
+  }
+
   // Unsupported, listing the file's tensors that nothing bound: computing
   // without them would silently give other results than the model's.
   Status check_all_used(std::string_view arch) const {
@@ -265,6 +287,29 @@ Status bind_moe(Binder& bind, const HParams& hp, const ArchInfo& arch, int il, M
   return bind.matrix(Tensor::FfnDownShexp, il, n_sh, n_embd, w.shared.w_down);
 }
 
+// The Mamba mixer of layer il (shapes: model/layers.h, SsmWeights).
+Status bind_ssm(Binder& bind, const HParams& hp, int il, SsmWeights& w) {
+  const SsmHParams& s = hp.ssm;
+  const int64_t n_embd = hp.n_embd, d_inner = s.d_inner, d_conv = s.d_conv, n_xdb = s.dt_rank + 2 * int64_t{s.d_state};
+  TERN_RETURN_IF_ERROR(bind.matrix(Tensor::SsmIn, il, n_embd, 2 * d_inner, w.in));
+  VectorWeight taps;  // [d_inner][d_conv]; the kernel reads tap k of 16 channels at once
+  TERN_RETURN_IF_ERROR(bind.table(Tensor::SsmConv1d, il, d_conv, d_inner, taps));
+  w.conv.host.resize(taps.host.size());
+  for (int64_t c = 0; c < d_inner; ++c)
+    for (int64_t k = 0; k < d_conv; ++k)
+      w.conv.host[static_cast<size_t>(k * d_inner + c)] = taps.host[static_cast<size_t>(c * d_conv + k)];
+  TERN_RETURN_IF_ERROR(bind.vector(Tensor::SsmConv1dBias, il, d_inner, true, w.conv_bias));
+  TERN_RETURN_IF_ERROR(bind.matrix_rows(Tensor::SsmX, il, d_inner, n_xdb, 0, s.dt_rank, w.x_dt));
+  TERN_RETURN_IF_ERROR(bind.matrix_rows(Tensor::SsmX, il, d_inner, n_xdb, s.dt_rank, 2 * int64_t{s.d_state}, w.x_bc));
+  TERN_RETURN_IF_ERROR(bind.matrix(Tensor::SsmDt, il, s.dt_rank, d_inner, w.dt));
+  TERN_RETURN_IF_ERROR(bind.vector(Tensor::SsmDtBias, il, d_inner, true, w.dt_bias));
+  TERN_RETURN_IF_ERROR(bind.table(Tensor::SsmA, il, s.d_state, d_inner, w.a));
+  TERN_RETURN_IF_ERROR(bind.vector(Tensor::SsmD, il, d_inner, true, w.d));
+  TERN_RETURN_IF_ERROR(bind.matrix(Tensor::SsmOut, il, d_inner, n_embd, w.out));
+  if (s.dt_b_c_rms) w.ones.host.assign(static_cast<size_t>(std::max(s.dt_rank, s.d_state)), 1.0f);
+  return Status::ok();
+}
+
 // Optional RoPE frequency divisors ([n_rot/2]): every one must be a positive
 // finite number (a zero would make every angle, then every logit, non-finite).
 Status bind_rope_factors(Binder& bind, Tensor t, const HParams& hp, VectorWeight& out) {
@@ -301,6 +346,10 @@ Status Model::bind_weights() {
   for (int il = 0; il < hp_.n_layer; ++il) {
     LayerWeights& l = layers_[static_cast<size_t>(il)];
     TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnNorm, il, n_embd, true, l.attn_norm));
+    if (hp_.layers[static_cast<size_t>(il)].recurrent) {
+      TERN_RETURN_IF_ERROR(bind_ssm(bind, hp_, il, l.ssm));
+      continue;
+    }
     TERN_RETURN_IF_ERROR(bind_attention(bind, hp_, *arch_, il, l.attn));
     TERN_RETURN_IF_ERROR(bind.vector(Tensor::FfnNorm, il, n_embd, true, l.ffn_norm));
     if (hp_.is_moe())
@@ -319,7 +368,8 @@ Status Model::bind_weights() {
   active_weight_bytes_ = weight_bytes_;
   for (const auto& l : layers_) {
     const uint64_t common = bytes(l.attn.wq) + bytes(l.attn.wk) + bytes(l.attn.wv) + bytes(l.attn.wo) +
-                            ffn_bytes(l.ffn) + bytes(l.moe.router) + ffn_bytes(l.moe.shared) + bytes(l.moe.shared_gate);
+                            ffn_bytes(l.ffn) + bytes(l.moe.router) + ffn_bytes(l.moe.shared) + bytes(l.moe.shared_gate) +
+                            bytes(l.ssm.in) + bytes(l.ssm.x_dt) + bytes(l.ssm.x_bc) + bytes(l.ssm.dt) + bytes(l.ssm.out);
     uint64_t experts = 0;
     for (const FfnWeights& e : l.moe.experts) experts += ffn_bytes(e);
     weight_bytes_ += common + experts;
@@ -341,12 +391,13 @@ void Model::prepare_weights() {
   for (LayerWeights& l : layers_) {
     for (kernels::WeightView* w : {&l.attn.wq, &l.attn.wk, &l.attn.wv, &l.attn.wo, &l.ffn.w_gate, &l.ffn.w_up, &l.ffn.w_down,
                                    &l.moe.router, &l.moe.shared_gate, &l.moe.shared.w_gate, &l.moe.shared.w_up,
-                                   &l.moe.shared.w_down})
+                                   &l.moe.shared.w_down, &l.ssm.in, &l.ssm.x_dt, &l.ssm.x_bc, &l.ssm.dt, &l.ssm.out})
       if (w->data) be.prepare_matrix(*w);
     for (FfnWeights& e : l.moe.experts)
       for (kernels::WeightView* w : {&e.w_gate, &e.w_up, &e.w_down}) be.prepare_matrix(*w);
     for (VectorWeight* v : {&l.attn_norm, &l.ffn_norm, &l.attn.bq, &l.attn.bk, &l.attn.bv, &l.attn.q_norm, &l.attn.k_norm,
-                            &l.attn_post_norm, &l.ffn_post_norm})
+                            &l.attn_post_norm, &l.ffn_post_norm, &l.ssm.conv, &l.ssm.conv_bias, &l.ssm.dt_bias,
+                            &l.ssm.a, &l.ssm.d, &l.ssm.ones})
       up(*v);
   }
   if (output_.data != tok_embd_.data) be.prepare_matrix(output_);

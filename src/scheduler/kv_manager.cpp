@@ -21,6 +21,11 @@ Result<std::unique_ptr<KvManager>> KvManager::create(std::vector<KvCacheSpec> sp
     const KvCacheSpec& s = m->specs_[g];
     if (s.kind == CacheKind::Recurrent) {
       recurrent = true;
+      if (config.n_state_slots < 1)
+        return error(ErrorKind::InvalidArgument, "KV manager: a recurrent group needs state slots");
+      auto states = StatePool::create(s, config.n_state_slots);
+      TERN_RETURN_IF_ERROR(states.status());
+      m->states_.push_back({static_cast<int>(g), std::move(states).value()});
       continue;
     }
     const KvShape shape{s.n_layer, s.n_kv_head, s.head_dim, s.type};
@@ -30,11 +35,8 @@ Result<std::unique_ptr<KvManager>> KvManager::create(std::vector<KvCacheSpec> sp
   }
   m->prefix_caching_ = config.prefix_caching && !recurrent;
   m->has_recurrent_ = recurrent;
-  if (recurrent) {
-    if (config.n_state_slots < 1)
-      return error(ErrorKind::InvalidArgument, "KV manager: a recurrent group needs state slots");
+  if (recurrent)
     for (int32_t i = config.n_state_slots; i-- > 0;) m->free_states_.push_back(i);
-  }
   return m;
 }
 
@@ -99,7 +101,7 @@ bool KvManager::allocate_slots(const SchedRequest& r, int32_t n_tokens_total) {
     if (g.spec.frees_old_blocks()) release_behind_window(g, r.seq, r.n_computed - g.spec.window + 1);
   }
   if (needs_state) {
-    state_of_[r.seq] = free_states_.back();
+    state_of_[r.seq] = BlockId(free_states_.back());
     free_states_.pop_back();
   }
   return true;
@@ -138,7 +140,7 @@ void KvManager::free_slots(const SchedRequest& r) {
   for (Group& g : groups_) g.cache->truncate(r.seq, 0);
   swapped_.erase(r.seq);
   if (auto it = state_of_.find(r.seq); it != state_of_.end()) {
-    free_states_.push_back(it->second);
+    free_states_.push_back(it->second.value);
     state_of_.erase(it);
   }
 }
@@ -198,18 +200,34 @@ void KvManager::rollback(const SchedRequest& r, int32_t n_valid) {
 KvPoolView KvManager::pool(int g) const {
   for (const Group& grp : groups_)
     if (grp.index == g) return grp.cache->view();
+  for (const States& st : states_)
+    if (st.index == g) return st.pool->view();
   return {};
 }
 
 std::span<const BlockId> KvManager::block_table(int g, SeqId seq) const {
   for (const Group& grp : groups_)
     if (grp.index == g) return grp.cache->blocks().block_table(seq);
-  return {};
+  auto it = state_of_.find(seq);
+  if (it == state_of_.end()) return {};
+  return {&it->second, 1};
 }
 
 int32_t KvManager::state_slot(SeqId seq) const {
   auto it = state_of_.find(seq);
-  return it == state_of_.end() ? -1 : it->second;
+  return it == state_of_.end() ? -1 : it->second.value;
+}
+
+size_t KvManager::state_bytes() const {
+  size_t n = 0;
+  for (const States& st : states_) n += st.pool->bytes();
+  return n;
+}
+
+size_t KvManager::state_slot_bytes() const {
+  size_t n = 0;
+  for (const States& st : states_) n += st.pool->slot_bytes();
+  return n;
 }
 
 int32_t KvManager::n_valid(SeqId seq) const { return groups_.empty() ? 0 : groups_.front().cache->n_positions(seq); }

@@ -8,7 +8,9 @@
 //   SlidingWindow  blocks wholly before the window of the next token to be
 //                  computed are released while the sequence runs (their
 //                  table entries become BlockManager::kNoBlock);
-//   Recurrent      no blocks: one state slot per running sequence.
+//   Recurrent      no blocks: one state slot per running sequence, in the
+//                  group's state pool (kv/state_pool.h); the group's block
+//                  table of a sequence is that one slot.
 // A request that keeps only a window of its past (SchedRequest::window:
 // StreamingLLM sinks + window, context shift) also has its full-attention
 // blocks between its sink blocks and its window released as it advances, takes
@@ -33,6 +35,7 @@
 
 #include "kv/cache_spec.h"
 #include "kv/paged_kv_cache.h"
+#include "kv/state_pool.h"
 #include "scheduler/scheduler.h"
 
 namespace tern {
@@ -66,15 +69,20 @@ class KvManager final : public KvAllocator {
   // What the model runner reads.
   int n_groups() const { return static_cast<int>(specs_.size()); }
   const KvCacheSpec& spec(int g) const { return specs_[static_cast<size_t>(g)]; }
-  KvPoolView pool(int g) const;                                 // empty for a recurrent group
-  std::span<const BlockId> block_table(int g, SeqId seq) const;  // empty for a recurrent group
+  KvPoolView pool(int g) const;                                 // a recurrent group's: its state pool
+  std::span<const BlockId> block_table(int g, SeqId seq) const;  // a recurrent group's: {state slot} or empty
   int32_t state_slot(SeqId seq) const;                          // -1 when it holds none
+  size_t state_bytes() const;       // every recurrent group's state pool
+  size_t state_slot_bytes() const;  // one sequence's state in every recurrent group
   int block_size() const { return config_.block_size; }
   // Positions of seq whose K/V are accepted (commit) and still held.
   int32_t n_valid(SeqId seq) const;
 
   // Figures (the first attention group's; the others move in lockstep).
-  const BlockManager& blocks() const;
+  bool has_blocks() const { return !groups_.empty(); }  // false: state-space layers only
+  const BlockManager& blocks() const;                   // needs has_blocks()
+  int n_state_slots() const { return has_recurrent_ ? config_.n_state_slots : 0; }
+  int n_state_slots_used() const { return static_cast<int>(state_of_.size()); }
   size_t block_bytes() const;
   std::string dump() const;
 
@@ -95,11 +103,16 @@ class KvManager final : public KvAllocator {
   std::vector<KvCacheSpec> specs_;
   KvManagerConfig config_;
   std::vector<Group> groups_;
+  struct States {
+    int index;
+    std::unique_ptr<StatePool> pool;
+  };
+  std::vector<States> states_;  // recurrent groups' state pools
   bool prefix_caching_ = true;
   bool has_recurrent_ = false;
   std::unordered_map<SeqId, std::vector<SwappedKv>> swapped_;  // per attention group
   std::vector<int32_t> free_states_;                           // recurrent state slots
-  std::unordered_map<SeqId, int32_t> state_of_;
+  std::unordered_map<SeqId, BlockId> state_of_;  // the slot, as a one-entry block table
 };
 
 }  // namespace tern

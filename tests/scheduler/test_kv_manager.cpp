@@ -208,6 +208,7 @@ TEST(KvManager, RecurrentGroupsHoldOneStateSlotPerSequence) {
   KvCacheSpec state;
   state.kind = CacheKind::Recurrent;
   state.n_layer = 2;
+  state.state_floats = 100;
   auto kv = make({full_spec(), state});
   ASSERT_TRUE(kv);
   SchedRequest a = request(1, 6), b = request(2, 6, 300), c = request(3, 6, 600);
@@ -220,9 +221,20 @@ TEST(KvManager, RecurrentGroupsHoldOneStateSlotPerSequence) {
   EXPECT_EQ(kv->n_tokens_cached(a), 0) << "no prefix caching with a recurrent state";
   EXPECT_FALSE(kv->swap_out(a));
   kv->free_slots(a);
+  EXPECT_TRUE(kv->block_table(1, a.seq).empty()) << "a freed sequence names no slot";
   EXPECT_TRUE(kv->allocate_slots(c, 6));
-  EXPECT_TRUE(kv->block_table(1, c.seq).empty());
-  EXPECT_EQ(kv->pool(1).base, nullptr);
+  // The recurrent group's table is the slot; its pool is the state pool (2 slots of 2 layers x 100 floats).
+  ASSERT_EQ(kv->block_table(1, c.seq).size(), 1u);
+  EXPECT_EQ(kv->block_table(1, c.seq)[0].value, kv->state_slot(c.seq));
+  const KvPoolView states = kv->pool(1);
+  ASSERT_NE(states.base, nullptr);
+  EXPECT_EQ(states.n_blocks, 2);
+  EXPECT_EQ(states.row_bytes, 400u);
+  EXPECT_EQ(states.state(1, 1), reinterpret_cast<float*>(states.base + 800 + 400));
+  EXPECT_EQ(kv->state_bytes(), 1600u);
+  EXPECT_EQ(kv->state_slot_bytes(), 800u);
+  EXPECT_EQ(kv->n_state_slots(), 2);
+  EXPECT_EQ(kv->n_state_slots_used(), 2);
 }
 
 TEST(KvManager, SwapRoundTripRestoresTheTable) {

@@ -16,6 +16,7 @@
 #include "kernels/kv_quant.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/pack.h"
+#include "kernels/ssm.h"
 #include "backend/attention_blocks.h"
 #include "backend/host_backend.h"
 
@@ -159,6 +160,21 @@ class CpuBackend final : public HostBackend {
     kernels::attention(shape, blocks_, pool_);
   }
 
+  // Runs x 16-channel chunks across the pool once a pass has enough of them
+  // (a channel's result does not depend on the split: kernels/ssm.h).
+  void ssm_conv(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const float* x, int64_t x_stride,
+                const float* w, const float* bias, float* out) override {
+    ssm_chunks(dims, runs, dims.d_conv, [&](const SsmRun& r, int c0, int c1) {
+      kernels::ssm_kernels().conv(ssm_conv_args(dims, r, x, x_stride, w, bias, out), c0, c1);
+    });
+  }
+  void ssm_scan(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const SsmScanInput& in,
+                float* y) override {
+    ssm_chunks(dims, runs, dims.d_state, [&](const SsmRun& r, int c0, int c1) {
+      kernels::ssm_kernels().scan(ssm_scan_args(dims, r, in, y), c0, c1);
+    });
+  }
+
  private:
   // Runs fn(t) for every row: on the pool when there is enough work, inline otherwise.
   template <class Fn>
@@ -170,6 +186,30 @@ class CpuBackend final : public HostBackend {
     }
     pool_.parallel_for(static_cast<size_t>(n_rows), [&](size_t b, size_t e, int) {
       for (size_t t = b; t < e; ++t) fn(static_cast<int64_t>(t));
+    });
+  }
+
+  // fn(run, c0, c1) over every run and 16-channel chunk; work_per_channel
+  // (elements per channel and token) decides whether the pool pays.
+  template <class Fn>
+  void ssm_chunks(const kernels::SsmDims& dims, std::span<const SsmRun> runs, int work_per_channel, Fn&& fn) {
+    constexpr int kChunk = 16;
+    const int n_chunks = (dims.d_inner + kChunk - 1) / kChunk;
+    int64_t n_tokens = 0;
+    for (const SsmRun& r : runs) n_tokens += r.n_tokens;
+    auto one = [&](size_t i) {
+      const SsmRun& r = runs[i / static_cast<size_t>(n_chunks)];
+      const int c0 = static_cast<int>(i % static_cast<size_t>(n_chunks)) * kChunk;
+      fn(r, c0, std::min(c0 + kChunk, dims.d_inner));
+    };
+    const size_t n_items = runs.size() * static_cast<size_t>(n_chunks);
+    constexpr int64_t kMinParallel = 1 << 15;  // elements, as rows()
+    if (n_tokens * dims.d_inner * work_per_channel < kMinParallel) {
+      for (size_t i = 0; i < n_items; ++i) one(i);
+      return;
+    }
+    pool_.parallel_for(n_items, [&](size_t b, size_t e, int) {
+      for (size_t i = b; i < e; ++i) one(i);
     });
   }
 

@@ -9,6 +9,7 @@
 
 #include "backend/attention_blocks.h"
 #include "backend/host_backend.h"
+#include "kernels/ref/ssm_reference.h"
 
 namespace tern::backend {
 namespace {
@@ -116,6 +117,14 @@ class RefBackend final : public HostBackend {
   }
   void geglu(float* gate, const float* up, int64_t n_rows, int64_t n) override {
     kernels::geglu_reference(gate, up, n_rows * n);
+  }
+  void ssm_conv(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const float* x, int64_t x_stride,
+                const float* w, const float* bias, float* out) override {
+    for (const SsmRun& r : runs) kernels::ssm_conv_reference(ssm_conv_args(dims, r, x, x_stride, w, bias, out));
+  }
+  void ssm_scan(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const SsmScanInput& in,
+                float* y) override {
+    for (const SsmRun& r : runs) kernels::ssm_scan_reference(ssm_scan_args(dims, r, in, y));
   }
   void softcap(float* x, int64_t n_rows, int64_t n, float cap) override {
     kernels::softcap_reference(x, n_rows * n, cap);

@@ -1,0 +1,9 @@
+// State-space kernels compiled for the avx512 level (see ssm_impl.h).
+#include "kernels/ops/ssm_impl.h"
+
+namespace tern::kernels {
+
+extern const SsmKernels kSsm_avx512;
+const SsmKernels kSsm_avx512 = {ssm_conv_impl, ssm_scan_impl};
+
+}  // namespace tern::kernels

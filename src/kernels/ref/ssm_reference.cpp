@@ -1,0 +1,50 @@
+#include "kernels/ref/ssm_reference.h"
+
+#include <cmath>
+#include <vector>
+
+namespace tern::kernels {
+
+void ssm_conv_reference(const SsmConvArgs& a) {
+  const int d_inner = a.dims.d_inner, n_keep = a.dims.d_conv - 1;
+  const int64_t n = a.n_tokens;
+  // The kept inputs followed by the run's, as one time line.
+  std::vector<float> line(static_cast<size_t>((n_keep + n) * d_inner));
+  for (int64_t i = 0; i < n_keep + n; ++i)
+    for (int c = 0; c < d_inner; ++c)
+      line[static_cast<size_t>(i * d_inner + c)] =
+          i < n_keep ? a.conv_state[i * d_inner + c] : a.x[(i - n_keep) * a.x_stride + c];
+  for (int64_t t = 0; t < n; ++t)
+    for (int c = 0; c < d_inner; ++c) {
+      double acc = a.bias[c];
+      for (int k = 0; k <= n_keep; ++k)
+        acc += static_cast<double>(a.w[k * d_inner + c]) * line[static_cast<size_t>((t + k) * d_inner + c)];
+      a.out[t * d_inner + c] = static_cast<float>(acc / (1.0 + std::exp(-acc)));
+    }
+  for (int i = 0; i < n_keep; ++i)
+    for (int c = 0; c < d_inner; ++c)
+      a.conv_state[i * d_inner + c] = line[static_cast<size_t>((n + i) * d_inner + c)];
+}
+
+void ssm_scan_reference(const SsmScanArgs& a) {
+  const int d_inner = a.dims.d_inner, d_state = a.dims.d_state;
+  for (int64_t t = 0; t < a.n_tokens; ++t)
+    for (int ch = 0; ch < d_inner; ++ch) {
+      const double raw = a.dt[t * d_inner + ch];
+      const double dt = raw <= 20.0 ? std::log1p(std::exp(raw)) : raw;
+      const double xv = a.x[t * d_inner + ch];
+      double y = 0.0;
+      for (int s = 0; s < d_state; ++s) {
+        float& h = a.state[static_cast<int64_t>(ch) * d_state + s];
+        const double hn = h * std::exp(dt * a.a[static_cast<int64_t>(ch) * d_state + s]) +
+                          static_cast<double>(a.b[t * a.bc_stride + s]) * dt * xv;
+        h = static_cast<float>(hn);
+        y += hn * a.c[t * a.bc_stride + s];
+      }
+      y += static_cast<double>(a.d[ch]) * xv;
+      const double z = a.z[t * a.z_stride + ch];
+      a.y[t * d_inner + ch] = static_cast<float>(y * (z / (1.0 + std::exp(-z))));
+    }
+}
+
+}  // namespace tern::kernels

@@ -1,0 +1,73 @@
+// kernels/ssm.h — the two kernels of a Mamba (selective state-space) mixer,
+// one table per CPU level, over one sequence's run of consecutive tokens and
+// a range of channels [c0, c1) (channels are independent: a backend splits
+// them across threads, and a channel's result does not depend on the split,
+// the run's length or the other sequences of the pass).
+//
+//   conv   causal depthwise convolution of width d_conv over time, + bias,
+//          then SiLU. The run continues the d_conv - 1 inputs kept in
+//          conv_state ([d_conv - 1][d_inner], oldest first), which it
+//          updates to the run's last d_conv - 1 inputs.
+//   scan   the selective scan of Mamba-1, per channel c and state s:
+//            dt' = softplus(dt[t][c])
+//            h[c][s] = h[c][s] * e^(dt' A[c][s]) + B[t][s] dt' x[t][c]
+//            y[t][c] = (sum_s h[c][s] C[t][s] + D[c] x[t][c]) * silu(z[t][c])
+//          with h the ssm_state ([d_inner][d_state]), updated in place.
+//
+// Written once with 16-lane vectors (ops/ssm_impl.h) and compiled per level;
+// the scan runs over d_state 16 lanes at a time. e^x and SiLU use the shared
+// polynomial (ops/exp_poly.h, ~1e-7 relative), softplus libm's log1p/exp.
+// A prompt runs the same per-token recurrence as decode, so a prompt in any
+// chunking gives the state one-token-at-a-time decode gives, bit for bit.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu_features.h"
+
+namespace tern::kernels {
+
+struct SsmDims {
+  int d_inner = 0;
+  int d_conv = 0;
+  int d_state = 0;
+};
+
+struct SsmConvArgs {
+  SsmDims dims;
+  int64_t n_tokens = 0;
+  float* conv_state = nullptr;  // [d_conv - 1][d_inner]
+  const float* x = nullptr;     // [n_tokens][x_stride], channels at the start of a row
+  int64_t x_stride = 0;
+  const float* w =
+      nullptr;  // [d_conv][d_inner]: tap k of every channel (the file's [d_inner][d_conv], transposed)
+  const float* bias = nullptr;  // [d_inner]
+  float* out = nullptr;         // [n_tokens][d_inner]
+};
+
+struct SsmScanArgs {
+  SsmDims dims;
+  int64_t n_tokens = 0;
+  float* state = nullptr;     // [d_inner][d_state]
+  const float* x = nullptr;   // [n_tokens][d_inner]
+  const float* dt = nullptr;  // [n_tokens][d_inner], before softplus
+  const float* a = nullptr;   // [d_inner][d_state]
+  const float* b = nullptr;   // [n_tokens][bc_stride]: d_state values each
+  const float* c = nullptr;   // [n_tokens][bc_stride]
+  int64_t bc_stride = 0;
+  const float* d = nullptr;  // [d_inner]
+  const float* z = nullptr;  // [n_tokens][z_stride]: the gate, channels at the start
+  int64_t z_stride = 0;
+  float* y = nullptr;  // [n_tokens][d_inner]
+};
+
+struct SsmKernels {
+  void (*conv)(const SsmConvArgs& a, int c0, int c1);
+  void (*scan)(const SsmScanArgs& a, int c0, int c1);
+};
+
+const SsmKernels& ssm_kernels();
+// The table compiled for `level`, or nullptr when this CPU cannot run it.
+const SsmKernels* ssm_kernels_at(CpuLevel level);
+
+}  // namespace tern::kernels
