@@ -86,6 +86,13 @@ double model_flops_per_token(const Model& model, double mean_context) {
   const double matrix_params = static_cast<double>(hp.n_layer) *
                                    (2.0 * hp.n_embd * hp.q_dim() + 2.0 * hp.n_embd * hp.kv_dim() + ffn) +
                                static_cast<double>(hp.n_embd) * hp.n_vocab;
+  if (hp.has_ssm()) {  // Mamba: the mixer's four matrices, the conv and the scan (~6 flops per state value)
+    const SsmHParams& s = hp.ssm;
+    const double di = s.d_inner;
+    const double mixer = 3.0 * di * hp.n_embd + di * (s.dt_rank + 2.0 * s.d_state) + s.dt_rank * di;
+    return 2.0 * (static_cast<double>(hp.n_layer) * mixer + static_cast<double>(hp.n_embd) * hp.n_vocab) +
+           hp.n_layer * di * (2.0 * s.d_conv + 6.0 * s.d_state);
+  }
   return 2.0 * matrix_params + 4.0 * hp.n_layer * mean_context * hp.q_dim();
 }
 
@@ -93,6 +100,10 @@ double kv_read_bytes_per_token(const Model& model, double context, KvType type) 
   const HParams& hp = model.hparams();
   double bytes = 0;
   for (int il = 0; il < hp.n_layer; ++il) {
+    if (hp.layers[static_cast<size_t>(il)].recurrent) {  // the state, whatever the context
+      bytes += static_cast<double>(hp.ssm.state_floats()) * sizeof(float);
+      continue;
+    }
     const int window = hp.layers[static_cast<size_t>(il)].sliding_window;
     const double positions = window > 0 ? std::min(context, static_cast<double>(window)) : context;
     bytes += 2.0 * static_cast<double>(kv_row_bytes(type, hp.layers[static_cast<size_t>(il)].n_head_kv, hp.head_dim)) *
@@ -139,6 +150,7 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o,
       const std::vector<TokenId> prefix(tokens.begin(), tokens.begin() + depth);
       auto s = time_prompt(kv, prefix, o.n_batch);
       if (!s) return s.status();
+      kv.checkpoint(SeqId(0));  // recurrent layers: the state repetitions go back to
     }
     if (o.n_prompt > 0) {
       if (progress) progress("pp" + std::to_string(o.n_prompt) + at);

@@ -1,6 +1,7 @@
 #include "model/batch_runner.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <unordered_map>
 
@@ -19,6 +20,7 @@ Result<std::unique_ptr<BatchRunner>> BatchRunner::create(const Model& model, int
   std::unique_ptr<BatchRunner> r(new BatchRunner(model, n_seqs, max_positions));
   const int64_t blocks_per_seq = (static_cast<int64_t>(max_positions) + block_size - 1) / block_size;
   r->n_pos_.assign(static_cast<size_t>(n_seqs), 0);
+  r->checkpoints_.resize(static_cast<size_t>(n_seqs));
   for (const KvCacheSpec& spec : model.kv_specs(type)) {
     if (spec.kind == CacheKind::Recurrent) {
       auto states = StatePool::create(spec, n_seqs);
@@ -45,9 +47,29 @@ int32_t BatchRunner::n_positions(SeqId seq) const { return n_pos_[static_cast<si
 
 void BatchRunner::truncate(SeqId seq, int32_t n) {
   int32_t& held = n_pos_[static_cast<size_t>(seq.value)];
-  TERN_ASSERT_MSG(states_.empty() || n == 0 || n >= held, "a recurrent state cannot go back to an earlier position");
   for (auto& c : caches_) c->truncate(seq, n);
+  if (!states_.empty() && n > 0 && n < held) {
+    const Checkpoint& cp = checkpoints_[static_cast<size_t>(seq.value)];
+    TERN_ASSERT_MSG(cp.n_positions == n, "a recurrent state goes back only to 0 or to its checkpoint");
+    size_t at = 0;
+    for (const auto& st : states_) {
+      std::memcpy(st->view().base + static_cast<size_t>(seq.value) * st->slot_bytes(), cp.states.data() + at,
+                  st->slot_bytes());
+      at += st->slot_bytes();
+    }
+  }
   held = std::min(held, n);
+}
+
+void BatchRunner::checkpoint(SeqId seq) {
+  if (states_.empty()) return;
+  Checkpoint& cp = checkpoints_[static_cast<size_t>(seq.value)];
+  cp.n_positions = n_pos_[static_cast<size_t>(seq.value)];
+  cp.states.clear();
+  for (const auto& st : states_) {
+    const std::byte* slot = st->view().base + static_cast<size_t>(seq.value) * st->slot_bytes();
+    cp.states.insert(cp.states.end(), slot, slot + st->slot_bytes());
+  }
 }
 
 int64_t BatchRunner::kv_bytes(const Model& model, int n_seqs, int32_t max_positions, KvType type) {

@@ -35,8 +35,12 @@ class BatchRunner {
   Status forward(const Batch& batch, std::vector<float>& logits);
   int32_t n_positions(SeqId seq) const;
   // Forgets positions >= n of seq (0: the whole sequence). With recurrent
-  // layers only n == 0 or n == n_positions(seq) (a state cannot go back).
+  // layers a state cannot go back: n must be 0, n_positions(seq), or the
+  // position of seq's last checkpoint().
   void truncate(SeqId seq, int32_t n);
+  // Recurrent layers: remembers seq's states at its current position (a copy
+  // of its slots), for truncate() to return to. Nothing to do without them.
+  void checkpoint(SeqId seq);
 
  private:
   BatchRunner(const Model& model, int n_seqs, int32_t max_positions);
@@ -49,6 +53,11 @@ class BatchRunner {
   std::vector<int> cache_of_;                          // [group] index into caches_, or -1: recurrent
   std::vector<KvPoolView> pools_;                      // [group]
   std::vector<int32_t> n_pos_;                         // [n_seqs] positions each sequence holds
+  struct Checkpoint {
+    int32_t n_positions = -1;
+    std::vector<std::byte> states;  // the sequence's slot of every state pool, one after another
+  };
+  std::vector<Checkpoint> checkpoints_;  // [n_seqs]
   ForwardInput input_;
 };
 
