@@ -97,7 +97,7 @@ struct SsmRun {
   int64_t first_token = 0;  // row of its first token in the batch
   int64_t n_tokens = 0;
   float* conv_state = nullptr;  // [d_conv - 1][d_inner]
-  float* ssm_state = nullptr;   // [d_inner][d_state]
+  float* ssm_state = nullptr;   // [d_state][d_inner]
 };
 
 // The selective scan's inputs for a whole pass, row 0 first (each run reads

@@ -12,11 +12,13 @@
 //            dt' = softplus(dt[t][c])
 //            h[c][s] = h[c][s] * e^(dt' A[c][s]) + B[t][s] dt' x[t][c]
 //            y[t][c] = (sum_s h[c][s] C[t][s] + D[c] x[t][c]) * silu(z[t][c])
-//          with h the ssm_state ([d_inner][d_state]), updated in place.
+//          with h the ssm_state ([d_state][d_inner]: state s of every
+//          channel side by side), updated in place.
 //
-// Written once with 16-lane vectors (ops/ssm_impl.h) and compiled per level;
-// the scan runs over d_state 16 lanes at a time. e^x and SiLU use the shared
-// polynomial (ops/exp_poly.h, ~1e-7 relative), softplus libm's log1p/exp.
+// Written once with 16-lane vectors (ops/ssm_impl.h) and compiled per level,
+// 16 channels per vector: the scan keeps a channel block's state in
+// registers over the run's tokens, with no horizontal sums. e^x, log1p and
+// SiLU are polynomials (ops/exp_poly.h, ~1e-7 relative).
 // A prompt runs the same per-token recurrence as decode, so a prompt in any
 // chunking gives the state one-token-at-a-time decode gives, bit for bit.
 #pragma once

@@ -64,7 +64,7 @@ struct SsmWeights {
   VectorWeight conv;             // [d_conv][d_inner]: the file's taps, transposed at load
   VectorWeight conv_bias;        // [d_inner]
   VectorWeight dt_bias;          // [d_inner]
-  VectorWeight a;                // [d_inner][d_state], negative (the file's -exp(A_log))
+  VectorWeight a;                // [d_state][d_inner], negative (the file's -exp(A_log), transposed)
   VectorWeight d;                // [d_inner]
   VectorWeight ones;             // [max(dt_rank, d_state)] of 1: the unweighted RMS norms (dt_b_c_rms)
 };

@@ -292,7 +292,7 @@ Status bind_ssm(Binder& bind, const HParams& hp, int il, SsmWeights& w) {
   const SsmHParams& s = hp.ssm;
   const int64_t n_embd = hp.n_embd, d_inner = s.d_inner, d_conv = s.d_conv, n_xdb = s.dt_rank + 2 * int64_t{s.d_state};
   TERN_RETURN_IF_ERROR(bind.matrix(Tensor::SsmIn, il, n_embd, 2 * d_inner, w.in));
-  VectorWeight taps;  // [d_inner][d_conv]; the kernel reads tap k of 16 channels at once
+  VectorWeight taps;  // [d_inner][d_conv]; the conv reads tap k of 16 channels at once
   TERN_RETURN_IF_ERROR(bind.table(Tensor::SsmConv1d, il, d_conv, d_inner, taps));
   w.conv.host.resize(taps.host.size());
   for (int64_t c = 0; c < d_inner; ++c)
@@ -303,7 +303,12 @@ Status bind_ssm(Binder& bind, const HParams& hp, int il, SsmWeights& w) {
   TERN_RETURN_IF_ERROR(bind.matrix_rows(Tensor::SsmX, il, d_inner, n_xdb, s.dt_rank, 2 * int64_t{s.d_state}, w.x_bc));
   TERN_RETURN_IF_ERROR(bind.matrix(Tensor::SsmDt, il, s.dt_rank, d_inner, w.dt));
   TERN_RETURN_IF_ERROR(bind.vector(Tensor::SsmDtBias, il, d_inner, true, w.dt_bias));
-  TERN_RETURN_IF_ERROR(bind.table(Tensor::SsmA, il, s.d_state, d_inner, w.a));
+  VectorWeight a;  // [d_inner][d_state]; the scan reads state s of 16 channels at once
+  TERN_RETURN_IF_ERROR(bind.table(Tensor::SsmA, il, s.d_state, d_inner, a));
+  w.a.host.resize(a.host.size());
+  for (int64_t c = 0; c < d_inner; ++c)
+    for (int64_t k = 0; k < s.d_state; ++k)
+      w.a.host[static_cast<size_t>(k * d_inner + c)] = a.host[static_cast<size_t>(c * s.d_state + k)];
   TERN_RETURN_IF_ERROR(bind.vector(Tensor::SsmD, il, d_inner, true, w.d));
   TERN_RETURN_IF_ERROR(bind.matrix(Tensor::SsmOut, il, d_inner, n_embd, w.out));
   if (s.dt_b_c_rms) w.ones.host.assign(static_cast<size_t>(std::max(s.dt_rank, s.d_state)), 1.0f);

@@ -15,14 +15,21 @@ namespace {
 #pragma GCC diagnostic ignored "-Wpsabi"
 typedef float ssm_f32x16 __attribute__((vector_size(64)));
 
-// The first n (1..16) lanes from p, the rest zero; and back.
+// The first n (1..16) lanes from p, the rest zero; and back. A whole vector
+// is one load (a copy of run-time size would go through memory, rep movs).
 __attribute__((always_inline)) inline ssm_f32x16 ssm_load(const float* p, int n) {
   ssm_f32x16 v = {};
-  __builtin_memcpy(&v, p, static_cast<size_t>(n) * sizeof(float));
+  if (n == 16)
+    __builtin_memcpy(&v, p, sizeof v);
+  else
+    __builtin_memcpy(&v, p, static_cast<size_t>(n) * sizeof(float));
   return v;
 }
 __attribute__((always_inline)) inline void ssm_store(float* p, ssm_f32x16 v, int n) {
-  __builtin_memcpy(p, &v, static_cast<size_t>(n) * sizeof(float));
+  if (n == 16)
+    __builtin_memcpy(p, &v, sizeof v);
+  else
+    __builtin_memcpy(p, &v, static_cast<size_t>(n) * sizeof(float));
 }
 
 __attribute__((always_inline)) inline ssm_f32x16 silu16(ssm_f32x16 g) { return g / (1.0f + exp16(-g)); }
@@ -57,35 +64,75 @@ void ssm_conv_impl(const SsmConvArgs& a, int c0, int c1) {
   }
 }
 
-// Channel by channel, token by token; the state's d_state values 16 lanes at a time.
+// log(1 + u) for u >= 0 (u = e^x of softplus, x <= 20): y = 1 + u split as
+// m 2^e with m in [sqrt(1/2), sqrt(2)), log m = 2 atanh(f / (2 + f)) by its
+// odd series to s^9 (|s| <= 0.172: < 3e-9 relative), then the rounding of
+// 1 + u corrected by (u - (y - 1)) / y, so small u keep their digits.
+__attribute__((always_inline)) inline ssm_f32x16 log1p16(ssm_f32x16 u) {
+  typedef int32_t ssm_i32x16 __attribute__((vector_size(64)));
+  const ssm_f32x16 y = 1.0f + u;
+  ssm_i32x16 bits;
+  __builtin_memcpy(&bits, &y, sizeof bits);
+  // Exponent relative to sqrt(1/2) (0x3f3504f3), so m lands in [sqrt(1/2), sqrt(2)).
+  const ssm_i32x16 e = ((bits - 0x3f3504f3) >> 23);
+  const ssm_i32x16 mbits = bits - (e << 23);
+  ssm_f32x16 m;
+  __builtin_memcpy(&m, &mbits, sizeof m);
+  const ssm_f32x16 f = m - 1.0f;
+  const ssm_f32x16 s = f / (2.0f + f);
+  const ssm_f32x16 s2 = s * s;
+  ssm_f32x16 p = s2 * (2.0f / 9.0f) + 2.0f / 7.0f;
+  p = p * s2 + 2.0f / 5.0f;
+  p = p * s2 + 2.0f / 3.0f;
+  p = p * s2 + 2.0f;
+  const ssm_f32x16 ef = __builtin_convertvector(e, ssm_f32x16);
+  const ssm_f32x16 log_y = ef * kLn2Hi + (ef * kLn2Lo + s * p);
+  return log_y + (u - (y - 1.0f)) / y;
+}
+
+// softplus(x) = log(1 + e^x), x itself past 20 (where they agree in f32).
+__attribute__((always_inline)) inline ssm_f32x16 softplus16(ssm_f32x16 x) {
+  const ssm_f32x16 sp = log1p16(exp16(x));
+  return x > 20.0f ? x : sp;
+}
+
+// The state of states a block keeps in registers (Mamba's d_state is 16);
+// larger states go through the state array, still 16 channels per vector.
+constexpr int kSsmRegStates = 16;
+
+// 16 channels at a time, token by token; h[s] holds state s of the block's channels.
 void ssm_scan_impl(const SsmScanArgs& a, int c0, int c1) {
   const int d_inner = a.dims.d_inner, d_state = a.dims.d_state;
-  for (int ch = c0; ch < c1; ++ch) {
-    float* h = a.state + static_cast<int64_t>(ch) * d_state;
-    const float* an = a.a + static_cast<int64_t>(ch) * d_state;
+  for (int c = c0; c < c1; c += 16) {
+    const int lanes = c1 - c < 16 ? c1 - c : 16;
+    const bool in_regs = d_state <= kSsmRegStates;
+    ssm_f32x16 h[kSsmRegStates];
+    if (in_regs)
+      for (int s = 0; s < d_state; ++s) h[s] = ssm_load(a.state + static_cast<int64_t>(s) * d_inner + c, lanes);
+    const ssm_f32x16 dv = ssm_load(a.d + c, lanes);
     for (int64_t t = 0; t < a.n_tokens; ++t) {
-      const float dt_raw = a.dt[t * d_inner + ch];
-      // softplus, linear where log1p(e^x) == x in f32 (as the reference implementations cut it);
-      // libm through builtins: an inline std:: overload would break the per-level ODR rule.
-      const float dt = dt_raw <= 20.0f ? __builtin_log1pf(__builtin_expf(dt_raw)) : dt_raw;
-      const float xv = a.x[t * d_inner + ch];
-      const float xdt = xv * dt;
+      const ssm_f32x16 dt = softplus16(ssm_load(a.dt + t * d_inner + c, lanes));
+      const ssm_f32x16 xv = ssm_load(a.x + t * d_inner + c, lanes);
+      const ssm_f32x16 xdt = xv * dt;
       const float* b = a.b + t * a.bc_stride;
-      const float* c = a.c + t * a.bc_stride;
-      ssm_f32x16 sum = {};
-      for (int s = 0; s < d_state; s += 16) {
-        const int lanes = d_state - s < 16 ? d_state - s : 16;
-        ssm_f32x16 hv = ssm_load(h + s, lanes);
-        hv = hv * exp16(ssm_load(an + s, lanes) * dt) + ssm_load(b + s, lanes) * xdt;
-        ssm_store(h + s, hv, lanes);
-        sum += hv * ssm_load(c + s, lanes);
+      const float* cc = a.c + t * a.bc_stride;
+      ssm_f32x16 y = {};
+      for (int s = 0; s < d_state; ++s) {
+        const ssm_f32x16 an = ssm_load(a.a + static_cast<int64_t>(s) * d_inner + c, lanes);
+        float* hp = a.state + static_cast<int64_t>(s) * d_inner + c;
+        ssm_f32x16 hs = in_regs ? h[s] : ssm_load(hp, lanes);
+        hs = hs * exp16(an * dt) + b[s] * xdt;
+        if (in_regs)
+          h[s] = hs;
+        else
+          ssm_store(hp, hs, lanes);
+        y += hs * cc[s];
       }
-      float y = 0.0f;
-      for (int l = 0; l < 16; ++l) y += sum[l];
-      y += a.d[ch] * xv;
-      const float z = a.z[t * a.z_stride + ch];
-      a.y[t * d_inner + ch] = y * (z / (1.0f + __builtin_expf(-z)));
+      y += dv * xv;
+      ssm_store(a.y + t * d_inner + c, y * silu16(ssm_load(a.z + t * a.z_stride + c, lanes)), lanes);
     }
+    if (in_regs)
+      for (int s = 0; s < d_state; ++s) ssm_store(a.state + static_cast<int64_t>(s) * d_inner + c, h[s], lanes);
   }
 }
 

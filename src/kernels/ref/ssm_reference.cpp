@@ -35,8 +35,8 @@ void ssm_scan_reference(const SsmScanArgs& a) {
       const double xv = a.x[t * d_inner + ch];
       double y = 0.0;
       for (int s = 0; s < d_state; ++s) {
-        float& h = a.state[static_cast<int64_t>(ch) * d_state + s];
-        const double hn = h * std::exp(dt * a.a[static_cast<int64_t>(ch) * d_state + s]) +
+        float& h = a.state[static_cast<int64_t>(s) * d_inner + ch];
+        const double hn = h * std::exp(dt * a.a[static_cast<int64_t>(s) * d_inner + ch]) +
                           static_cast<double>(a.b[t * a.bc_stride + s]) * dt * xv;
         h = static_cast<float>(hn);
         y += hn * a.c[t * a.bc_stride + s];
