@@ -98,7 +98,7 @@ struct EngineStats {
   // Recurrent (state-space) layers: one fixed-size state per running sequence.
   int state_slots_total = 0, state_slots_used = 0, state_slots_peak = 0;
   int64_t state_slot_bytes = 0;   // one sequence's state, every recurrent layer
-  int64_t state_bytes_total = 0;  // the whole state pool
+  int64_t state_bytes_total = 0;  // the whole state pool: running slots and prompt snapshots (as many)
   // Memory use, summed over steps (divide by n_steps for means): KV slots held
   // by running sequences (blocks x block size) and positions they fill.
   int64_t kv_slots_allocated_sum = 0, kv_positions_used_sum = 0, n_running_sum = 0;

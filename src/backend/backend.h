@@ -98,6 +98,7 @@ struct SsmRun {
   int64_t n_tokens = 0;
   float* conv_state = nullptr;  // [d_conv - 1][d_inner]
   float* ssm_state = nullptr;   // [d_state][d_inner]
+  std::span<const kernels::SsmSnap> snaps;  // copies of the state inside the run (kernels/ssm.h)
 };
 
 // The selective scan's inputs for a whole pass, row 0 first (each run reads

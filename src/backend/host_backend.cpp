@@ -78,6 +78,8 @@ kernels::SsmConvArgs ssm_conv_args(const kernels::SsmDims& dims, const SsmRun& r
   a.w = w;
   a.bias = bias;
   a.out = out + r.first_token * dims.d_inner;
+  a.snaps = r.snaps.data();
+  a.n_snaps = static_cast<int>(r.snaps.size());
   return a;
 }
 
@@ -97,6 +99,8 @@ kernels::SsmScanArgs ssm_scan_args(const kernels::SsmDims& dims, const SsmRun& r
   a.z = in.z + t0 * in.z_stride;
   a.z_stride = in.z_stride;
   a.y = y + t0 * d_inner;
+  a.snaps = r.snaps.data();
+  a.n_snaps = static_cast<int>(r.snaps.size());
   return a;
 }
 

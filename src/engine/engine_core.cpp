@@ -27,6 +27,11 @@ Status check_context_fits_pool(const EngineConfig& config, uint64_t block_bytes,
                    "), not even one sequence; lower -c or raise --kv-memory");
 }
 
+// Prompt-state snapshots of recurrent layers every 8 blocks (128 positions of
+// 16): a shared 1,000-token prefix recomputes at most 127 of them, and a
+// snapshot (~7 MiB for a 1024-wide, 48-layer Mamba) costs ~0.3 ms to take.
+constexpr int kStateSnapshotBlocks = 8;
+
 // Bytes of one block across every attention group (they allocate in lockstep).
 uint64_t block_bytes_of(const std::vector<KvCacheSpec>& specs, int block_size) {
   uint64_t n = 0;
@@ -126,6 +131,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   kc.prefix_caching = config.prefix_caching;
   kc.swap_compression = config.swap_compression;
   kc.n_state_slots = config.max_num_seqs;
+  // Recurrent layers: as many prompt-state snapshots as running sequences,
+  // one every kStateSnapshotBlocks blocks of a prompt (docs/ssm.md).
+  kc.n_snapshot_slots = config.prefix_caching ? config.max_num_seqs : 0;
+  kc.snapshot_interval = kStateSnapshotBlocks * config.block_size;
   auto kv = KvManager::create(std::move(specs), kc);
   TERN_RETURN_IF_ERROR(kv.status());
   core->kv_ = std::move(kv).value();
@@ -419,6 +428,8 @@ EngineStats EngineCore::stats() const {
   st.n_swapped = ss.n_swapped;
   st.n_preemptions = ss.n_preemptions;
   st.n_swaps_lost = ss.n_swaps_lost;
+  st.prefix_lookup_tokens = kv_->snapshot_lookup_tokens();  // state-space layers only; blocks' below
+  st.prefix_hit_tokens = kv_->snapshot_hit_tokens();
   if (kv_->has_blocks()) {
     const BlockManager& bm = kv_->blocks();
     st.kv_blocks_total = bm.n_blocks_total();

@@ -113,6 +113,10 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
                 c.n_spec <= static_cast<int32_t>(r->spec_tokens.size()));
     const int32_t si = in.n_seqs++;
     if (any_window) in.windows.push_back(r->window);  // every sequence's, once one keeps less than all
+    // Recurrent layers: the prompt's state at every snapshot interval this chunk passes (prefix caching).
+    if (const int every = kv_.snapshot_interval(); every > 0 && c.n_spec == 0)
+      for (int32_t p = (begin / every + 1) * every; p <= std::min(end, r->n_prompt); p += every)
+        if (const int32_t slot = kv_.reserve_snapshot(*r, p); slot >= 0) in.snapshots.push_back({si, p, slot});
     for (int g = 0; g < n_groups; ++g) {
       ForwardInput::KvGroup& kg = in.kv[static_cast<size_t>(g)];
       for (BlockId b : kv_.block_table(g, r->seq)) kg.table_data.push_back(b.value);

@@ -35,6 +35,15 @@ struct SsmDims {
   int d_state = 0;
 };
 
+// A copy of the state taken inside a run: after `after` tokens (1..n_tokens),
+// the conv inputs kept and h are written to conv and ssm (the layouts of the
+// run's own state) as well (prefix caching of a prompt's state).
+struct SsmSnap {
+  int64_t after = 0;
+  float* conv = nullptr;
+  float* ssm = nullptr;
+};
+
 struct SsmConvArgs {
   SsmDims dims;
   int64_t n_tokens = 0;
@@ -45,15 +54,17 @@ struct SsmConvArgs {
       nullptr;  // [d_conv][d_inner]: tap k of every channel (the file's [d_inner][d_conv], transposed)
   const float* bias = nullptr;  // [d_inner]
   float* out = nullptr;         // [n_tokens][d_inner]
+  const SsmSnap* snaps = nullptr;  // [n_snaps], in order of `after`
+  int n_snaps = 0;
 };
 
 struct SsmScanArgs {
   SsmDims dims;
   int64_t n_tokens = 0;
-  float* state = nullptr;     // [d_inner][d_state]
+  float* state = nullptr;     // [d_state][d_inner]
   const float* x = nullptr;   // [n_tokens][d_inner]
   const float* dt = nullptr;  // [n_tokens][d_inner], before softplus
-  const float* a = nullptr;   // [d_inner][d_state]
+  const float* a = nullptr;   // [d_state][d_inner] (the file's [d_inner][d_state], transposed)
   const float* b = nullptr;   // [n_tokens][bc_stride]: d_state values each
   const float* c = nullptr;   // [n_tokens][bc_stride]
   int64_t bc_stride = 0;
@@ -61,6 +72,8 @@ struct SsmScanArgs {
   const float* z = nullptr;  // [n_tokens][z_stride]: the gate, channels at the start
   int64_t z_stride = 0;
   float* y = nullptr;  // [n_tokens][d_inner]
+  const SsmSnap* snaps = nullptr;  // [n_snaps], in order of `after`
+  int n_snaps = 0;
 };
 
 struct SsmKernels {

@@ -96,7 +96,10 @@ Status validate_tree(const ForwardInput& in) {
 // sequence's tokens are one run of consecutive positions, no two sequences
 // share a state slot, and there are no token trees (a state cannot branch).
 Status Model::validate_recurrent(const ForwardInput& in) const {
-  if (!hp_.has_ssm()) return Status::ok();
+  if (!hp_.has_ssm()) {
+    if (!in.snapshots.empty()) return error(ErrorKind::InvalidArgument, "forward input: state snapshots without recurrent layers");
+    return Status::ok();
+  }
   for (size_t g = 0; g < kv_groups_.size(); ++g) {
     if (kv_groups_[g].kind != CacheKind::Recurrent) continue;
     if (!in.parent.empty())
@@ -108,6 +111,24 @@ Status Model::validate_recurrent(const ForwardInput& in) const {
     if (std::adjacent_find(used.begin(), used.end()) != used.end())
       return error(ErrorKind::InvalidArgument, "forward input: two sequences share a state slot");
   }
+  // Snapshots go to slots no sequence of the pass runs in, once each, from a position the pass computes.
+  std::vector<int32_t> snap_slots;
+  for (const ForwardInput::StateSnapshot& sn : in.snapshots) {
+    bool computed = false;
+    for (size_t t = 0; t < in.n_tokens() && !computed; ++t)
+      computed = in.seq[t] == sn.seq && in.positions[t] == sn.position - 1;
+    if (!computed) return error(ErrorKind::InvalidArgument, "forward input: a state snapshot after a token not in the pass");
+    for (size_t g = 0; g < kv_groups_.size(); ++g) {
+      if (kv_groups_[g].kind != CacheKind::Recurrent) continue;
+      for (int32_t s = 0; s < in.n_seqs; ++s)
+        if (!in.kv[g].table(s).empty() && in.kv[g].table(s)[0] == sn.slot)
+          return error(ErrorKind::InvalidArgument, "forward input: a state snapshot into a running sequence's slot");
+    }
+    snap_slots.push_back(sn.slot);
+  }
+  std::sort(snap_slots.begin(), snap_slots.end());
+  if (std::adjacent_find(snap_slots.begin(), snap_slots.end()) != snap_slots.end())
+    return error(ErrorKind::InvalidArgument, "forward input: two state snapshots into one slot");
   std::vector<uint8_t> seen(static_cast<size_t>(in.n_seqs), 0);
   for (size_t t = 0; t < in.n_tokens(); ++t) {
     const bool continues = t > 0 && in.seq[t] == in.seq[t - 1];
@@ -140,6 +161,10 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
       return error(ErrorKind::InvalidArgument, "KV pool shape does not match the model (layers, KV heads, head size)");
     if (specs[g].kind == CacheKind::Recurrent && (p.row_bytes != specs[g].row_bytes() || p.block_size != 1))
       return error(ErrorKind::InvalidArgument, "state pool shape does not match the model's recurrent layers");
+    if (specs[g].kind == CacheKind::Recurrent)
+      for (const ForwardInput::StateSnapshot& sn : in.snapshots)
+        if (sn.slot < 0 || sn.slot >= p.n_blocks)
+          return error(ErrorKind::OutOfRange, "forward input: state snapshot slot outside the pool");
     const ForwardInput::KvGroup& kg = in.kv[g];
     if (kg.slots.size() != n || kg.table_begin.size() != static_cast<size_t>(in.n_seqs) + 1 ||
         kg.table_begin.front() != 0 || kg.table_begin.back() != static_cast<int32_t>(kg.table_data.size()))

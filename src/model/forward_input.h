@@ -32,6 +32,11 @@
 //                                      (kv/seq_window.h: sinks, window,
 //                                      context shift); its freed blocks are
 //                                      never read
+//   snapshots              [any]       recurrent layers: after the token at
+//                                      position - 1 of sequence seq, its state
+//                                      is also copied to state slot `slot` of
+//                                      every recurrent group (a prompt's state
+//                                      kept for prefix caching)
 //   kv_pos                 [n_tokens]  or empty (= positions): the index in the
 //                                      sequence's block table where the token's
 //                                      keys/values are stored. Siblings share a
@@ -69,6 +74,12 @@ struct ForwardInput {
   std::vector<int32_t> parent;       // [n_tokens] or empty: token trees (above)
   std::vector<int32_t> kv_pos;       // [n_tokens] or empty: where K/V are stored (above)
   std::vector<SeqWindow> windows;    // [n_seqs] or empty: every sequence keeps everything
+  struct StateSnapshot {
+    int32_t seq = 0;       // index of the sequence in this pass
+    int32_t position = 0;  // the state after positions < position; one of the sequence's tokens is position - 1
+    int32_t slot = 0;      // state slot written
+  };
+  std::vector<StateSnapshot> snapshots;  // recurrent layers only
   // The context one sequence may reach, which the runner was sized for:
   // parameters that depend on it (LongRoPE's long or short factors) follow it,
   // as llama.cpp's follow n_ctx_seq. 0: the model's training context. Set once
@@ -92,6 +103,7 @@ struct ForwardInput {
     parent.clear();
     kv_pos.clear();
     windows.clear();
+    snapshots.clear();
   }
   // The index in the sequence's block table of token t's keys/values.
   int32_t kv_index(size_t t) const { return kv_pos.empty() ? positions[t] : kv_pos[t]; }

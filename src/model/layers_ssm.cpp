@@ -1,4 +1,5 @@
 // The Mamba-1 mixer (model/layers.h), as llama.cpp's mamba graph computes it.
+#include <algorithm>
 #include <vector>
 
 #include "model/layers.h"
@@ -16,12 +17,21 @@ void mamba_mixer(const Pass& p, const LayerWeights& l, const float* xn, float* o
   // Each run's state in this layer; a sequence starting at position 0 starts from zero.
   const KvPoolView& pool = p.pools[static_cast<size_t>(l.kv_group)];
   std::vector<backend::SsmRun> runs;
+  std::vector<std::vector<kernels::SsmSnap>> snaps(p.runs.size());  // each run's snapshots, by position
   runs.reserve(p.runs.size());
-  for (const TokenRun& r : p.runs) {
+  for (size_t i = 0; i < p.runs.size(); ++i) {
+    const TokenRun& r = p.runs[i];
     const int32_t slot = p.tables[static_cast<size_t>(l.kv_group)][static_cast<size_t>(r.seq)][0];
     float* state = pool.state(slot, l.kv_index);
-    if (p.in.positions[static_cast<size_t>(r.first_token)] == 0) be.zero(state, 1, hs.state_floats());
-    runs.push_back({r.first_token, r.n_tokens, state, state + hs.conv_floats()});
+    const int32_t pos0 = p.in.positions[static_cast<size_t>(r.first_token)];
+    if (pos0 == 0) be.zero(state, 1, hs.state_floats());
+    for (const ForwardInput::StateSnapshot& sn : p.in.snapshots)
+      if (sn.seq == r.seq) {
+        float* copy = pool.state(sn.slot, l.kv_index);
+        snaps[i].push_back({sn.position - pos0, copy, copy + hs.conv_floats()});
+      }
+    std::sort(snaps[i].begin(), snaps[i].end(), [](const auto& a, const auto& b) { return a.after < b.after; });
+    runs.push_back({r.first_token, r.n_tokens, state, state + hs.conv_floats(), snaps[i]});
   }
 
   be.matmul(w.in, xn, a.ssm_xz, n);

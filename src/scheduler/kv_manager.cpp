@@ -1,6 +1,7 @@
 #include "scheduler/kv_manager.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/assert.h"
 #include "core/log.h"
@@ -23,7 +24,7 @@ Result<std::unique_ptr<KvManager>> KvManager::create(std::vector<KvCacheSpec> sp
       recurrent = true;
       if (config.n_state_slots < 1)
         return error(ErrorKind::InvalidArgument, "KV manager: a recurrent group needs state slots");
-      auto states = StatePool::create(s, config.n_state_slots);
+      auto states = StatePool::create(s, config.n_state_slots + std::max(0, config.n_snapshot_slots));  // room for snapshots
       TERN_RETURN_IF_ERROR(states.status());
       m->states_.push_back({static_cast<int>(g), std::move(states).value()});
       continue;
@@ -65,7 +66,49 @@ int KvManager::n_blocks_needed(const SchedRequest& r, int32_t n_tokens_total) co
   return n;
 }
 
+const KvManager::Snapshot* KvManager::find_snapshot(const SchedRequest& r, int32_t n) const {
+  const Snapshot* best = nullptr;
+  for (const Snapshot& sn : snapshots_) {
+    const auto len = static_cast<int32_t>(sn.tokens.size());
+    if (!sn.ready || len >= n || len > static_cast<int32_t>(r.tokens.size()) ||
+        (best && len <= static_cast<int32_t>(best->tokens.size())))
+      continue;
+    if (std::equal(sn.tokens.begin(), sn.tokens.end(), r.tokens.begin())) best = &sn;
+  }
+  return best;
+}
+
+int32_t KvManager::reserve_snapshot(const SchedRequest& r, int32_t position) {
+  if (!snapshots_on() || position <= 0 || position > static_cast<int32_t>(r.tokens.size())) return -1;
+  Snapshot* victim = nullptr;
+  for (Snapshot& sn : snapshots_) {
+    if (static_cast<int32_t>(sn.tokens.size()) == position &&
+        std::equal(sn.tokens.begin(), sn.tokens.end(), r.tokens.begin()))
+      return -1;  // this prefix has one (or one is being written)
+    if (sn.ready && (!victim || sn.last_used < victim->last_used)) victim = &sn;
+  }
+  if (static_cast<int>(snapshots_.size()) < config_.n_snapshot_slots) {
+    snapshots_.push_back({});
+    victim = &snapshots_.back();
+    victim->slot = config_.n_state_slots + static_cast<int32_t>(snapshots_.size()) - 1;
+  }
+  if (!victim) return -1;
+  victim->tokens.assign(r.tokens.begin(), r.tokens.begin() + position);
+  victim->ready = false;
+  victim->writer = r.seq;
+  victim->last_used = ++snapshot_clock_;
+  return victim->slot;
+}
+
 int32_t KvManager::n_tokens_cached(const SchedRequest& r) const {
+  if (has_recurrent_ && groups_.empty()) {  // state-space layers only: a snapshot of a prefix of the prompt
+    if (!snapshots_on() || r.compute_prompt || r.window.active()) return 0;
+    const Snapshot* sn = find_snapshot(r, r.n_tokens);
+    snapshot_lookup_tokens_ += r.n_tokens;
+    const int32_t n = sn ? static_cast<int32_t>(sn->tokens.size()) : 0;
+    snapshot_hit_tokens_ += n;
+    return n;
+  }
   // A windowed sequence computes its prompt (a hit past its window would
   // attach blocks only to release them); its full blocks still serve others.
   if (!prefix_caching_ || groups_.empty() || r.compute_prompt || r.window.active()) return 0;
@@ -103,6 +146,16 @@ bool KvManager::allocate_slots(const SchedRequest& r, int32_t n_tokens_total) {
   if (needs_state) {
     state_of_[r.seq] = BlockId(free_states_.back());
     free_states_.pop_back();
+    if (r.n_computed > 0) {  // admitted on a snapshot of its prefix: start from a copy of it
+      const Snapshot* sn = find_snapshot(r, r.n_computed + 1);
+      TERN_ASSERT_MSG(sn && static_cast<int32_t>(sn->tokens.size()) == r.n_computed,
+                      "a recurrent state starts from 0 or from its prefix's snapshot");
+      for (const States& st : states_) {
+        const KvPoolView v = st.pool->view();
+        std::memcpy(v.state(state_of_[r.seq].value, 0), v.state(sn->slot, 0), v.block_bytes);
+      }
+      const_cast<Snapshot*>(sn)->last_used = ++snapshot_clock_;
+    }
   }
   return true;
 }
@@ -137,6 +190,9 @@ void KvManager::release_behind_window(Group& g, SeqId seq, int32_t first_needed)
 }
 
 void KvManager::free_slots(const SchedRequest& r) {
+  // Snapshots r's passes were writing and never committed hold nothing usable.
+  for (Snapshot& sn : snapshots_)
+    if (!sn.ready && sn.writer == r.seq) sn.tokens.clear(), sn.last_used = 0, sn.ready = true;
   for (Group& g : groups_) g.cache->truncate(r.seq, 0);
   swapped_.erase(r.seq);
   if (auto it = state_of_.find(r.seq); it != state_of_.end()) {
@@ -185,6 +241,8 @@ KvAllocator::SwapIn KvManager::swap_in(const SchedRequest& r) {
 }
 
 void KvManager::commit(const SchedRequest& r) {
+  for (Snapshot& sn : snapshots_)
+    if (!sn.ready && sn.writer == r.seq && static_cast<int32_t>(sn.tokens.size()) <= r.n_computed) sn.ready = true;
   for (Group& g : groups_) {
     if (g.cache->blocks().block_table(r.seq).empty()) continue;
     g.cache->set_n_positions(r.seq, r.n_computed);

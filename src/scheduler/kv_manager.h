@@ -20,7 +20,11 @@
 //
 // Prefix caching: full blocks are registered only in commit(), i.e. for
 // positions update() accepted; a rolled-back tail never reaches the index.
-// It is off when any group is recurrent (a state cannot be shared by prefix).
+// With a recurrent group, blocks are not shared; instead a prompt's state is
+// snapshotted every snapshot_interval positions (reserve_snapshot(), written
+// by the forward pass, usable once commit() accepts those positions), and a
+// request whose prompt starts with a snapshot's tokens starts from a copy of
+// it (n_tokens_cached(), allocate_slots()). Snapshots are evicted LRU.
 // Swapping: full-attention groups only; otherwise swap_out() refuses and the
 // scheduler recomputes. A copy that does not restore whole (its checksums,
 // kv/paged_kv_cache.h) is dropped and the request recomputed: never wrong K/V.
@@ -46,6 +50,10 @@ struct KvManagerConfig {
   bool prefix_caching = true;
   SwapCompression swap_compression = SwapCompression::None;
   int n_state_slots = 0;   // recurrent groups: sequences that can hold a state at once
+  // Recurrent groups: prefix caching by snapshots of a prompt's state every
+  // snapshot_interval positions (0 slots: off), kept in slots of their own.
+  int n_snapshot_slots = 0;
+  int snapshot_interval = 128;
 };
 
 class KvManager final : public KvAllocator {
@@ -72,6 +80,14 @@ class KvManager final : public KvAllocator {
   KvPoolView pool(int g) const;                                 // a recurrent group's: its state pool
   std::span<const BlockId> block_table(int g, SeqId seq) const;  // a recurrent group's: {state slot} or empty
   int32_t state_slot(SeqId seq) const;                          // -1 when it holds none
+  // A slot for the state of r's first `position` tokens, which r's next pass
+  // computes; -1 when snapshots are off, the prefix has one, or every slot
+  // holds one still being written.
+  int32_t reserve_snapshot(const SchedRequest& r, int32_t position);
+  // 0: no snapshots (off, or a model with attention layers: their blocks are the prefix cache).
+  int snapshot_interval() const { return snapshots_on() ? config_.snapshot_interval : 0; }
+  int64_t snapshot_lookup_tokens() const { return snapshot_lookup_tokens_; }
+  int64_t snapshot_hit_tokens() const { return snapshot_hit_tokens_; }
   size_t state_bytes() const;       // every recurrent group's state pool
   size_t state_slot_bytes() const;  // one sequence's state in every recurrent group
   int block_size() const { return config_.block_size; }
@@ -107,7 +123,20 @@ class KvManager final : public KvAllocator {
     int index;
     std::unique_ptr<StatePool> pool;
   };
-  std::vector<States> states_;  // recurrent groups' state pools
+  std::vector<States> states_;  // recurrent groups' state pools (running slots, then snapshot slots)
+  struct Snapshot {
+    std::vector<TokenId> tokens;  // the prefix whose state the slot holds
+    int32_t slot = -1;
+    bool ready = false;           // its positions were committed
+    SeqId writer;                 // the sequence whose pass writes it
+    uint64_t last_used = 0;
+  };
+  // The ready snapshot of the longest prefix of r's tokens shorter than n (so that a token is left to compute).
+  const Snapshot* find_snapshot(const SchedRequest& r, int32_t n) const;
+  bool snapshots_on() const { return has_recurrent_ && groups_.empty() && config_.n_snapshot_slots > 0; }
+  std::vector<Snapshot> snapshots_;
+  uint64_t snapshot_clock_ = 0;
+  mutable int64_t snapshot_lookup_tokens_ = 0, snapshot_hit_tokens_ = 0;
   bool prefix_caching_ = true;
   bool has_recurrent_ = false;
   std::unordered_map<SeqId, std::vector<SwappedKv>> swapped_;  // per attention group

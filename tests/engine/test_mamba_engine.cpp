@@ -94,7 +94,7 @@ TEST_F(EngineMamba, SixteenConcurrentRequestsGetWhatEachGetsAlone) {
   EXPECT_GT(st.state_slots_peak, 1) << "requests ran together";
   // 2 layers x ((d_conv - 1) x d_inner + d_inner x d_state) floats = 2 x (3 x 128 + 128 x 16) x 4 bytes.
   EXPECT_EQ(st.state_slot_bytes, 2 * (3 * 128 + 128 * 16) * 4);
-  EXPECT_EQ(st.state_bytes_total, 16 * st.state_slot_bytes);
+  EXPECT_EQ(st.state_bytes_total, (16 + 16) * st.state_slot_bytes) << "16 running, 16 prompt snapshots";
   EXPECT_EQ(st.kv_blocks_used, 0);
 }
 
@@ -129,6 +129,42 @@ TEST_F(EngineMamba, CancellingARequestGivesItsSlotBack) {
   auto fresh = test::make_core(config());
   ASSERT_TRUE(fresh);
   EXPECT_EQ(got_third, test::run_all(*fresh, {request(2)})[0].tokens);
+}
+
+// Prefix caching by state snapshots (every 128 prompt positions): a request
+// sharing a prompt's first 300 tokens starts from the snapshot at 256 and
+// gets exactly the tokens it gets on an engine that never saw the first.
+TEST_F(EngineMamba, APromptStartsFromTheSnapshotOfItsSharedPrefix) {
+  GenerationRequest first, second;
+  for (int k = 0; k < 300; ++k) first.prompt_tokens.push_back(static_cast<TokenId>(100 + (k * 37) % 30000));
+  second.prompt_tokens = first.prompt_tokens;
+  first.prompt_tokens.push_back(7);
+  for (int k = 0; k < 20; ++k) second.prompt_tokens.push_back(static_cast<TokenId>(5000 + k));
+  for (GenerationRequest* r : {&first, &second}) {
+    r->max_tokens = 8;
+    r->ignore_eos = true;
+    r->sampling.temperature = 0.0f;
+  }
+  auto fresh = test::make_core(config());
+  ASSERT_TRUE(fresh);
+  const std::vector<TokenId> want = test::run_all(*fresh, {second})[0].tokens;
+  EXPECT_EQ(fresh->stats().prefix_hit_tokens, 0);
+
+  auto core = test::make_core(config());
+  ASSERT_TRUE(core);
+  test::run_all(*core, {first});
+  const int64_t hits_before = core->stats().prefix_hit_tokens;
+  EXPECT_EQ(hits_before, 0);
+  EXPECT_EQ(test::run_all(*core, {second})[0].tokens, want);
+  EXPECT_EQ(core->stats().prefix_hit_tokens, 256) << "the snapshot after 256 of the 300 shared tokens";
+  // Without prefix caching nothing is snapshotted or hit.
+  EngineConfig off = config();
+  off.prefix_caching = false;
+  auto plain = test::make_core(off);
+  ASSERT_TRUE(plain);
+  test::run_all(*plain, {first});
+  EXPECT_EQ(test::run_all(*plain, {second})[0].tokens, want);
+  EXPECT_EQ(plain->stats().prefix_hit_tokens, 0);
 }
 
 TEST_F(EngineMamba, SpeculativeDecodingIsRefusedWithAReason) {

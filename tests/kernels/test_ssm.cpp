@@ -2,7 +2,8 @@
 // double-precision references (kernels/ref/ssm_reference.h), and the
 // properties the engine relies on: a channel's result does not depend on how
 // channels are split or on how a sequence's tokens are cut into runs (one run
-// of n tokens leaves the state n runs of one token leave, bit for bit).
+// of n tokens leaves the state n runs of one token leave, bit for bit), and
+// a snapshot taken inside a run is the state a run ending there leaves.
 //
 // Budget: the polynomial e^x (~1e-7) and float state over 24 steps;
 // measured <= 1.9e-7 relative (recorded as ssm_<level>_*); kRel = 2e-6.
@@ -133,10 +134,20 @@ TEST(SsmKernels, ChannelSplitsAndRunCutsAreBitIdentical) {
   for (CpuLevel level : testing::available_levels()) {
     SCOPED_TRACE(cpu_level_name(level));
     const SsmKernels& k = *ssm_kernels_at(level);
-    // Whole: one run, all channels at once.
+    // Whole: one run, all channels at once, with snapshots of the state after 6 and 8 tokens.
     std::vector<float> cs = c.conv_state, u(nt * di), st = c.state, y(nt * di);
-    k.conv(c.conv(cs.data(), u.data(), 0, c.n), 0, dims.d_inner);
-    k.scan(c.scan(st.data(), u.data(), y.data(), 0, c.n), 0, dims.d_inner);
+    const size_t n_conv = cs.size(), n_ssm = st.size();
+    std::vector<float> snap_mem(2 * (n_conv + n_ssm), -1.0f);
+    const SsmSnap snaps[] = {{6, snap_mem.data(), snap_mem.data() + n_conv},
+                             {8, snap_mem.data() + n_conv + n_ssm, snap_mem.data() + 2 * n_conv + n_ssm}};
+    SsmConvArgs ca = c.conv(cs.data(), u.data(), 0, c.n);
+    ca.snaps = snaps;
+    ca.n_snaps = 2;
+    k.conv(ca, 0, dims.d_inner);
+    SsmScanArgs sa = c.scan(st.data(), u.data(), y.data(), 0, c.n);
+    sa.snaps = snaps;
+    sa.n_snaps = 2;
+    k.scan(sa, 0, dims.d_inner);
     // Cut: runs of 1, 5, 2 and 5 tokens, channels in chunks of 16 (the CPU backend's split).
     std::vector<float> cs2 = c.conv_state, u2(nt * di), st2 = c.state, y2(nt * di);
     int64_t t0 = 0;
@@ -146,6 +157,11 @@ TEST(SsmKernels, ChannelSplitsAndRunCutsAreBitIdentical) {
       for (int c0 = 0; c0 < dims.d_inner; c0 += 16)
         k.scan(c.scan(st2.data(), u2.data(), y2.data(), t0, len), c0, c0 + 16);
       t0 += len;
+      if (t0 == 6 || t0 == 8) {  // the snapshots hold the state a run ending here leaves
+        const size_t at = t0 == 6 ? 0 : n_conv + n_ssm;
+        EXPECT_EQ(std::vector<float>(snap_mem.begin() + at, snap_mem.begin() + at + n_conv), cs2) << t0;
+        EXPECT_EQ(std::vector<float>(snap_mem.begin() + at + n_conv, snap_mem.begin() + at + n_conv + n_ssm), st2) << t0;
+      }
     }
     ASSERT_EQ(t0, c.n);
     EXPECT_EQ(u2, u);

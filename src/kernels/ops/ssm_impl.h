@@ -56,6 +56,10 @@ void ssm_conv_impl(const SsmConvArgs& a, int c0, int c1) {
       for (int k = 0; k < n_tap; ++k) acc += w[k] * ssm_load(input(t + k, c), lanes);
       ssm_store(a.out + t * d_inner + c, silu16(acc), lanes);
     }
+    for (int k = 0; k < a.n_snaps; ++k)  // the inputs kept after `after` tokens
+      for (int i = 0; i < n_keep; ++i)
+        ssm_store(a.snaps[k].conv + static_cast<int64_t>(i) * d_inner + c, ssm_load(input(a.snaps[k].after + i, c), lanes),
+                  lanes);
     // Keep the last n_keep inputs. Entry i reads input n + i >= i, which no
     // earlier write (entries < i) has touched.
     for (int i = 0; i < n_keep; ++i)
@@ -130,6 +134,13 @@ void ssm_scan_impl(const SsmScanArgs& a, int c0, int c1) {
       }
       y += dv * xv;
       ssm_store(a.y + t * d_inner + c, y * silu16(ssm_load(a.z + t * a.z_stride + c, lanes)), lanes);
+      for (int k = 0; k < a.n_snaps; ++k) {
+        if (a.snaps[k].after != t + 1) continue;
+        for (int s = 0; s < d_state; ++s) {
+          const int64_t at = static_cast<int64_t>(s) * d_inner + c;
+          ssm_store(a.snaps[k].ssm + at, in_regs ? h[s] : ssm_load(a.state + at, lanes), lanes);
+        }
+      }
     }
     if (in_regs)
       for (int s = 0; s < d_state; ++s) ssm_store(a.state + static_cast<int64_t>(s) * d_inner + c, h[s], lanes);

@@ -21,6 +21,10 @@ void ssm_conv_reference(const SsmConvArgs& a) {
         acc += static_cast<double>(a.w[k * d_inner + c]) * line[static_cast<size_t>((t + k) * d_inner + c)];
       a.out[t * d_inner + c] = static_cast<float>(acc / (1.0 + std::exp(-acc)));
     }
+  for (int k = 0; k < a.n_snaps; ++k)
+    for (int i = 0; i < n_keep; ++i)
+      for (int c = 0; c < d_inner; ++c)
+        a.snaps[k].conv[i * d_inner + c] = line[static_cast<size_t>((a.snaps[k].after + i) * d_inner + c)];
   for (int i = 0; i < n_keep; ++i)
     for (int c = 0; c < d_inner; ++c)
       a.conv_state[i * d_inner + c] = line[static_cast<size_t>((n + i) * d_inner + c)];
@@ -28,7 +32,7 @@ void ssm_conv_reference(const SsmConvArgs& a) {
 
 void ssm_scan_reference(const SsmScanArgs& a) {
   const int d_inner = a.dims.d_inner, d_state = a.dims.d_state;
-  for (int64_t t = 0; t < a.n_tokens; ++t)
+  for (int64_t t = 0; t < a.n_tokens; ++t) {
     for (int ch = 0; ch < d_inner; ++ch) {
       const double raw = a.dt[t * d_inner + ch];
       const double dt = raw <= 20.0 ? std::log1p(std::exp(raw)) : raw;
@@ -45,6 +49,10 @@ void ssm_scan_reference(const SsmScanArgs& a) {
       const double z = a.z[t * a.z_stride + ch];
       a.y[t * d_inner + ch] = static_cast<float>(y * (z / (1.0 + std::exp(-z))));
     }
+    for (int k = 0; k < a.n_snaps; ++k)
+      if (a.snaps[k].after == t + 1)
+        for (int64_t i = 0; i < int64_t{d_state} * d_inner; ++i) a.snaps[k].ssm[i] = a.state[i];
+  }
 }
 
 }  // namespace tern::kernels
