@@ -31,6 +31,7 @@ Status check_context_fits_pool(const EngineConfig& config, uint64_t block_bytes,
 // 16): a shared 1,000-token prefix recomputes at most 127 of them, and a
 // snapshot (~7 MiB for a 1024-wide, 48-layer Mamba) costs ~0.3 ms to take.
 constexpr int kStateSnapshotBlocks = 8;
+constexpr int kMinStateSnapshots = 16;
 
 // Bytes of one block across every attention group (they allocate in lockstep).
 uint64_t block_bytes_of(const std::vector<KvCacheSpec>& specs, int block_size) {
@@ -131,9 +132,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   kc.prefix_caching = config.prefix_caching;
   kc.swap_compression = config.swap_compression;
   kc.n_state_slots = config.max_num_seqs;
-  // Recurrent layers: as many prompt-state snapshots as running sequences,
-  // one every kStateSnapshotBlocks blocks of a prompt (docs/ssm.md).
-  kc.n_snapshot_slots = config.prefix_caching ? config.max_num_seqs : 0;
+  // Recurrent layers: prompt-state snapshots one every kStateSnapshotBlocks
+  // blocks of a prompt, as many as running sequences but at least
+  // kMinStateSnapshots (one prompt of 1,024 tokens takes 8) (docs/ssm.md).
+  kc.n_snapshot_slots = config.prefix_caching ? std::max(config.max_num_seqs, kMinStateSnapshots) : 0;
   kc.snapshot_interval = kStateSnapshotBlocks * config.block_size;
   auto kv = KvManager::create(std::move(specs), kc);
   TERN_RETURN_IF_ERROR(kv.status());

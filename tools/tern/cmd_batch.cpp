@@ -199,6 +199,10 @@ int cmd_batch(int argc, char** argv) {
     j["spec_proposed"] = st.spec_proposed;
     j["spec_accepted"] = st.spec_accepted;
     j["spec_branch_accepted"] = st.spec_branch_accepted;
+    j["state_slots_total"] = st.state_slots_total;
+    j["state_slots_peak"] = st.state_slots_peak;
+    j["state_slot_bytes"] = st.state_slot_bytes;
+    j["state_bytes_total"] = st.state_bytes_total;
     Status written = stats_out->write(j.dump(2) + "\n");
     if (written) written = stats_out->commit();
     if (!written) return report(written.with_context("batch"));
@@ -218,6 +222,14 @@ int cmd_batch(int argc, char** argv) {
                100.0 * st.prefix_hit_rate, st.kv_blocks_peak, st.kv_blocks_total, st.kv_blocks_peak * kv_mib,
                st.kv_blocks_total * kv_mib, st.block_size, 100.0 * waste_paged, 100.0 * waste_contig, n_ctx,
                st.n_running_peak, static_cast<long long>(contiguous_capacity));
+  if (st.state_slots_total > 0) {  // recurrent (state-space) layers: one fixed-size state per sequence
+    const double mib = 1024.0 * 1024.0;
+    std::fprintf(stderr,
+                 "batch: recurrent state peak %d of %d slots (%.1f MiB in use at the peak, %.2f MiB per sequence; "
+                 "%.1f MiB pool with prompt snapshots)\n",
+                 st.state_slots_peak, st.state_slots_total, st.state_slots_peak * st.state_slot_bytes / mib,
+                 st.state_slot_bytes / mib, st.state_bytes_total / mib);
+  }
   if (st.spec_proposed > 0)
     std::fprintf(stderr, "batch: speculative: %lld proposed, %lld accepted (%.1f%%)\n",
                  static_cast<long long>(st.spec_proposed), static_cast<long long>(st.spec_accepted),
