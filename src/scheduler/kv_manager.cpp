@@ -154,7 +154,7 @@ bool KvManager::allocate_slots(const SchedRequest& r, int32_t n_tokens_total) {
         const KvPoolView v = st.pool->view();
         std::memcpy(v.state(state_of_[r.seq].value, 0), v.state(sn->slot, 0), v.block_bytes);
       }
-      const_cast<Snapshot*>(sn)->last_used = ++snapshot_clock_;
+      snapshots_[static_cast<size_t>(sn - snapshots_.data())].last_used = ++snapshot_clock_;
     }
   }
   return true;
@@ -191,8 +191,13 @@ void KvManager::release_behind_window(Group& g, SeqId seq, int32_t first_needed)
 
 void KvManager::free_slots(const SchedRequest& r) {
   // Snapshots r's passes were writing and never committed hold nothing usable.
+  // An entry with no tokens is a free slot: matched by no prompt, the first to be reused.
   for (Snapshot& sn : snapshots_)
-    if (!sn.ready && sn.writer == r.seq) sn.tokens.clear(), sn.last_used = 0, sn.ready = true;
+    if (!sn.ready && sn.writer == r.seq) {
+      sn.tokens.clear();
+      sn.last_used = 0;
+      sn.ready = true;
+    }
   for (Group& g : groups_) g.cache->truncate(r.seq, 0);
   swapped_.erase(r.seq);
   if (auto it = state_of_.find(r.seq); it != state_of_.end()) {

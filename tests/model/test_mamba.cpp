@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -93,16 +94,16 @@ class Reference {
     std::vector<std::vector<double>> conv(static_cast<size_t>(n_layer_),
                                           std::vector<double>((dc - 1) * di, 0.0));
     std::vector<std::vector<double>> h(static_cast<size_t>(n_layer_), std::vector<double>(di * ds, 0.0));
-    const std::vector<double> embd = tensor(tensor_name(Tensor::TokenEmbd));
+    const std::vector<double>& embd = tensor(tensor_name(Tensor::TokenEmbd));
     std::vector<std::vector<double>> out;
     for (TokenId tok : tokens) {
       std::vector<double> x(embd.begin() + tok * n_embd_, embd.begin() + (tok + 1) * n_embd_);
       for (int il = 0; il < n_layer_; ++il) {
-        auto w = [&](Tensor t) { return tensor(tensor_name(t, il)); };
+        auto w = [&](Tensor t) -> const std::vector<double>& { return tensor(tensor_name(t, il)); };
         const std::vector<double> xn = rms_norm(x, w(Tensor::AttnNorm));
         const std::vector<double> xz = matvec(w(Tensor::SsmIn), xn, 2 * di);
         // Causal depthwise convolution over (kept inputs, this input), oldest first.
-        const std::vector<double> taps = w(Tensor::SsmConv1d), bias = w(Tensor::SsmConv1dBias);
+        const std::vector<double>&taps = w(Tensor::SsmConv1d), &bias = w(Tensor::SsmConv1dBias);
         std::vector<double>& keep = conv[static_cast<size_t>(il)];
         std::vector<double> u(di);
         for (size_t c = 0; c < di; ++c) {
@@ -116,7 +117,7 @@ class Reference {
         const std::vector<double> xdb = matvec(w(Tensor::SsmX), u, static_cast<size_t>(dt_rank_) + 2 * ds);
         const std::vector<double> dt_in(xdb.begin(), xdb.begin() + dt_rank_);
         std::vector<double> dt = matvec(w(Tensor::SsmDt), dt_in, di);
-        const std::vector<double> dt_bias = w(Tensor::SsmDtBias), a = w(Tensor::SsmA), d = w(Tensor::SsmD);
+        const std::vector<double>&dt_bias = w(Tensor::SsmDtBias), &a = w(Tensor::SsmA), &d = w(Tensor::SsmD);
         std::vector<double>& hl = h[static_cast<size_t>(il)];
         std::vector<double> y(di);
         for (size_t c = 0; c < di; ++c) {
@@ -136,7 +137,7 @@ class Reference {
         for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       }
       const std::vector<double> xf = rms_norm(x, tensor(tensor_name(Tensor::OutputNorm)));
-      const std::vector<double> head = tensor(tensor_name(Tensor::Output));
+      const std::vector<double>& head = tensor(tensor_name(Tensor::Output));
       out.push_back(matvec(head, xf, head.size() / static_cast<size_t>(n_embd_)));
     }
     return out;
@@ -145,14 +146,19 @@ class Reference {
  private:
   static double silu(double v) { return v / (1.0 + std::exp(-v)); }
 
-  std::vector<double> tensor(const std::string& name) const {
+  // A tensor's values, decoded once.
+  const std::vector<double>& tensor(const std::string& name) {
+    auto it = decoded_.find(name);
+    if (it != decoded_.end()) return it->second;
+    std::vector<double>& out = decoded_[name];
     const gguf::TensorInfo* t = f_.find_tensor(name);
     EXPECT_NE(t, nullptr) << name;
-    if (!t) return {};
+    if (!t) return out;
     const quant::TypeTraits* tr = quant::traits(t->type);
     std::vector<float> v(t->n_elements);
     tr->to_float(t->data, v.data(), static_cast<int64_t>(t->n_elements));
-    return {v.begin(), v.end()};
+    out.assign(v.begin(), v.end());
+    return out;
   }
   std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& w) const {
     double ss = 0.0;
@@ -172,6 +178,7 @@ class Reference {
   }
 
   gguf::GgufFile f_;
+  std::map<std::string, std::vector<double>> decoded_;
   int n_embd_ = 0, n_layer_ = 0, d_conv_ = 0, d_inner_ = 0, d_state_ = 0, dt_rank_ = 0;
   double eps_ = 1e-5;
 };
