@@ -54,7 +54,7 @@ struct SsmConvArgs {
       nullptr;  // [d_conv][d_inner]: tap k of every channel (the file's [d_inner][d_conv], transposed)
   const float* bias = nullptr;  // [d_inner]
   float* out = nullptr;         // [n_tokens][d_inner]
-  const SsmSnap* snaps = nullptr;  // [n_snaps], in order of `after`
+  const SsmSnap* snaps = nullptr;  // [n_snaps], any order
   int n_snaps = 0;
 };
 
@@ -72,7 +72,7 @@ struct SsmScanArgs {
   const float* z = nullptr;  // [n_tokens][z_stride]: the gate, channels at the start
   int64_t z_stride = 0;
   float* y = nullptr;  // [n_tokens][d_inner]
-  const SsmSnap* snaps = nullptr;  // [n_snaps], in order of `after`
+  const SsmSnap* snaps = nullptr;  // [n_snaps], any order
   int n_snaps = 0;
 };
 

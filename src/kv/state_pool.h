@@ -21,9 +21,8 @@ class StatePool {
   static Result<std::unique_ptr<StatePool>> create(const KvCacheSpec& spec, int n_slots);
 
   KvPoolView view() const { return view_; }
-  int n_slots() const { return view_.n_blocks; }
   size_t slot_bytes() const { return view_.block_bytes; }
-  size_t bytes() const { return slot_bytes() * static_cast<size_t>(n_slots()); }
+  size_t bytes() const { return slot_bytes() * static_cast<size_t>(view_.n_blocks); }
 
  private:
   struct Free {

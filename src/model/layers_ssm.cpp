@@ -1,5 +1,4 @@
 // The Mamba-1 mixer (model/layers.h), as llama.cpp's mamba graph computes it.
-#include <algorithm>
 #include <vector>
 
 #include "model/layers.h"
@@ -17,7 +16,7 @@ void mamba_mixer(const Pass& p, const LayerWeights& l, const float* xn, float* o
   // Each run's state in this layer; a sequence starting at position 0 starts from zero.
   const KvPoolView& pool = p.pools[static_cast<size_t>(l.kv_group)];
   std::vector<backend::SsmRun> runs;
-  std::vector<std::vector<kernels::SsmSnap>> snaps(p.runs.size());  // each run's snapshots, by position
+  std::vector<std::vector<kernels::SsmSnap>> snaps(p.runs.size());  // each run's snapshots
   runs.reserve(p.runs.size());
   for (size_t i = 0; i < p.runs.size(); ++i) {
     const TokenRun& r = p.runs[i];
@@ -30,7 +29,6 @@ void mamba_mixer(const Pass& p, const LayerWeights& l, const float* xn, float* o
         float* copy = pool.state(sn.slot, l.kv_index);
         snaps[i].push_back({sn.position - pos0, copy, copy + hs.conv_floats()});
       }
-    std::sort(snaps[i].begin(), snaps[i].end(), [](const auto& a, const auto& b) { return a.after < b.after; });
     runs.push_back({r.first_token, r.n_tokens, state, state + hs.conv_floats(), snaps[i]});
   }
 
@@ -38,10 +36,9 @@ void mamba_mixer(const Pass& p, const LayerWeights& l, const float* xn, float* o
   be.ssm_conv(dims, runs, a.ssm_xz, 2 * d_inner, w.conv.dev, w.conv_bias.dev, a.ssm_conv);
   const backend::MatmulJob x_jobs[] = {{&w.x_dt, a.ssm_dt_in}, {&w.x_bc, a.ssm_bc}};
   be.matmul_group(x_jobs, a.ssm_conv, n);
-  if (hs.dt_b_c_rms) {
+  if (hs.dt_b_c_rms) {  // B and C of a token are two rows of d_state
     be.rms_norm(a.ssm_dt_in, w.ones.dev, a.ssm_dt_in, n, hs.dt_rank, p.hp.rms_eps);
-    be.rms_norm(a.ssm_bc, w.ones.dev, a.ssm_bc, 2 * n, hs.d_state,
-                p.hp.rms_eps);  // B and C of a token: two rows
+    be.rms_norm(a.ssm_bc, w.ones.dev, a.ssm_bc, 2 * n, hs.d_state, p.hp.rms_eps);
   }
   be.matmul(w.dt, a.ssm_dt_in, a.ssm_dt, n);
   be.add_bias(a.ssm_dt, w.dt_bias.dev, n, d_inner);
