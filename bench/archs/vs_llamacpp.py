@@ -48,6 +48,8 @@ SHAPES = {
     # d_inner 512, dt_rank 16, d_state 16: every matrix a multiple of 32 wide (quantizable);
     # a larger std so that the mixer, not the embedding, decides the logits.
     "mamba": "--dim 256 --layers 4 --weight-std 0.08",
+    # d_inner 512 in 8 heads of 64, 2 groups of B/C, d_state 64.
+    "mamba2": "--dim 256 --layers 4 --weight-std 0.08 --head-dim 64 --ssm-groups 2 --ssm-state 64",
 }
 
 

@@ -105,7 +105,9 @@ struct SsmRun {
 // its own rows): shapes as kernels::SsmScanArgs.
 struct SsmScanInput {
   const float* x = nullptr;
+  int64_t x_stride = 0;  // 0: d_inner
   const float* dt = nullptr;
+  int64_t dt_stride = 0;  // 0: d_inner
   const float* a = nullptr;
   const float* b = nullptr;
   const float* c = nullptr;
@@ -113,6 +115,9 @@ struct SsmScanInput {
   const float* d = nullptr;
   const float* z = nullptr;
   int64_t z_stride = 0;
+  int head_dim = 0;  // Mamba-2 (kernels::SsmScanArgs); 0: Mamba-1
+  int n_group = 1;
+  const float* dt_bias = nullptr;
 };
 
 // Named activation buffers of a pass (scratch slots).
@@ -182,6 +187,7 @@ class Backend {
   virtual void scatter_add(const float* y, std::span<const int32_t> rows, std::span<const float> weights, float* out,
                            int64_t n) = 0;
   virtual void zero(float* x, int64_t n_rows, int64_t n) = 0;  // x = 0
+  virtual void mul(float* x, const float* w, int64_t n_rows, int64_t n) = 0;  // x[t][j] *= w[j]
   // State-space layers (kernels/ssm.h), every run from its own state:
   // out [n][d_inner] = silu(conv(x) + bias), x [n][x_stride] (channels first
   // in a row), w [d_conv][d_inner]; and the selective scan into y [n][d_inner].

@@ -63,6 +63,11 @@ void HostBackend::scale(float* x, int64_t n_rows, int64_t n, float s) {
   for (int64_t i = 0; i < n_rows * n; ++i) x[i] *= s;
 }
 
+void HostBackend::mul(float* x, const float* w, int64_t n_rows, int64_t n) {
+  for (int64_t t = 0; t < n_rows; ++t)
+    for (int64_t j = 0; j < n; ++j) x[t * n + j] *= w[j];
+}
+
 void HostBackend::zero(float* x, int64_t n_rows, int64_t n) {
   std::memset(x, 0, static_cast<size_t>(n_rows * n) * sizeof(float));
 }
@@ -89,8 +94,10 @@ kernels::SsmScanArgs ssm_scan_args(const kernels::SsmDims& dims, const SsmRun& r
   a.dims = dims;
   a.n_tokens = r.n_tokens;
   a.state = r.ssm_state;
-  a.x = in.x + t0 * d_inner;
-  a.dt = in.dt + t0 * d_inner;
+  a.x_stride = in.x_stride > 0 ? in.x_stride : d_inner;
+  a.dt_stride = in.dt_stride > 0 ? in.dt_stride : d_inner;
+  a.x = in.x + t0 * a.x_stride;
+  a.dt = in.dt + t0 * a.dt_stride;
   a.a = in.a;
   a.b = in.b + t0 * in.bc_stride;
   a.c = in.c + t0 * in.bc_stride;
@@ -98,6 +105,9 @@ kernels::SsmScanArgs ssm_scan_args(const kernels::SsmDims& dims, const SsmRun& r
   a.d = in.d;
   a.z = in.z + t0 * in.z_stride;
   a.z_stride = in.z_stride;
+  a.head_dim = in.head_dim;
+  a.n_group = in.n_group;
+  a.dt_bias = in.dt_bias;
   a.y = y + t0 * d_inner;
   a.snaps = r.snaps.data();
   a.n_snaps = static_cast<int>(r.snaps.size());

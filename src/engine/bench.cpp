@@ -89,9 +89,11 @@ double model_flops_per_token(const Model& model, double mean_context) {
   if (hp.has_ssm()) {  // Mamba: the mixer's four matrices, the conv and the scan (~6 flops per state value)
     const SsmHParams& s = hp.ssm;
     const double di = s.d_inner;
-    const double mixer = 3.0 * di * hp.n_embd + di * (s.dt_rank + 2.0 * s.d_state) + s.dt_rank * di;
+    // Mamba-2: in and out projections only; its conv also runs over B and C.
+    const double mixer = s.mamba2() ? (static_cast<double>(s.in_rows()) + di) * hp.n_embd
+                                    : 3.0 * di * hp.n_embd + di * (s.dt_rank + 2.0 * s.d_state) + s.dt_rank * di;
     return 2.0 * (static_cast<double>(hp.n_layer) * mixer + static_cast<double>(hp.n_embd) * hp.n_vocab) +
-           hp.n_layer * di * (2.0 * s.d_conv + 6.0 * s.d_state);
+           hp.n_layer * (2.0 * s.d_conv * static_cast<double>(s.conv_channels()) + 6.0 * di * s.d_state);
   }
   return 2.0 * matrix_params + 4.0 * hp.n_layer * mean_context * hp.q_dim();
 }

@@ -14,10 +14,19 @@
 //            y[t][c] = (sum_s h[c][s] C[t][s] + D[c] x[t][c]) * silu(z[t][c])
 //          with h the ssm_state ([d_state][d_inner]: state s of every
 //          channel side by side), updated in place.
+//          Mamba-2 (head_dim > 0): channel c is in head c / head_dim, whose
+//          dt (+ dt_bias), A and D are one value each, and that head's group
+//          g = head / (heads / n_group) has B and C (d_state values each):
+//            dt' = softplus(dt[t][head] + dt_bias[head])
+//            h[c][s] = h[c][s] * e^(dt' A[head]) + B[t][g][s] dt' x[t][c]
+//            y[t][c] = (sum_s h[c][s] C[t][g][s] + D[head] x[t][c]) * silu(z[t][c])
+//          with h [d_inner][d_state] (a channel's states side by side, as
+//          llama.cpp keeps them; its B and C rows are vectors too).
 //
 // Written once with 16-lane vectors (ops/ssm_impl.h) and compiled per level,
 // 16 channels per vector: the scan keeps a channel block's state in
-// registers over the run's tokens, with no horizontal sums. e^x, log1p and
+// registers over the run's tokens, with no horizontal sums (Mamba-2: one
+// channel's states per vector group, in registers, one sum per token). e^x, log1p and
 // SiLU are polynomials (ops/exp_poly.h, ~1e-7 relative).
 // A prompt runs the same per-token recurrence as decode, so a prompt in any
 // chunking gives the state one-token-at-a-time decode gives, bit for bit.
@@ -61,14 +70,19 @@ struct SsmConvArgs {
 struct SsmScanArgs {
   SsmDims dims;
   int64_t n_tokens = 0;
-  float* state = nullptr;     // [d_state][d_inner]
-  const float* x = nullptr;   // [n_tokens][d_inner]
-  const float* dt = nullptr;  // [n_tokens][d_inner], before softplus
-  const float* a = nullptr;   // [d_state][d_inner] (the file's [d_inner][d_state], transposed)
-  const float* b = nullptr;   // [n_tokens][bc_stride]: d_state values each
+  float* state = nullptr;     // [d_state][d_inner]; Mamba-2: [d_inner][d_state]
+  const float* x = nullptr;   // [n_tokens][x_stride], channels at the start of a row
+  int64_t x_stride = 0;
+  const float* dt = nullptr;  // [n_tokens][dt_stride], before softplus: d_inner values (Mamba-2: one per head)
+  int64_t dt_stride = 0;
+  const float* a = nullptr;   // [d_state][d_inner] (the file's [d_inner][d_state], transposed); Mamba-2: [heads]
+  const float* b = nullptr;   // [n_tokens][bc_stride]: d_state values each (Mamba-2: of each group)
   const float* c = nullptr;   // [n_tokens][bc_stride]
   int64_t bc_stride = 0;
-  const float* d = nullptr;  // [d_inner]
+  const float* d = nullptr;  // [d_inner]; Mamba-2: [heads]
+  int head_dim = 0;                 // Mamba-2: channels per head; 0: Mamba-1
+  int n_group = 1;                  // Mamba-2: groups of heads sharing B and C
+  const float* dt_bias = nullptr;   // Mamba-2: [heads], added to dt
   const float* z = nullptr;  // [n_tokens][z_stride]: the gate, channels at the start
   int64_t z_stride = 0;
   float* y = nullptr;  // [n_tokens][d_inner]

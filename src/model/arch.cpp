@@ -15,6 +15,7 @@ extern const ArchInfo kGemma3;
 extern const ArchInfo kQwen2Moe;
 extern const ArchInfo kQwen3Moe;
 extern const ArchInfo kMamba;
+extern const ArchInfo kMamba2;
 }  // namespace archs
 
 namespace {
@@ -22,7 +23,7 @@ namespace {
 // The registry: the one list of supported architectures.
 constexpr const ArchInfo* kRegistry[] = {&archs::kLlama,  &archs::kMistral, &archs::kQwen2, &archs::kQwen3,
                                          &archs::kPhi3,   &archs::kGemma2,  &archs::kGemma3, &archs::kQwen2Moe,
-                                         &archs::kQwen3Moe, &archs::kMamba};
+                                         &archs::kQwen3Moe, &archs::kMamba, &archs::kMamba2};
 
 }  // namespace
 

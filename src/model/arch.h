@@ -54,6 +54,9 @@ struct ArchInfo {
   // neither attention nor FFN keys and tensors (head_count, feed_forward_length
   // may be absent or 0).
   bool state_space = false;
+  // Mamba-2 (archs/mamba.cpp): reads <arch>.ssm.group_count; heads, groups
+  // and a grouped RMS norm (model/hparams.h, SsmHParams).
+  bool ssm_groups = false;
 };
 
 // Every registered architecture, in registry order.

@@ -275,11 +275,13 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
   std::vector<TokenRun> runs;  // state-space layers: each sequence's run
   if (hp_.has_ssm()) {
     const SsmHParams& s = hp_.ssm;
-    act.ssm_xz = be.scratch(Slot::SsmXz, n * 2 * s.d_inner);
-    act.ssm_conv = be.scratch(Slot::SsmConv, n * s.d_inner);
-    act.ssm_dt_in = be.scratch(Slot::SsmDtIn, n * s.dt_rank);
-    act.ssm_bc = be.scratch(Slot::SsmBc, n * 2 * s.d_state);
-    act.ssm_dt = be.scratch(Slot::SsmDt, n * s.d_inner);
+    act.ssm_xz = be.scratch(Slot::SsmXz, n * s.in_rows());
+    act.ssm_conv = be.scratch(Slot::SsmConv, n * s.conv_channels());
+    if (!s.mamba2()) {  // Mamba-2's dt, B and C come from ssm_xz and ssm_conv
+      act.ssm_dt_in = be.scratch(Slot::SsmDtIn, n * s.dt_rank);
+      act.ssm_bc = be.scratch(Slot::SsmBc, n * 2 * s.d_state);
+      act.ssm_dt = be.scratch(Slot::SsmDt, n * s.d_inner);
+    }
     act.ssm_y = be.scratch(Slot::SsmY, n * s.d_inner);
     for (int64_t t = 0; t < n; ++t) {
       if (t > 0 && in.seq[static_cast<size_t>(t)] == in.seq[static_cast<size_t>(t - 1)]) {
@@ -298,7 +300,7 @@ Status Model::forward(const ForwardInput& in, std::span<const KvPoolView> pools,
     for (int32_t s = 0; s < in.n_seqs; ++s) tables[g].push_back(in.kv[g].table(s));
   kernels::RopeParams rope = hp_.rope;
   rope.freq_factors = rope_factors(in.n_ctx_seq);
-  Pass pass{be, hp_, in, n, pools, tables, spans, act, rope, expert_tokens_, {}, {}};
+  Pass pass{be, hp_, in, n, pools, tables, spans, act, rope, expert_tokens_, {}, {}, {}};
   std::vector<int32_t> sink_positions, all_rows;  // [n] each
   if (!in.windows.empty()) {
     for (size_t t = 0; t < in.n_tokens(); ++t) {

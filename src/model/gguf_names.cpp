@@ -45,6 +45,7 @@ constexpr KeyRow kKeys[] = {
     {Key::SsmStateSize, "ssm.state_size"},
     {Key::SsmTimeStepRank, "ssm.time_step_rank"},
     {Key::SsmDtBcRms, "ssm.dt_b_c_rms"},
+    {Key::SsmGroupCount, "ssm.group_count"},
 };
 
 struct TensorRow {
@@ -96,6 +97,7 @@ constexpr TensorRow kTensors[] = {
     {Tensor::SsmA, true, "ssm_a", "state-space A matrix"},
     {Tensor::SsmD, true, "ssm_d", "state-space skip (D)"},
     {Tensor::SsmOut, true, "ssm_out.weight", "state-space output projection"},
+    {Tensor::SsmNorm, true, "ssm_norm.weight", "state-space grouped norm"},
 };
 
 const TensorRow& row_of(Tensor t) {

@@ -56,6 +56,7 @@ enum class Key {
   SsmStateSize,     // d_state: state values per channel
   SsmTimeStepRank,  // dt_rank: rows of the dt projection's input
   SsmDtBcRms,       // bool: RMS-norm dt, B and C before use (falcon-mamba)
+  SsmGroupCount,    // Mamba-2: groups of heads sharing B and C
 };
 
 // "<arch>.<suffix of k>".
@@ -110,6 +111,7 @@ enum class Tensor {
   SsmA,           // [d_state, d_inner] (stored as -exp(A_log); no ".weight")
   SsmD,           // [d_inner] skip connection (no ".weight")
   SsmOut,         // [d_inner] -> [n_embd]
+  SsmNorm,        // Mamba-2: [d_inner / n_group, n_group] grouped RMS norm of the gated output
 };
 
 // The tensor's name; `layer` is used (and must be >= 0) for per-layer tensors only.

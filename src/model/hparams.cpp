@@ -105,6 +105,14 @@ Status read_ssm(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
   auto rms = f.get_bool_or(key(arch.name, Key::SsmDtBcRms), false);
   if (!rms) return rms.status();
   s.dt_b_c_rms = *rms;
+  if (arch.ssm_groups) {
+    TERN_RETURN_IF_ERROR(read_int(f, key(arch.name, Key::SsmGroupCount), s.n_group, true));
+    if (s.n_group <= 0 || s.dt_rank <= 0 || s.dt_rank % s.n_group != 0 || s.d_inner % std::max(s.dt_rank, 1) != 0)
+      return error(ErrorKind::InvalidFile,
+                   "Mamba-2 sizes: " + key(arch.name, Key::SsmTimeStepRank) + " (heads, " + std::to_string(s.dt_rank) +
+                       ") must divide inner_size (" + std::to_string(s.d_inner) + ") and be a multiple of " +
+                       key(arch.name, Key::SsmGroupCount) + " (" + std::to_string(s.n_group) + ")");
+  }
   if (s.d_conv < 1 || s.d_conv > 16)
     return error(ErrorKind::Unsupported, "metadata key '" + key(arch.name, Key::SsmConvKernel) + "' = " +
                                              std::to_string(s.d_conv) + ": convolutions of 1 to 16 taps are supported");
@@ -289,7 +297,7 @@ std::string HParams::summary() const {
   if (has_ssm())
     s += " d_conv=" + std::to_string(ssm.d_conv) + " d_inner=" + std::to_string(ssm.d_inner) +
          " d_state=" + std::to_string(ssm.d_state) + " dt_rank=" + std::to_string(ssm.dt_rank) +
-         (ssm.dt_b_c_rms ? " dt_b_c_rms" : "");
+         (ssm.mamba2() ? " n_group=" + std::to_string(ssm.n_group) : "") + (ssm.dt_b_c_rms ? " dt_b_c_rms" : "");
   if (n_expert > 0)
     s += " n_expert=" + std::to_string(n_expert) + " n_expert_used=" + std::to_string(n_expert_used) +
          " n_ff_exp=" + std::to_string(n_ff_exp) + (n_ff_shexp > 0 ? " n_ff_shexp=" + std::to_string(n_ff_shexp) : "");

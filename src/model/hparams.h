@@ -28,15 +28,26 @@ struct LayerHParams {
 };
 
 // The Mamba mixer's sizes (<arch>.ssm.*), shared by every recurrent layer.
+// Mamba-2 (n_group > 0) has dt_rank heads of d_inner / dt_rank channels each
+// (dt, A and D per head) and n_group groups of heads sharing B and C; its
+// convolution runs over x, B and C together.
 struct SsmHParams {
   int d_conv = 0;   // convolution taps
   int d_inner = 0;  // channels
   int d_state = 0;  // state values per channel
-  int dt_rank = 0;  // input rows of the dt projection
+  int dt_rank = 0;  // Mamba-1: input rows of the dt projection; Mamba-2: heads
+  int n_group = 0;  // Mamba-2: B/C groups (ssm.group_count); 0: Mamba-1
   bool dt_b_c_rms = false;  // RMS-norm dt, B and C (falcon-mamba)
 
+  bool mamba2() const { return n_group > 0; }
+  int n_head() const { return mamba2() ? dt_rank : d_inner; }
+  int head_dim() const { return d_inner / n_head(); }
+  // Channels of the convolution: x (Mamba-2: then B and C of every group).
+  int64_t conv_channels() const { return d_inner + (mamba2() ? 2 * int64_t{n_group} * d_state : 0); }
+  // Rows of the input projection: Mamba-1 x and z; Mamba-2 z, x, B, C and dt.
+  int64_t in_rows() const { return mamba2() ? d_inner + conv_channels() + dt_rank : 2 * int64_t{d_inner}; }
   // One sequence's state in one layer: the last d_conv - 1 inputs, then h.
-  int64_t conv_floats() const { return int64_t{d_conv - 1} * d_inner; }
+  int64_t conv_floats() const { return int64_t{d_conv - 1} * conv_channels(); }
   int64_t state_floats() const { return conv_floats() + int64_t{d_inner} * d_state; }
 };
 

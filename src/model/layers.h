@@ -67,6 +67,10 @@ struct SsmWeights {
   VectorWeight a;                // [d_state][d_inner], negative (the file's -exp(A_log), transposed)
   VectorWeight d;                // [d_inner]
   VectorWeight ones;             // [max(dt_rank, d_state)] of 1: the unweighted RMS norms (dt_b_c_rms)
+  // Mamba-2: `in` is [z; x, B, C; dt] (SsmHParams::in_rows), conv, conv_bias
+  // are over conv_channels, dt_bias, a and d hold one value per head, and
+  // x_dt, x_bc and dt are unused.
+  VectorWeight norm;             // [d_inner] grouped RMS norm weight (ones: [d_inner / n_group] when n_group > 1)
 };
 
 struct LayerWeights {
@@ -99,8 +103,8 @@ struct Activations {
   float* moe_x = nullptr;       // [n * k][n_embd] the rows routed to each chosen expert, grouped by expert
   float* moe_y = nullptr;       // [n * k][n_embd] those experts' outputs (then the shared expert's, [n] rows)
   // State-space layers only (null otherwise).
-  float* ssm_xz = nullptr;    // [n][2 d_inner] the input projection: x, then the gate z
-  float* ssm_conv = nullptr;  // [n][d_inner] silu(conv(x))
+  float* ssm_xz = nullptr;    // [n][SsmHParams::in_rows] the input projection: x, then the gate z (Mamba-2: z, xBC, dt)
+  float* ssm_conv = nullptr;  // [n][conv_channels] silu(conv(x)) (Mamba-2: of x, B and C)
   float* ssm_dt_in = nullptr; // [n][dt_rank]
   float* ssm_bc = nullptr;    // [n][2 d_state] B, then C
   float* ssm_dt = nullptr;    // [n][d_inner] dt before softplus
@@ -171,6 +175,8 @@ void moe_ffn(const Pass& p, const MoeWeights& w, const float* xn, float* out);
 //   dt = W_dt·dt_in + dt_bias;  y = scan(x, dt, A, B, C) + D x;  y *= silu(z)
 // (dt_in, B, C RMS-normed without weight where hp.ssm.dt_b_c_rms). Uses act.ssm_*.
 void mamba_mixer(const Pass& p, const LayerWeights& l, const float* xn, float* out);
+// Mamba-2's mixer (heads, groups, the grouped RMS norm of the gated output).
+void mamba2_mixer(const Pass& p, const LayerWeights& l, const float* xn, float* out);
 
 // x += y over the pass's rows of n_embd.
 void residual_add(const Pass& p, float* x, const float* y);

@@ -70,6 +70,21 @@ void fill_normal_row(uint64_t seed, float std_dev, float* row, int64_t n) {
   }
 }
 
+// Mamba's mixer sizes for a model of o.n_embd (expand 2, 4 taps; Mamba-1: dt
+// rank dim / 16 rounded up; Mamba-2: heads of head_dim, dt_rank = heads).
+struct MambaShape {
+  int d_inner, d_conv, d_state, dt_rank, head_dim = 0, n_group = 0;
+};
+MambaShape mamba_shape(const SynthOptions& o) {
+  if (o.arch == "mamba2") {
+    MambaShape m{2 * o.n_embd, 4, o.d_state > 0 ? o.d_state : 128, 0, o.head_dim > 0 ? o.head_dim : 64,
+                 o.n_group > 0 ? o.n_group : 1};
+    m.dt_rank = m.d_inner / m.head_dim;
+    return m;
+  }
+  return {2 * o.n_embd, 4, o.d_state > 0 ? o.d_state : 16, (o.n_embd + 15) / 16};
+}
+
 bool is_gemma(const SynthOptions& o) { return o.arch == "gemma2" || o.arch == "gemma3"; }
 bool is_moe(const SynthOptions& o) { return o.arch == "mixtral" || o.arch == "qwen2moe" || o.arch == "qwen3moe"; }
 
@@ -83,10 +98,18 @@ std::string dims_text(const SynthOptions& o) {
 Status validate_synth_options(const SynthOptions& o) {
   auto bad = [](const std::string& what) { return error(ErrorKind::InvalidArgument, "synth: " + what); };
   const bool gemma = is_gemma(o);
-  if (o.arch == "mamba") {
-    if (o.n_head != 0 || o.n_head_kv != 0 || o.head_dim != 0 || o.n_ff != 0 || o.n_expert != 0 || o.window != 0)
-      return bad("mamba has no attention or FFN: --heads, --kv-heads, --head-dim, --ffn, --experts and --window "
-                 "do not apply");
+  if (o.arch == "mamba" || o.arch == "mamba2") {
+    if (o.n_head != 0 || o.n_head_kv != 0 || o.n_ff != 0 || o.n_expert != 0 || o.window != 0)
+      return bad(o.arch + " has no attention or FFN: --heads, --kv-heads, --ffn, --experts and --window do not apply");
+    if (o.arch == "mamba" && (o.head_dim != 0 || o.n_group != 0))
+      return bad("--head-dim and --ssm-groups apply to mamba2 (Mamba-1 has no heads)");
+    if (o.arch == "mamba2") {
+      const MambaShape m = mamba_shape(o);
+      if (o.head_dim < 0 || o.n_group < 0 || m.head_dim <= 0 || m.d_inner % m.head_dim != 0 ||
+          (m.d_inner / m.head_dim) % m.n_group != 0)
+        return bad("mamba2: --head-dim (default 64) must divide 2 x --dim (" + std::to_string(m.d_inner) +
+                   ") into heads that --ssm-groups (default 1) divides");
+    }
     if (o.n_embd <= 0 || o.n_layer <= 0 || o.n_ctx <= 0 || o.d_state < 0)
       return bad("--dim, --layers and --ctx must be positive");
     if (o.n_embd > 65536 || o.n_layer > 1024 || o.n_ctx > (1 << 24) || o.d_state > 1024)
@@ -95,10 +118,10 @@ Status validate_synth_options(const SynthOptions& o) {
     if (o.vocab_path.empty() || o.out_path.empty()) return bad("--vocab-from and -o are required");
     return Status::ok();
   }
-  if (o.d_state != 0) return bad("--ssm-state applies to mamba only");
+  if (o.d_state != 0 || o.n_group != 0) return bad("--ssm-state and --ssm-groups apply to mamba and mamba2 only");
   if (o.arch != "llama" && o.arch != "llama3" && o.arch != "qwen3" && o.arch != "phi3" && !gemma && !is_moe(o))
     return bad("unsupported --arch '" + o.arch +
-               "' (supported: llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe, mamba)");
+               "' (supported: llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe, mamba, mamba2)");
   if (is_moe(o)) {
     if (o.n_expert <= 0 || o.n_expert > 512 || o.n_expert_used <= 0 || o.n_expert_used > o.n_expert)
       return bad("--arch " + o.arch + " needs --experts N (1..512) and --experts-used K (1..N)");
@@ -147,14 +170,6 @@ struct ArchShape {
   int n_ff_shexp = 0;       // qwen2moe: the shared expert's width
   bool expert_ffn_key = false;  // write expert_feed_forward_length (qwen*moe)
 };
-
-// Mamba's mixer sizes for a model of o.n_embd (expand 2, 4 taps, dt rank dim / 16 rounded up).
-struct MambaShape {
-  int d_inner, d_conv, d_state, dt_rank;
-};
-MambaShape mamba_shape(const SynthOptions& o) {
-  return {2 * o.n_embd, 4, o.d_state > 0 ? o.d_state : 16, (o.n_embd + 15) / 16};
-}
 
 ArchShape arch_shape(const SynthOptions& o) {
   ArchShape a;
@@ -235,8 +250,9 @@ void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, const ArchSh
   w.set(key(arch, Key::ContextLength), Value::of_u32(o.n_ctx));
   w.set(key(arch, Key::EmbeddingLength), Value::of_u32(o.n_embd));
   w.set(key(arch, Key::BlockCount), Value::of_u32(o.n_layer));
-  if (o.arch == "mamba") {  // as llama.cpp's converter writes a Mamba: no heads, no FFN
+  if (o.arch == "mamba" || o.arch == "mamba2") {  // as llama.cpp's converter writes them: no heads, no FFN
     const MambaShape m = mamba_shape(o);
+    if (m.n_group > 0) w.set(key(arch, Key::SsmGroupCount), Value::of_u32(m.n_group));
     w.set(key(arch, Key::FeedForwardLength), Value::of_u32(0));
     w.set(key(arch, Key::HeadCount), Value::of_u32(0));
     w.set(key(arch, Key::SsmConvKernel), Value::of_u32(m.d_conv));
@@ -371,6 +387,51 @@ void add_mamba_layers(const SynthOptions& o, const QuantModelInfo& model, std::v
   }
 }
 
+// Mamba-2's layers with its initialisation (synth.h); [1, heads] tables stay 2-D.
+void add_mamba2_layers(const SynthOptions& o, const QuantModelInfo& model, std::vector<TensorJob>& jobs) {
+  const MambaShape m = mamba_shape(o);
+  const int64_t di = m.d_inner, ds = m.d_state, dc = m.d_conv, heads = m.dt_rank, ng = m.n_group;
+  const int64_t n_ch = di + 2 * ng * ds;
+  const uint64_t n_embd = o.n_embd, in_rows = static_cast<uint64_t>(di + n_ch + heads), seed = o.seed;
+  auto uniform_half = [seed](const std::string& name, int64_t n) {
+    const uint64_t hash = fnv1a64(name);
+    return [seed, hash, n](int64_t r, float* row) {
+      uint64_t st = row_seed(seed, hash, r);
+      for (int64_t i = 0; i < n; ++i) row[i] = static_cast<float>(static_cast<double>(splitmix64(st) >> 11) * 0x1.0p-53 - 0.5);
+    };
+  };
+  auto per_head = [heads](const std::string& name, std::function<float(int64_t)> value) {
+    TensorJob job = f32_job(name, 1, heads, [value](int64_t r, float* row) { row[0] = value(r); });
+    job.dims = {1, static_cast<uint64_t>(heads)};
+    return job;
+  };
+  for (int il = 0; il < o.n_layer; ++il) {
+    auto name = [&](Tensor t) { return tensor_name(t, il); };
+    jobs.push_back(make_job(o, model, name(Tensor::AttnNorm), {n_embd}));
+    jobs.push_back(make_job(o, model, name(Tensor::SsmIn), {n_embd, in_rows}));
+    jobs.push_back(f32_job(name(Tensor::SsmConv1d), dc, n_ch, uniform_half(name(Tensor::SsmConv1d), dc)));
+    jobs.push_back(f32_job(name(Tensor::SsmConv1dBias), n_ch, 1, uniform_half(name(Tensor::SsmConv1dBias), n_ch)));
+    // dt of head h = exp(uniform over [ln 0.001, ln 0.1]); the bias is softplus^-1(dt).
+    jobs.push_back(f32_job(name(Tensor::SsmDtBias), heads, 1, [heads](int64_t, float* row) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const double u = std::fmod(static_cast<double>(h) * 0.6180339887498949, 1.0);
+        const double dt = std::exp(std::log(0.001) + u * (std::log(0.1) - std::log(0.001)));
+        row[h] = static_cast<float>(dt + std::log(-std::expm1(-dt)));
+      }
+    }));
+    // A of head h = -(1 + 15 h / heads): Mamba-2 draws A uniformly from [1, 16].
+    jobs.push_back(per_head(name(Tensor::SsmA), [heads](int64_t h) {
+      return -static_cast<float>(1.0 + 15.0 * static_cast<double>(h) / static_cast<double>(heads));
+    }));
+    jobs.push_back(per_head(name(Tensor::SsmD), [](int64_t) { return 1.0f; }));
+    TensorJob norm = f32_job(name(Tensor::SsmNorm), di / ng, ng,
+                             [di, ng](int64_t, float* row) { std::fill(row, row + di / ng, 1.0f); });
+    norm.dims = {static_cast<uint64_t>(di / ng), static_cast<uint64_t>(ng)};
+    jobs.push_back(std::move(norm));
+    jobs.push_back(make_job(o, model, name(Tensor::SsmOut), {static_cast<uint64_t>(di), n_embd}));
+  }
+}
+
 }  // namespace
 
 TensorJob generated_tensor_job(const QuantScheme& scheme, const QuantModelInfo& model, const std::string& name,
@@ -424,8 +485,11 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
     jobs.push_back(values_job(tensor_name(Tensor::RopeFactorsLong), long_rope_factors(a.head_dim, ratio, true)));
     jobs.push_back(values_job(tensor_name(Tensor::RopeFactorsShort), long_rope_factors(a.head_dim, ratio, false)));
   }
-  if (o.arch == "mamba") {
-    add_mamba_layers(o, model, jobs);
+  if (o.arch == "mamba" || o.arch == "mamba2") {
+    if (o.arch == "mamba2")
+      add_mamba2_layers(o, model, jobs);
+    else
+      add_mamba_layers(o, model, jobs);
     add(Tensor::OutputNorm, -1, {n_embd});
     add(Tensor::Output, -1, {n_embd, n_vocab});
     auto report = write_tensor_jobs(w, o.out_path, jobs, pool, progress);

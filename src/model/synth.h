@@ -44,6 +44,14 @@
 //           per channel (-exp(A_log) of S4D-real), ssm_d = 1, ssm_out; no
 //           head or FFN keys (--heads, --ffn not taken); ssm_conv1d, ssm_a
 //           and ssm_d stay F32 as llama.cpp's quantizer keeps them
+//   mamba2    Mamba-2 of llama.cpp's names and Mamba-2's shapes and
+//           initialisation: d_inner 2 dim, d_conv 4, d_state --ssm-state
+//           (128), heads of --head-dim (64) channels, --ssm-groups (1);
+//           per layer attn_norm, ssm_in ([z, x, B, C, dt] rows), ssm_conv1d
+//           (+bias, uniform in +-0.5) over x, B and C, ssm_dt.bias
+//           (softplus^-1 of time steps log-uniform over [0.001, 0.1]),
+//           ssm_a = -(1..16 spread over the heads), ssm_d = 1, ssm_norm = 1,
+//           ssm_out
 //   matrices  ~ N(0, weight_std) (see below), then encoded under `scheme`
 //             with the same type rules and encoder as `tern quantize`
 //   norms     = 1 (F32); RoPE factor vectors as above (F32)
@@ -70,7 +78,7 @@
 namespace tern {
 
 struct SynthOptions {
-  std::string arch = "llama";  // llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe, mamba (see above)
+  std::string arch = "llama";  // llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe, mamba, mamba2 (see above)
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
@@ -82,7 +90,8 @@ struct SynthOptions {
   int n_ff_exp = 0;       // qwen*moe expert width; 0 = n_ff / n_expert_used
   int n_ff_shexp = 0;     // qwen2moe shared expert width; 0 = n_ff
   int window = 0;     // gemma2/3 attention.sliding_window; 0 = 4096 (gemma2), 1024 (gemma3)
-  int d_state = 0;    // mamba: ssm.state_size; 0 = 16
+  int d_state = 0;    // mamba, mamba2: ssm.state_size; 0 = 16 (mamba), 128 (mamba2)
+  int n_group = 0;    // mamba2: ssm.group_count; 0 = 1 (its heads are head_dim wide, 0 = 64)
   int n_ctx = 4096;
   uint64_t seed = 0;
   float weight_std = 0.02f;

@@ -287,18 +287,34 @@ Status bind_moe(Binder& bind, const HParams& hp, const ArchInfo& arch, int il, M
   return bind.matrix(Tensor::FfnDownShexp, il, n_sh, n_embd, w.shared.w_down);
 }
 
+// Mamba-2's mixer of layer il: the projections, the convolution over x, B
+// and C, and per head dt bias, A and D (each a [1, n_head] table).
+Status bind_ssm2(Binder& bind, const HParams& hp, int il, SsmWeights& w) {
+  const SsmHParams& s = hp.ssm;
+  const int64_t n_head = s.n_head(), group = s.d_inner / s.n_group;
+  TERN_RETURN_IF_ERROR(bind.matrix(Tensor::SsmIn, il, hp.n_embd, s.in_rows(), w.in));
+  TERN_RETURN_IF_ERROR(bind.vector(Tensor::SsmDtBias, il, n_head, true, w.dt_bias));
+  TERN_RETURN_IF_ERROR(bind.table(Tensor::SsmA, il, 1, n_head, w.a));
+  TERN_RETURN_IF_ERROR(bind.table(Tensor::SsmD, il, 1, n_head, w.d));
+  TERN_RETURN_IF_ERROR(bind.table(Tensor::SsmNorm, il, group, s.n_group, w.norm));
+  if (s.n_group > 1) w.ones.host.assign(static_cast<size_t>(group), 1.0f);
+  return bind.matrix(Tensor::SsmOut, il, s.d_inner, hp.n_embd, w.out);
+}
+
 // The Mamba mixer of layer il (shapes: model/layers.h, SsmWeights).
 Status bind_ssm(Binder& bind, const HParams& hp, int il, SsmWeights& w) {
   const SsmHParams& s = hp.ssm;
   const int64_t n_embd = hp.n_embd, d_inner = s.d_inner, d_conv = s.d_conv, n_xdb = s.dt_rank + 2 * int64_t{s.d_state};
-  TERN_RETURN_IF_ERROR(bind.matrix(Tensor::SsmIn, il, n_embd, 2 * d_inner, w.in));
-  VectorWeight taps;  // [d_inner][d_conv]; the conv reads tap k of 16 channels at once
-  TERN_RETURN_IF_ERROR(bind.table(Tensor::SsmConv1d, il, d_conv, d_inner, taps));
+  const int64_t n_ch = s.conv_channels();
+  VectorWeight taps;  // [n_ch][d_conv]; the conv reads tap k of 16 channels at once
+  TERN_RETURN_IF_ERROR(bind.table(Tensor::SsmConv1d, il, d_conv, n_ch, taps));
   w.conv.host.resize(taps.host.size());
-  for (int64_t c = 0; c < d_inner; ++c)
+  for (int64_t c = 0; c < n_ch; ++c)
     for (int64_t k = 0; k < d_conv; ++k)
-      w.conv.host[static_cast<size_t>(k * d_inner + c)] = taps.host[static_cast<size_t>(c * d_conv + k)];
-  TERN_RETURN_IF_ERROR(bind.vector(Tensor::SsmConv1dBias, il, d_inner, true, w.conv_bias));
+      w.conv.host[static_cast<size_t>(k * n_ch + c)] = taps.host[static_cast<size_t>(c * d_conv + k)];
+  TERN_RETURN_IF_ERROR(bind.vector(Tensor::SsmConv1dBias, il, n_ch, true, w.conv_bias));
+  if (s.mamba2()) return bind_ssm2(bind, hp, il, w);
+  TERN_RETURN_IF_ERROR(bind.matrix(Tensor::SsmIn, il, n_embd, 2 * d_inner, w.in));
   TERN_RETURN_IF_ERROR(bind.matrix_rows(Tensor::SsmX, il, d_inner, n_xdb, 0, s.dt_rank, w.x_dt));
   TERN_RETURN_IF_ERROR(bind.matrix_rows(Tensor::SsmX, il, d_inner, n_xdb, s.dt_rank, 2 * int64_t{s.d_state}, w.x_bc));
   TERN_RETURN_IF_ERROR(bind.matrix(Tensor::SsmDt, il, s.dt_rank, d_inner, w.dt));
@@ -402,7 +418,7 @@ void Model::prepare_weights() {
       for (kernels::WeightView* w : {&e.w_gate, &e.w_up, &e.w_down}) be.prepare_matrix(*w);
     for (VectorWeight* v : {&l.attn_norm, &l.ffn_norm, &l.attn.bq, &l.attn.bk, &l.attn.bv, &l.attn.q_norm, &l.attn.k_norm,
                             &l.attn_post_norm, &l.ffn_post_norm, &l.ssm.conv, &l.ssm.conv_bias, &l.ssm.dt_bias,
-                            &l.ssm.a, &l.ssm.d, &l.ssm.ones})
+                            &l.ssm.a, &l.ssm.d, &l.ssm.ones, &l.ssm.norm})
       up(*v);
   }
   if (output_.data != tok_embd_.data) be.prepare_matrix(output_);

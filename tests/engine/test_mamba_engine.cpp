@@ -1,4 +1,4 @@
-// A Mamba model (tern synth --arch mamba) served by the engine: sequences in
+// A Mamba or Mamba-2 model (tern synth --arch mamba|mamba2) served by the engine: sequences in
 // a continuous batch at different positions each hold one state slot, and
 // get the greedy tokens they get alone, whatever the batch and however their
 // prompts are chunked; a cancelled or finished request gives its slot back;
@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -22,36 +23,43 @@ std::string vocab_path() {
   return std::string(TERN_SHARED_DIR) + "/testdata/tokenizers/ggml-vocab-llama-spm.gguf";
 }
 
-// One synthetic Mamba file for the suite (dim 64, 2 layers, d_state 16, Q8_0 matrices).
-class EngineMamba : public ::testing::Test {
+// One synthetic file per architecture, made by the first test that needs it:
+// mamba (dim 64, 2 layers, d_state 16) and mamba2 (dim 64, 2 layers, 4 heads
+// of 32 in 2 groups, d_state 32), Q8_0 matrices.
+class EngineMamba : public ::testing::TestWithParam<std::string> {
  protected:
-  static void SetUpTestSuite() {
-    if (!std::filesystem::exists(vocab_path())) return;
+  static void TearDownTestSuite() {
+    for (const auto& [arch, path] : paths_) std::filesystem::remove(path);
+    paths_.clear();
+  }
+  void SetUp() override {
+    if (!std::filesystem::exists(vocab_path())) GTEST_SKIP() << "tokenizer test data absent";
+    std::string& path = paths_[GetParam()];
+    if (!path.empty()) return;
     const std::string dir = std::string(TERN_BINARY_DIR) + "/test_models";
     std::filesystem::create_directories(dir);
-    path_ = dir + "/engine_mamba." + std::to_string(::getpid()) + ".gguf";
+    path = dir + "/engine_" + GetParam() + "." + std::to_string(::getpid()) + ".gguf";
     SynthOptions o;
-    o.arch = "mamba";
+    o.arch = GetParam();
     o.n_embd = 64;
     o.n_layer = 2;
+    if (o.arch == "mamba2") {
+      o.head_dim = 32;
+      o.n_group = 2;
+      o.d_state = 32;
+    }
     o.n_ctx = 1024;
     o.seed = 5;
     o.weight_std = 0.1f;
     o.vocab_path = vocab_path();
-    o.out_path = path_;
+    o.out_path = path;
     o.scheme = *find_quant_scheme("Q8_0");
     ThreadPool pool(2);
     ASSERT_TRUE(synth_model(o, pool).is_ok());
   }
-  static void TearDownTestSuite() {
-    if (!path_.empty()) std::filesystem::remove(path_);
-  }
-  void SetUp() override {
-    if (path_.empty()) GTEST_SKIP() << "tokenizer test data absent";
-  }
-  static EngineConfig config() {
+  EngineConfig config() const {
     EngineConfig c;
-    c.model_path = path_;
+    c.model_path = paths_[GetParam()];
     c.n_threads = 2;
     c.max_num_seqs = 16;
     return c;
@@ -65,11 +73,11 @@ class EngineMamba : public ::testing::Test {
     r.sampling.temperature = 0.0f;
     return r;
   }
-  static std::string path_;
+  static std::map<std::string, std::string> paths_;
 };
-std::string EngineMamba::path_;
+std::map<std::string, std::string> EngineMamba::paths_;
 
-TEST_F(EngineMamba, SixteenConcurrentRequestsGetWhatEachGetsAlone) {
+TEST_P(EngineMamba, SixteenConcurrentRequestsGetWhatEachGetsAlone) {
   std::vector<GenerationRequest> reqs;
   for (size_t i = 0; i < 16; ++i) reqs.push_back(request(i));
   std::vector<std::vector<TokenId>> alone;
@@ -92,13 +100,15 @@ TEST_F(EngineMamba, SixteenConcurrentRequestsGetWhatEachGetsAlone) {
   EXPECT_EQ(st.state_slots_total, 16);
   EXPECT_EQ(st.state_slots_used, 0) << "every finished request gave its slot back";
   EXPECT_GT(st.state_slots_peak, 1) << "requests ran together";
-  // 2 layers x ((d_conv - 1) x d_inner + d_inner x d_state) floats = 2 x (3 x 128 + 128 x 16) x 4 bytes.
-  EXPECT_EQ(st.state_slot_bytes, 2 * (3 * 128 + 128 * 16) * 4);
+  // 2 layers x ((d_conv - 1) x conv channels + d_inner x d_state) floats: Mamba's
+  // conv runs over d_inner 128, Mamba-2's over x, B and C (128 + 2 x 2 x 32).
+  const int64_t want_slot = GetParam() == "mamba2" ? 2 * (3 * 256 + 128 * 32) * 4 : 2 * (3 * 128 + 128 * 16) * 4;
+  EXPECT_EQ(st.state_slot_bytes, want_slot);
   EXPECT_EQ(st.state_bytes_total, (16 + 16) * st.state_slot_bytes) << "16 running, 16 prompt snapshots";
   EXPECT_EQ(st.kv_blocks_used, 0);
 }
 
-TEST_F(EngineMamba, CancellingARequestGivesItsSlotBack) {
+TEST_P(EngineMamba, CancellingARequestGivesItsSlotBack) {
   EngineConfig c = config();
   c.max_num_seqs = 2;
   auto core = test::make_core(c);
@@ -134,7 +144,7 @@ TEST_F(EngineMamba, CancellingARequestGivesItsSlotBack) {
 // Prefix caching by state snapshots (every 128 prompt positions): a request
 // sharing a prompt's first 300 tokens starts from the snapshot at 256 and
 // gets exactly the tokens it gets on an engine that never saw the first.
-TEST_F(EngineMamba, APromptStartsFromTheSnapshotOfItsSharedPrefix) {
+TEST_P(EngineMamba, APromptStartsFromTheSnapshotOfItsSharedPrefix) {
   GenerationRequest first, second;
   for (int k = 0; k < 300; ++k) first.prompt_tokens.push_back(static_cast<TokenId>(100 + (k * 37) % 30000));
   second.prompt_tokens = first.prompt_tokens;
@@ -167,13 +177,16 @@ TEST_F(EngineMamba, APromptStartsFromTheSnapshotOfItsSharedPrefix) {
   EXPECT_EQ(plain->stats().prefix_hit_tokens, 0);
 }
 
-TEST_F(EngineMamba, SpeculativeDecodingIsRefusedWithAReason) {
+TEST_P(EngineMamba, SpeculativeDecodingIsRefusedWithAReason) {
   EngineConfig c = config();
   c.spec = SpecMethod::Ngram;
   auto core = InlineEngine::create(c);
   ASSERT_FALSE(core.is_ok());
   EXPECT_NE(core.status().message().find("recurrent state"), std::string::npos) << core.status().message();
 }
+
+INSTANTIATE_TEST_SUITE_P(Engine, EngineMamba, ::testing::Values("mamba", "mamba2"),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
 }  // namespace tern

@@ -9,6 +9,7 @@
 // measured <= 1.9e-7 relative (recorded as ssm_<level>_*); kRel = 2e-6.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
@@ -66,19 +67,23 @@ struct Case {
   }
   SsmScanArgs scan(float* st, const float* xin, float* y, int64_t t0, int64_t n_tokens) const {
     const int64_t di = dims.d_inner, ds = dims.d_state;
-    return {dims,
-            n_tokens,
-            st,
-            xin + t0 * di,
-            dt.data() + t0 * di,
-            a.data(),
-            bc.data() + t0 * 2 * ds,
-            bc.data() + t0 * 2 * ds + ds,
-            2 * ds,
-            d.data(),
-            z.data() + t0 * di,
-            di,
-            y + t0 * di};
+    SsmScanArgs s;
+    s.dims = dims;
+    s.n_tokens = n_tokens;
+    s.state = st;
+    s.x = xin + t0 * di;
+    s.x_stride = di;
+    s.dt = dt.data() + t0 * di;
+    s.dt_stride = di;
+    s.a = a.data();
+    s.b = bc.data() + t0 * 2 * ds;
+    s.c = bc.data() + t0 * 2 * ds + ds;
+    s.bc_stride = 2 * ds;
+    s.d = d.data();
+    s.z = z.data() + t0 * di;
+    s.z_stride = di;
+    s.y = y + t0 * di;
+    return s;
   }
 };
 
@@ -168,6 +173,93 @@ TEST(SsmKernels, ChannelSplitsAndRunCutsAreBitIdentical) {
     EXPECT_EQ(cs2, cs);
     EXPECT_EQ(y2, y);
     EXPECT_EQ(st2, st);
+  }
+}
+
+// Mamba-2's scan (head_dim > 0): heads of head_dim channels with one dt, A,
+// D and dt bias each, groups of heads sharing B and C, read from rows laid
+// out as the mixer has them ([x, B of each group, C of each group] after the
+// convolution, dt inside the input projection's rows).
+struct Case2 {
+  SsmDims dims;
+  int head_dim, n_group;
+  int64_t n;
+  int64_t row;  // floats per xBC row
+  std::vector<float> xbc, dt, a, d, dt_bias, z, state;
+
+  Case2(SsmDims dm, int hd, int ng, int64_t n_tokens, uint32_t seed)
+      : dims(dm), head_dim(hd), n_group(ng), n(n_tokens) {
+    const size_t di = static_cast<size_t>(dm.d_inner), ds = static_cast<size_t>(dm.d_state);
+    const size_t nt = static_cast<size_t>(n_tokens), heads = di / static_cast<size_t>(hd);
+    row = static_cast<int64_t>(di + 2 * static_cast<size_t>(ng) * ds);
+    xbc = random_values(nt * static_cast<size_t>(row), -1.5f, 1.5f, seed);
+    dt = random_values(nt * heads, -7.0f, 21.0f, seed + 1);
+    dt_bias = random_values(heads, -1.0f, 1.0f, seed + 2);
+    a = random_values(heads, -8.0f, -0.5f, seed + 3);
+    d = random_values(heads, 0.5f, 1.5f, seed + 4);
+    z = random_values(nt * di, -4.0f, 4.0f, seed + 5);
+    state = random_values(di * ds, -1.0f, 1.0f, seed + 6);
+  }
+  SsmScanArgs scan(float* st, float* y, int64_t t0, int64_t n_tokens) const {
+    const int64_t di = dims.d_inner, ds = dims.d_state, heads = di / head_dim;
+    SsmScanArgs s;
+    s.dims = dims;
+    s.n_tokens = n_tokens;
+    s.state = st;
+    s.x = xbc.data() + t0 * row;
+    s.x_stride = row;
+    s.dt = dt.data() + t0 * heads;
+    s.dt_stride = heads;
+    s.a = a.data();
+    s.b = xbc.data() + t0 * row + di;
+    s.c = xbc.data() + t0 * row + di + n_group * ds;
+    s.bc_stride = row;
+    s.d = d.data();
+    s.z = z.data() + t0 * di;
+    s.z_stride = di;
+    s.head_dim = head_dim;
+    s.n_group = n_group;
+    s.dt_bias = dt_bias.data();
+    s.y = y + t0 * di;
+    return s;
+  }
+};
+
+TEST(SsmKernels, Mamba2EveryLevelMatchesTheReferenceAndCutsAreBitIdentical) {
+  // Heads of 24 channels (blocks of 16 then 8), and of 32 (two whole vectors);
+  // 1 and 2 groups; d_state 20 and 64.
+  struct Shape {
+    SsmDims dims;
+    int head_dim, n_group;
+  };
+  for (const Shape sh : {Shape{{96, 4, 20}, 24, 2}, Shape{{64, 4, 64}, 32, 1}, Shape{{48, 4, 16}, 16, 3}}) {
+    const Case2 c(sh.dims, sh.head_dim, sh.n_group, 14, 5);
+    const size_t di = static_cast<size_t>(sh.dims.d_inner), nt = static_cast<size_t>(c.n);
+    std::vector<float> ref_st = c.state, ref_y(nt * di);
+    ssm_scan_reference(c.scan(ref_st.data(), ref_y.data(), 0, c.n));
+    for (CpuLevel level : testing::available_levels()) {
+      const std::string name = "ssm2_" + std::string(cpu_level_name(level)) + "_" + std::to_string(sh.dims.d_inner) +
+                               "x" + std::to_string(sh.dims.d_state) + "_h" + std::to_string(sh.head_dim);
+      SCOPED_TRACE(name);
+      const SsmKernels& k = *ssm_kernels_at(level);
+      std::vector<float> st = c.state, y(nt * di);
+      k.scan(c.scan(st.data(), y.data(), 0, c.n), 0, sh.dims.d_inner);
+      const double e_y = max_rel(y, ref_y), e_state = max_rel(st, ref_st);
+      record(name + "_y", e_y);
+      EXPECT_LT(e_y, kRel);
+      EXPECT_LT(e_state, kRel);
+      // Runs of 3, 1 and 10 tokens, channels in chunks of 16 (the CPU backend's split).
+      std::vector<float> st2 = c.state, y2(nt * di);
+      int64_t t0 = 0;
+      for (int64_t len : {3, 1, 10}) {
+        for (int c0 = 0; c0 < sh.dims.d_inner; c0 += 16)
+          k.scan(c.scan(st2.data(), y2.data(), t0, len), c0, std::min(c0 + 16, sh.dims.d_inner));
+        t0 += len;
+      }
+      ASSERT_EQ(t0, c.n);
+      EXPECT_EQ(y2, y);
+      EXPECT_EQ(st2, st);
+    }
   }
 }
 

@@ -26,6 +26,7 @@
 #include "model/quantize.h"
 #include "model/synth.h"
 #include "one_by_one.h"
+#include "ssm_test_util.h"
 #include "quant/quant.h"
 
 namespace tern {
@@ -34,19 +35,12 @@ namespace {
 using gguf_names::Tensor;
 using gguf_names::tensor_name;
 
-std::string vocab_path() {
-  return std::string(TERN_SHARED_DIR) + "/testdata/tokenizers/ggml-vocab-llama-spm.gguf";
-}
+using test::DecodedGguf;
+using test::rel_diff;
+using test::ScratchModel;
 
-struct Scratch {
-  std::string path;
-  explicit Scratch(const std::string& name) {
-    const std::string dir = std::string(TERN_BINARY_DIR) + "/test_models";
-    std::filesystem::create_directories(dir);
-    path = dir + "/mamba_" + name + "." + std::to_string(::getpid()) + ".gguf";
-  }
-  ~Scratch() { std::filesystem::remove(path); }
-};
+std::string vocab_path() { return test::ssm_vocab_path(); }
+std::vector<TokenId> prompt_tokens(size_t n) { return test::ssm_prompt(n); }
 
 // dim 48 (d_inner 96, dt_rank 3), 2 layers; weights of std 0.1 so that every
 // term moves the logits well past float rounding.
@@ -77,46 +71,33 @@ struct Terms {
 
 class Reference {
  public:
-  explicit Reference(const std::string& path) : f_(std::move(gguf::GgufFile::open(path)).value()) {
-    n_embd_ = static_cast<int>(*f_.get_u64("mamba.embedding_length"));
-    n_layer_ = static_cast<int>(*f_.get_u64("mamba.block_count"));
-    d_conv_ = static_cast<int>(*f_.get_u64("mamba.ssm.conv_kernel"));
-    d_inner_ = static_cast<int>(*f_.get_u64("mamba.ssm.inner_size"));
-    d_state_ = static_cast<int>(*f_.get_u64("mamba.ssm.state_size"));
-    dt_rank_ = static_cast<int>(*f_.get_u64("mamba.ssm.time_step_rank"));
-    eps_ = *f_.get_f64_or("mamba.attention.layer_norm_rms_epsilon", 1e-5);
-  }
+  explicit Reference(const std::string& path) : g_(path), z_(g_.sizes("mamba")) {}
 
   // Logits after each token of `tokens`, from a zero state.
   std::vector<std::vector<double>> logits(const std::vector<TokenId>& tokens, const Terms& terms) {
-    const size_t di = static_cast<size_t>(d_inner_), ds = static_cast<size_t>(d_state_),
-                 dc = static_cast<size_t>(d_conv_);
+    const int n_embd_ = z_.n_embd, n_layer_ = z_.n_layer, dt_rank_ = z_.dt_rank;
+    const double eps_ = z_.eps;
+    const size_t di = static_cast<size_t>(z_.d_inner), ds = static_cast<size_t>(z_.d_state),
+                 dc = static_cast<size_t>(z_.d_conv);
     std::vector<std::vector<double>> conv(static_cast<size_t>(n_layer_),
                                           std::vector<double>((dc - 1) * di, 0.0));
     std::vector<std::vector<double>> h(static_cast<size_t>(n_layer_), std::vector<double>(di * ds, 0.0));
-    const std::vector<double>& embd = tensor(tensor_name(Tensor::TokenEmbd));
+    const std::vector<double>& embd = g_.tensor(tensor_name(Tensor::TokenEmbd));
     std::vector<std::vector<double>> out;
     for (TokenId tok : tokens) {
       std::vector<double> x(embd.begin() + tok * n_embd_, embd.begin() + (tok + 1) * n_embd_);
       for (int il = 0; il < n_layer_; ++il) {
-        auto w = [&](Tensor t) -> const std::vector<double>& { return tensor(tensor_name(t, il)); };
-        const std::vector<double> xn = rms_norm(x, w(Tensor::AttnNorm));
-        const std::vector<double> xz = matvec(w(Tensor::SsmIn), xn, 2 * di);
+        auto w = [&](Tensor t) -> const std::vector<double>& { return g_.tensor(tensor_name(t, il)); };
+        const std::vector<double> xn = DecodedGguf::rms_norm(x, w(Tensor::AttnNorm).data(), eps_);
+        const std::vector<double> xz = DecodedGguf::matvec(w(Tensor::SsmIn), xn, 2 * di);
         // Causal depthwise convolution over (kept inputs, this input), oldest first.
-        const std::vector<double>&taps = w(Tensor::SsmConv1d), &bias = w(Tensor::SsmConv1dBias);
-        std::vector<double>& keep = conv[static_cast<size_t>(il)];
-        std::vector<double> u(di);
-        for (size_t c = 0; c < di; ++c) {
-          double acc = terms.conv_bias ? bias[c] : 0.0;
-          for (size_t k = 0; k + 1 < dc; ++k) acc += taps[c * dc + k] * keep[k * di + c];
-          acc += taps[c * dc + dc - 1] * xz[c];
-          u[c] = silu(acc);
-          for (size_t k = 0; k + 2 < dc; ++k) keep[k * di + c] = keep[(k + 1) * di + c];
-          keep[(dc - 2) * di + c] = xz[c];
-        }
-        const std::vector<double> xdb = matvec(w(Tensor::SsmX), u, static_cast<size_t>(dt_rank_) + 2 * ds);
+        const std::vector<double> u = DecodedGguf::conv_step(conv[static_cast<size_t>(il)], w(Tensor::SsmConv1d),
+                                                             terms.conv_bias ? &w(Tensor::SsmConv1dBias) : nullptr,
+                                                             xz.data(), di, dc);
+        const std::vector<double> xdb =
+            DecodedGguf::matvec(w(Tensor::SsmX), u, static_cast<size_t>(dt_rank_) + 2 * ds);
         const std::vector<double> dt_in(xdb.begin(), xdb.begin() + dt_rank_);
-        std::vector<double> dt = matvec(w(Tensor::SsmDt), dt_in, di);
+        std::vector<double> dt = DecodedGguf::matvec(w(Tensor::SsmDt), dt_in, di);
         const std::vector<double>&dt_bias = w(Tensor::SsmDtBias), &a = w(Tensor::SsmA), &d = w(Tensor::SsmD);
         std::vector<double>& hl = h[static_cast<size_t>(il)];
         std::vector<double> y(di);
@@ -131,74 +112,20 @@ class Reference {
             acc += cc * hs;
           }
           if (terms.d_skip) acc += d[c] * u[c];
-          y[c] = terms.gate ? acc * silu(xz[di + c]) : acc;
+          y[c] = terms.gate ? acc * DecodedGguf::silu(xz[di + c]) : acc;
         }
-        const std::vector<double> o = matvec(w(Tensor::SsmOut), y, static_cast<size_t>(n_embd_));
+        const std::vector<double> o = DecodedGguf::matvec(w(Tensor::SsmOut), y, static_cast<size_t>(n_embd_));
         for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       }
-      const std::vector<double> xf = rms_norm(x, tensor(tensor_name(Tensor::OutputNorm)));
-      const std::vector<double>& head = tensor(tensor_name(Tensor::Output));
-      out.push_back(matvec(head, xf, head.size() / static_cast<size_t>(n_embd_)));
+      out.push_back(g_.head_logits(x, eps_));
     }
     return out;
   }
 
  private:
-  static double silu(double v) { return v / (1.0 + std::exp(-v)); }
-
-  // A tensor's values, decoded once.
-  const std::vector<double>& tensor(const std::string& name) {
-    auto it = decoded_.find(name);
-    if (it != decoded_.end()) return it->second;
-    std::vector<double>& out = decoded_[name];
-    const gguf::TensorInfo* t = f_.find_tensor(name);
-    EXPECT_NE(t, nullptr) << name;
-    if (!t) return out;
-    const quant::TypeTraits* tr = quant::traits(t->type);
-    std::vector<float> v(t->n_elements);
-    tr->to_float(t->data, v.data(), static_cast<int64_t>(t->n_elements));
-    out.assign(v.begin(), v.end());
-    return out;
-  }
-  std::vector<double> rms_norm(const std::vector<double>& x, const std::vector<double>& w) const {
-    double ss = 0.0;
-    for (double v : x) ss += v * v;
-    const double inv = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + eps_);
-    std::vector<double> y(x.size());
-    for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * inv * w[i];
-    return y;
-  }
-  // m: [n_out][x.size()] row-major, as GGUF stores [n_in, n_out].
-  static std::vector<double> matvec(const std::vector<double>& m, const std::vector<double>& x,
-                                    size_t n_out) {
-    std::vector<double> y(n_out, 0.0);
-    for (size_t r = 0; r < n_out; ++r)
-      for (size_t i = 0; i < x.size(); ++i) y[r] += m[r * x.size() + i] * x[i];
-    return y;
-  }
-
-  gguf::GgufFile f_;
-  std::map<std::string, std::vector<double>> decoded_;
-  int n_embd_ = 0, n_layer_ = 0, d_conv_ = 0, d_inner_ = 0, d_state_ = 0, dt_rank_ = 0;
-  double eps_ = 1e-5;
+  DecodedGguf g_;
+  DecodedGguf::Sizes z_;
 };
-
-std::vector<TokenId> prompt_tokens(size_t n) {
-  std::vector<TokenId> t;
-  for (size_t i = 0; i < n; ++i) t.push_back(static_cast<TokenId>(1 + (i * 7919 + 13) % 31000));
-  return t;
-}
-
-// The largest |a - b| over every row, relative to the largest |b|.
-double rel_diff(const std::vector<std::vector<float>>& a, const std::vector<std::vector<double>>& b) {
-  double diff = 0.0, scale = 0.0;
-  for (size_t r = 0; r < b.size(); ++r)
-    for (size_t i = 0; i < b[r].size(); ++i) {
-      diff = std::max(diff, std::abs(a[r][i] - b[r][i]));
-      scale = std::max(scale, std::abs(b[r][i]));
-    }
-  return diff / scale;
-}
 
 // Float arithmetic (polynomial exp, float state) against double: measured
 // 0.9e-7 to 2.5e-7 (CPU and reference backends, d_state 16 and 20); each
@@ -210,7 +137,7 @@ TEST(Mamba, MatchesTheDoubleReferenceAndEachTermIsNeeded) {
   // d_state 16 (one vector of lanes) and 20 (a partial second one).
   for (int d_state : {16, 20}) {
     SCOPED_TRACE("d_state " + std::to_string(d_state));
-    Scratch file("ref" + std::to_string(d_state));
+    ScratchModel file("mamba_ref" + std::to_string(d_state));
     ASSERT_TRUE(synth_mamba(file.path, d_state));
     for (BackendKind kind : {BackendKind::Cpu, BackendKind::Ref}) {
       SCOPED_TRACE(backend::backend_kind_name(kind));
@@ -240,7 +167,7 @@ TEST(Mamba, MatchesTheDoubleReferenceAndEachTermIsNeeded) {
 
 TEST(Mamba, AnyChunkingOfAPromptGivesDecodeLogitsBitForBit) {
   if (!std::filesystem::exists(vocab_path())) GTEST_SKIP() << "tokenizer test data absent";
-  Scratch file("chunks");
+  ScratchModel file("mamba_chunks");
   ASSERT_TRUE(synth_mamba(file.path, 16));
   auto model = Model::load(file.path, backend::make_backend(BackendKind::Cpu, 2));
   ASSERT_TRUE(model.is_ok()) << model.status().message();
@@ -267,7 +194,7 @@ TEST(Mamba, AnyChunkingOfAPromptGivesDecodeLogitsBitForBit) {
 
 TEST(Mamba, BatchedSequencesGiveWhatEachGivesAloneAndSlotsForgetOnReuse) {
   if (!std::filesystem::exists(vocab_path())) GTEST_SKIP() << "tokenizer test data absent";
-  Scratch file("batch");
+  ScratchModel file("mamba_batch");
   ASSERT_TRUE(synth_mamba(file.path, 16));
   auto model = Model::load(file.path, backend::make_backend(BackendKind::Cpu, 2));
   ASSERT_TRUE(model.is_ok()) << model.status().message();
@@ -308,7 +235,7 @@ TEST(Mamba, BatchedSequencesGiveWhatEachGivesAloneAndSlotsForgetOnReuse) {
 
 TEST(Mamba, FileErrorsNameWhatIsWrong) {
   if (!std::filesystem::exists(vocab_path())) GTEST_SKIP() << "tokenizer test data absent";
-  Scratch file("errors");
+  ScratchModel file("mamba_errors");
   ASSERT_TRUE(synth_mamba(file.path, 16, "Q8_0"));
   auto model = Model::load(file.path);
   ASSERT_TRUE(model.is_ok()) << model.status().message();

@@ -18,18 +18,18 @@ int cmd_synth(int argc, char** argv) {
   std::string embed_path;
   bool pure = false;
   ArgParser args("synth",
-                 "tern synth --arch llama|llama3|qwen3|phi3|gemma2|gemma3|mixtral|qwen2moe|qwen3moe|mamba --dim D --layers L --heads H --kv-heads KV "
+                 "tern synth --arch llama|llama3|qwen3|phi3|gemma2|gemma3|mixtral|qwen2moe|qwen3moe|mamba|mamba2 --dim D --layers L --heads H --kv-heads KV "
                  "--ffn F --vocab-from VOCAB.gguf --type T -o OUT.gguf [--head-dim N] [--window N] [--ctx N] [--seed S] "
                  "[--experts N --experts-used K [--expert-ffn F] [--shared-ffn F]] [-t THREADS]\n       tern synth --embed SMALL.gguf --dim D --layers L --heads H --kv-heads KV --ffn F "
                  "--type T -o OUT.gguf");
   args.add("--arch", &o.arch,
            "architecture: llama, llama3 (llama with Llama 3.1 rope_freqs), qwen3, phi3, gemma2, gemma3, mixtral "
-           "(written as llama with experts), qwen2moe, qwen3moe, mamba (Mamba-1: no --heads/--ffn)");
+           "(written as llama with experts), qwen2moe, qwen3moe, mamba (Mamba-1: no --heads/--ffn), mamba2 (Mamba-2: --head-dim, --ssm-groups)");
   args.add("--dim", &o.n_embd, "embedding width");
   args.add("--layers", &o.n_layer, "number of blocks");
   args.add("--heads", &o.n_head, "attention heads (must divide --dim unless --head-dim is given)");
   args.add("--kv-heads", &o.n_head_kv, "key/value heads (must divide --heads; default --heads)");
-  args.add("--head-dim", &o.head_dim, "head size (default --dim / --heads; Qwen3 uses 128, Gemma 256)");
+  args.add("--head-dim", &o.head_dim, "head size (default --dim / --heads; Qwen3 uses 128, Gemma 256; mamba2: 64)");
   args.add("--ffn", &o.n_ff, "feed-forward width");
   args.add("--experts", &o.n_expert, "mixtral/qwen2moe/qwen3moe: experts per layer (expert_count)");
   args.add("--experts-used", &o.n_expert_used, "experts each token is routed to (expert_used_count)");
@@ -37,7 +37,8 @@ int cmd_synth(int argc, char** argv) {
            "qwen2moe/qwen3moe: one expert's width (expert_feed_forward_length; default --ffn / --experts-used); "
            "mixtral's experts are --ffn wide");
   args.add("--shared-ffn", &o.n_ff_shexp, "qwen2moe: the shared expert's width (default --ffn)");
-  args.add("--ssm-state", &o.d_state, "mamba: state values per channel (ssm.state_size, default 16)");
+  args.add("--ssm-state", &o.d_state, "mamba, mamba2: state values per channel (ssm.state_size, default 16 / 128)");
+  args.add("--ssm-groups", &o.n_group, "mamba2: groups of heads sharing B and C (ssm.group_count, default 1)");
   args.add("--window", &o.window, "gemma2/3: sliding window of the local layers (default 4096 gemma2, 1024 gemma3)");
   args.add("--vocab-from", &o.vocab_path, "GGUF whose tokenizer.* keys (and vocabulary size) are copied");
   args.add("--type", &type_name, "tensor type or mix, as for tern quantize: " + quant_scheme_names());

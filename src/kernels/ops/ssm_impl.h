@@ -104,8 +104,93 @@ __attribute__((always_inline)) inline ssm_f32x16 softplus16(ssm_f32x16 x) {
 // larger states go through the state array, still 16 channels per vector.
 constexpr int kSsmRegStates = 16;
 
+// The sum of a vector's lanes, as a fixed tree (the same on every call).
+__attribute__((always_inline)) inline float ssm_hsum(ssm_f32x16 v) {
+  typedef float f32x8 __attribute__((vector_size(32)));
+  typedef float f32x4 __attribute__((vector_size(16)));
+  const f32x8 s8 = __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7) +
+                   __builtin_shufflevector(v, v, 8, 9, 10, 11, 12, 13, 14, 15);
+  const f32x4 s4 = __builtin_shufflevector(s8, s8, 0, 1, 2, 3) + __builtin_shufflevector(s8, s8, 4, 5, 6, 7);
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+}
+
+// Vectors of a channel's states Mamba-2's scan keeps in registers (d_state
+// up to 128); larger states go through the state array.
+constexpr int kSsm2RegVecs = 8;
+// Tokens whose time steps and decays are computed at once, per head.
+constexpr int kSsm2Tile = 64;
+
+// Mamba-2: one channel at a time, its d_state states side by side
+// ([d_inner][d_state], llama.cpp's layout) as 16-lane vectors, in registers
+// over the run's tokens; B and C of the channel's group are vectors too, and
+// the output one horizontal sum. A head's time steps and decays are computed
+// once per tile of tokens, the gate once per row at the end.
+void ssm_scan2_impl(const SsmScanArgs& a, int c0, int c1) {
+  const int d_inner = a.dims.d_inner, ds = a.dims.d_state, hd = a.head_dim;
+  const int heads_per_group = d_inner / hd / a.n_group;
+  const int nv = (ds + 15) / 16, tail = ds - 16 * (nv - 1);
+  const bool in_regs = nv <= kSsm2RegVecs;
+  for (int head = c0 / hd; head * hd < c1; ++head) {
+    const int cb = c0 > head * hd ? c0 : head * hd, ce = c1 < (head + 1) * hd ? c1 : (head + 1) * hd;
+    const int64_t g_off = static_cast<int64_t>(head / heads_per_group) * ds;
+    const float an = a.a[head], dv = a.d[head], bias = a.dt_bias[head];
+    for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kSsm2Tile) {
+      const int nt = a.n_tokens - t0 < kSsm2Tile ? static_cast<int>(a.n_tokens - t0) : kSsm2Tile;
+      float dts[kSsm2Tile], decay[kSsm2Tile];
+      for (int i = 0; i < nt; i += 16) {
+        ssm_f32x16 raw = {};
+        for (int k = 0; k < 16 && i + k < nt; ++k) raw[k] = a.dt[(t0 + i + k) * a.dt_stride + head] + bias;
+        const ssm_f32x16 sp = softplus16(raw);
+        ssm_store(dts + i, sp, 16);
+        ssm_store(decay + i, exp16(sp * an), 16);
+      }
+      for (int c = cb; c < ce; ++c) {
+        float* st = a.state + static_cast<int64_t>(c) * ds;
+        ssm_f32x16 h[kSsm2RegVecs];
+        if (in_regs)
+          for (int v = 0; v < nv; ++v) h[v] = ssm_load(st + 16 * v, v == nv - 1 ? tail : 16);
+        for (int i = 0; i < nt; ++i) {
+          const int64_t t = t0 + i;
+          const float xv = a.x[t * a.x_stride + c], xdt = xv * dts[i], dec = decay[i];
+          const float* b = a.b + t * a.bc_stride + g_off;
+          const float* cc = a.c + t * a.bc_stride + g_off;
+          ssm_f32x16 acc = {};
+          for (int v = 0; v < nv; ++v) {
+            const int n = v == nv - 1 ? tail : 16;
+            ssm_f32x16 hv = in_regs ? h[v] : ssm_load(st + 16 * v, n);
+            hv = hv * dec + ssm_load(b + 16 * v, n) * xdt;
+            if (in_regs)
+              h[v] = hv;
+            else
+              ssm_store(st + 16 * v, hv, n);
+            acc += hv * ssm_load(cc + 16 * v, n);
+          }
+          a.y[t * d_inner + c] = ssm_hsum(acc) + dv * xv;  // gated below
+          for (int k = 0; k < a.n_snaps; ++k) {
+            if (a.snaps[k].after != t + 1) continue;
+            float* sn = a.snaps[k].ssm + static_cast<int64_t>(c) * ds;
+            for (int v = 0; v < nv; ++v) {
+              const int n = v == nv - 1 ? tail : 16;
+              ssm_store(sn + 16 * v, in_regs ? h[v] : ssm_load(st + 16 * v, n), n);
+            }
+          }
+        }
+        if (in_regs)
+          for (int v = 0; v < nv; ++v) ssm_store(st + 16 * v, h[v], v == nv - 1 ? tail : 16);
+      }
+    }
+  }
+  for (int64_t t = 0; t < a.n_tokens; ++t)
+    for (int c = c0; c < c1; c += 16) {
+      const int lanes = c1 - c < 16 ? c1 - c : 16;
+      float* y = a.y + t * d_inner + c;
+      ssm_store(y, ssm_load(y, lanes) * silu16(ssm_load(a.z + t * a.z_stride + c, lanes)), lanes);
+    }
+}
+
 // 16 channels at a time, token by token; h[s] holds state s of the block's channels.
 void ssm_scan_impl(const SsmScanArgs& a, int c0, int c1) {
+  if (a.head_dim > 0) return ssm_scan2_impl(a, c0, c1);
   const int d_inner = a.dims.d_inner, d_state = a.dims.d_state;
   for (int c = c0; c < c1; c += 16) {
     const int lanes = c1 - c < 16 ? c1 - c : 16;
@@ -115,8 +200,8 @@ void ssm_scan_impl(const SsmScanArgs& a, int c0, int c1) {
       for (int s = 0; s < d_state; ++s) h[s] = ssm_load(a.state + static_cast<int64_t>(s) * d_inner + c, lanes);
     const ssm_f32x16 dv = ssm_load(a.d + c, lanes);
     for (int64_t t = 0; t < a.n_tokens; ++t) {
-      const ssm_f32x16 dt = softplus16(ssm_load(a.dt + t * d_inner + c, lanes));
-      const ssm_f32x16 xv = ssm_load(a.x + t * d_inner + c, lanes);
+      const ssm_f32x16 dt = softplus16(ssm_load(a.dt + t * a.dt_stride + c, lanes));
+      const ssm_f32x16 xv = ssm_load(a.x + t * a.x_stride + c, lanes);
       const ssm_f32x16 xdt = xv * dt;
       const float* b = a.b + t * a.bc_stride;
       const float* cc = a.c + t * a.bc_stride;

@@ -32,20 +32,25 @@ void ssm_conv_reference(const SsmConvArgs& a) {
 
 void ssm_scan_reference(const SsmScanArgs& a) {
   const int d_inner = a.dims.d_inner, d_state = a.dims.d_state;
+  const bool m2 = a.head_dim > 0;  // Mamba-2: dt, A, D per head; B, C per group
+  const int heads_per_group = m2 ? d_inner / a.head_dim / a.n_group : 1;
   for (int64_t t = 0; t < a.n_tokens; ++t) {
     for (int ch = 0; ch < d_inner; ++ch) {
-      const double raw = a.dt[t * d_inner + ch];
+      const int head = m2 ? ch / a.head_dim : ch;
+      const int64_t bc = t * a.bc_stride + (m2 ? static_cast<int64_t>(head / heads_per_group) * d_state : 0);
+      const double raw = static_cast<double>(a.dt[t * a.dt_stride + head]) + (m2 ? a.dt_bias[head] : 0.0);
       const double dt = raw <= 20.0 ? std::log1p(std::exp(raw)) : raw;
-      const double xv = a.x[t * d_inner + ch];
+      const double xv = a.x[t * a.x_stride + ch];
       double y = 0.0;
       for (int s = 0; s < d_state; ++s) {
-        float& h = a.state[static_cast<int64_t>(s) * d_inner + ch];
-        const double hn = h * std::exp(dt * a.a[static_cast<int64_t>(s) * d_inner + ch]) +
-                          static_cast<double>(a.b[t * a.bc_stride + s]) * dt * xv;
+        // Mamba-2 keeps a channel's states side by side (kernels/ssm.h).
+        float& h = m2 ? a.state[static_cast<int64_t>(ch) * d_state + s] : a.state[static_cast<int64_t>(s) * d_inner + ch];
+        const double an = m2 ? a.a[head] : a.a[static_cast<int64_t>(s) * d_inner + ch];
+        const double hn = h * std::exp(dt * an) + static_cast<double>(a.b[bc + s]) * dt * xv;
         h = static_cast<float>(hn);
-        y += hn * a.c[t * a.bc_stride + s];
+        y += hn * a.c[bc + s];
       }
-      y += static_cast<double>(a.d[ch]) * xv;
+      y += static_cast<double>(a.d[head]) * xv;
       const double z = a.z[t * a.z_stride + ch];
       a.y[t * d_inner + ch] = static_cast<float>(y * (z / (1.0 + std::exp(-z))));
     }
