@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <cmath>
 #include <new>
 
 #include "core/assert.h"
@@ -32,6 +33,37 @@ Status check_context_fits_pool(const EngineConfig& config, uint64_t block_bytes,
 // snapshot (~7 MiB for a 1024-wide, 48-layer Mamba) costs ~0.3 ms to take.
 constexpr int kStateSnapshotBlocks = 8;
 constexpr int kMinStateSnapshots = 16;
+
+// Running sequences a model's recurrent state slots allow: max_num_seqs, or
+// fewer when that many states (every recurrent group's, F32) would pass the
+// memory a KV pool may take (--kv-memory, else its fraction of RAM). A model
+// with attention layers keeps one slot per running sequence (its KV blocks
+// are the budget). Fewer slots than max_num_seqs: requests wait for one, and
+// the priority policy preempts for one (docs/ssm.md).
+Result<int> state_slots(const EngineConfig& config, const std::vector<KvCacheSpec>& specs) {
+  uint64_t slot_bytes = 0;
+  bool attention = false;
+  for (const KvCacheSpec& s : specs)
+    if (s.kind == CacheKind::Recurrent)
+      slot_bytes += static_cast<uint64_t>(s.n_layer) * s.row_bytes();
+    else
+      attention = true;
+  if (slot_bytes == 0 || attention || config.kv_exact_contexts) return config.max_num_seqs;
+  const bool given = config.kv_memory_bytes > 0;
+  if (given)
+    TERN_RETURN_IF_ERROR(check_kv_fits_memory(static_cast<uint64_t>(config.kv_memory_bytes), "a state pool of --kv-memory",
+                                              "lower --kv-memory or give a fraction of it such as 0.5"));
+  else if (config.kv_memory_fraction <= 0 || config.kv_memory_fraction > 1)
+    return error(ErrorKind::InvalidArgument, "KV memory fraction must be in (0, 1]");
+  const double budget = given ? static_cast<double>(config.kv_memory_bytes)
+                              : config.kv_memory_fraction * static_cast<double>(available_memory_bytes());
+  const double n = std::floor(budget / static_cast<double>(slot_bytes));
+  if (n < 1)
+    return error(ErrorKind::InvalidArgument, "one sequence's recurrent state takes " + format_bytes(slot_bytes) +
+                                                 ", more than the " + format_bytes(static_cast<uint64_t>(budget)) +
+                                                 " the state pool may take; raise --kv-memory");
+  return static_cast<int>(std::min<double>(n, config.max_num_seqs));
+}
 
 // Bytes of one block across every attention group (they allocate in lockstep).
 uint64_t block_bytes_of(const std::vector<KvCacheSpec>& specs, int block_size) {
@@ -131,7 +163,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   kc.block_size = config.block_size;
   kc.prefix_caching = config.prefix_caching;
   kc.swap_compression = config.swap_compression;
-  kc.n_state_slots = config.max_num_seqs;
+  auto n_states = state_slots(config, specs);
+  TERN_RETURN_IF_ERROR(n_states.status());
+  kc.n_state_slots = *n_states;
   // Recurrent layers: prompt-state snapshots one every kStateSnapshotBlocks
   // blocks of a prompt, as many as running sequences but at least
   // kMinStateSnapshots (one prompt of 1,024 tokens takes 8) (docs/ssm.md).
@@ -163,7 +197,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   limits.n_ctx = core->n_ctx_;
   limits.streaming = config.streaming;
   limits.max_positions = core->max_seq_positions_;
-  limits.n_blocks_total = core->kv_->n_blocks_total();
+  limits.n_blocks_total = *n_blocks;  // a state-space model's are nominal: positions, not memory
   limits.block_size = config.block_size;
   core->input_ = std::make_unique<InputProcessor>(*core->tokenizer_, limits);
   core->t0_ = std::chrono::steady_clock::now();

@@ -254,6 +254,7 @@ std::atomic<bool> g_corrupt_swaps{false};
 }  // namespace
 
 void corrupt_swaps_for_testing(bool on) { g_corrupt_swaps.store(on); }
+bool swaps_corrupted_for_testing() { return g_corrupt_swaps.load(); }
 
 Status PagedKvCache::Impl::compress_block(const std::byte* src, SwapCompression c, SwappedKv& out) const {
   out.checksums.push_back(checksum64(src, block_bytes));

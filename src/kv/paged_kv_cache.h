@@ -53,6 +53,7 @@ struct SwappedKv {
 // Tests only: while on, swap_out damages one byte of every block it stores
 // (after its checksum is taken), as memory or a bug might.
 void corrupt_swaps_for_testing(bool on);
+bool swaps_corrupted_for_testing();  // whether that is on (the KV manager's state copies follow it too)
 
 class PagedKvCache final : public KvCache {
  public:

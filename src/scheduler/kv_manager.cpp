@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <new>
 
 #include "core/assert.h"
+#include "core/hash.h"
 #include "core/log.h"
 
 namespace tern {
@@ -41,10 +43,16 @@ Result<std::unique_ptr<KvManager>> KvManager::create(std::vector<KvCacheSpec> sp
   return m;
 }
 
-int KvManager::n_blocks_total() const { return groups_.empty() ? config_.n_blocks : blocks().n_blocks_total(); }
+// A model of state-space layers only has no blocks: the scheduler counts its
+// state slots instead (a sequence needs one until it holds one), so admission
+// waits for a slot and the priority policy preempts for one.
+int KvManager::n_blocks_total() const {
+  if (groups_.empty()) return has_recurrent_ ? config_.n_state_slots : config_.n_blocks;
+  return blocks().n_blocks_total();
+}
 
 int KvManager::n_blocks_free() const {
-  if (groups_.empty()) return config_.n_blocks;
+  if (groups_.empty()) return has_recurrent_ ? static_cast<int>(free_states_.size()) : config_.n_blocks;
   int n = INT32_MAX;
   for (const Group& g : groups_) n = std::min(n, g.cache->blocks().n_blocks_free());
   return n;
@@ -54,6 +62,7 @@ int KvManager::n_blocks_needed(const SchedRequest& r, int32_t n_tokens_total) co
   if (swapped_.contains(r.seq)) {  // swap_in restores into fresh blocks, no prefix hit
     return (n_tokens_total + config_.block_size - 1) / config_.block_size;
   }
+  if (groups_.empty()) return has_recurrent_ && !state_of_.contains(r.seq) ? 1 : 0;
   int n = 0;
   for (const Group& g : groups_) {
     const BlockManager& bm = g.cache->blocks();
@@ -200,14 +209,62 @@ void KvManager::free_slots(const SchedRequest& r) {
     }
   for (Group& g : groups_) g.cache->truncate(r.seq, 0);
   swapped_.erase(r.seq);
+  swapped_states_.erase(r.seq);
   if (auto it = state_of_.find(r.seq); it != state_of_.end()) {
     free_states_.push_back(it->second.value);
     state_of_.erase(it);
   }
 }
 
+// A state-space model's sequence: every recurrent group's slot copied to host
+// memory, then the slot (and any snapshot r's passes were writing) freed.
+bool KvManager::swap_out_state(const SchedRequest& r) {
+  if (!groups_.empty()) return false;  // a hybrid's blocks and state would have to move together
+  auto it = state_of_.find(r.seq);
+  if (it == state_of_.end()) return false;
+  SwappedState copy;
+  try {
+    for (const States& st : states_) {
+      const KvPoolView v = st.pool->view();
+      const auto* src = reinterpret_cast<const std::byte*>(v.state(it->second.value, 0));
+      std::vector<std::byte> bytes(src, src + v.block_bytes);
+      copy.checksums.push_back(checksum64(bytes.data(), bytes.size()));
+      if (swaps_corrupted_for_testing() && !bytes.empty()) bytes[bytes.size() / 2] ^= std::byte{0x10};
+      copy.groups.push_back(std::move(bytes));
+    }
+  } catch (const std::bad_alloc&) {
+    TERN_LOG_WARN("kv: swap_out: no host memory for a %zu-byte state (recomputing instead)", state_slot_bytes());
+    return false;  // the slot is untouched: the scheduler frees it and recomputes
+  }
+  free_slots(r);
+  swapped_states_[r.seq] = std::move(copy);
+  return true;
+}
+
+KvAllocator::SwapIn KvManager::swap_in_state(const SchedRequest& r) {
+  auto it = swapped_states_.find(r.seq);
+  if (free_states_.empty()) return SwapIn::NoRoom;
+  for (size_t i = 0; i < it->second.groups.size(); ++i) {
+    const std::vector<std::byte>& bytes = it->second.groups[i];
+    if (checksum64(bytes.data(), bytes.size()) != it->second.checksums[i]) {
+      TERN_LOG_WARN("kv: swap_in: swapped state of group %zu is corrupt (recomputing instead)", i);
+      swapped_states_.erase(it);
+      return SwapIn::Lost;
+    }
+  }
+  const int32_t slot = free_states_.back();
+  free_states_.pop_back();
+  state_of_[r.seq] = BlockId(slot);
+  for (size_t i = 0; i < states_.size(); ++i) {
+    const KvPoolView v = states_[i].pool->view();
+    std::memcpy(v.state(slot, 0), it->second.groups[i].data(), v.block_bytes);
+  }
+  swapped_states_.erase(it);
+  return SwapIn::Restored;
+}
+
 bool KvManager::swap_out(const SchedRequest& r) {
-  if (has_recurrent_) return false;  // a recurrent state is not swapped
+  if (has_recurrent_) return swap_out_state(r);
   if (r.window.active()) return false;  // its released blocks cannot be restored
   for (const Group& g : groups_)
     if (g.spec.kind != CacheKind::FullAttention) return false;  // released blocks cannot be restored
@@ -227,6 +284,7 @@ bool KvManager::swap_out(const SchedRequest& r) {
 }
 
 KvAllocator::SwapIn KvManager::swap_in(const SchedRequest& r) {
+  if (swapped_states_.contains(r.seq)) return swap_in_state(r);
   auto it = swapped_.find(r.seq);
   TERN_ASSERT(it != swapped_.end());
   if (n_blocks_needed(r, it->second.empty() ? 0 : it->second.front().n_positions) > n_blocks_free())

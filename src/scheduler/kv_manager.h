@@ -25,8 +25,10 @@
 // by the forward pass, usable once commit() accepts those positions), and a
 // request whose prompt starts with a snapshot's tokens starts from a copy of
 // it (n_tokens_cached(), allocate_slots()). Snapshots are evicted LRU.
-// Swapping: full-attention groups only; otherwise swap_out() refuses and the
-// scheduler recomputes. A copy that does not restore whole (its checksums,
+// Swapping: full-attention groups, or a model of state-space layers only
+// (its state slot copied out whole, F32 and uncompressed: a state's mantissas
+// do not compress, with a checksum per group); otherwise (sliding windows,
+// windowed requests, hybrids) swap_out() refuses and the scheduler recomputes. A copy that does not restore whole (its checksums,
 // kv/paged_kv_cache.h) is dropped and the request recomputed: never wrong K/V.
 // Threading: not thread-safe; the engine step loop owns it.
 #pragma once
@@ -140,6 +142,13 @@ class KvManager final : public KvAllocator {
   bool prefix_caching_ = true;
   bool has_recurrent_ = false;
   std::unordered_map<SeqId, std::vector<SwappedKv>> swapped_;  // per attention group
+  struct SwappedState {
+    std::vector<std::vector<std::byte>> groups;  // each recurrent group's slot, as it was
+    std::vector<uint64_t> checksums;             // core/hash.h checksum64 of each, taken before it was stored
+  };
+  std::unordered_map<SeqId, SwappedState> swapped_states_;
+  bool swap_out_state(const SchedRequest& r);
+  SwapIn swap_in_state(const SchedRequest& r);
   std::vector<int32_t> free_states_;                           // recurrent state slots
   std::unordered_map<SeqId, BlockId> state_of_;  // the slot, as a one-entry block table
 };

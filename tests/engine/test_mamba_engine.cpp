@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "engine/inline_engine.h"
 #include "engine_run_util.h"
+#include "kv/paged_kv_cache.h"
 #include "model/quantize.h"
 #include "model/synth.h"
 
@@ -139,6 +141,70 @@ TEST_P(EngineMamba, CancellingARequestGivesItsSlotBack) {
   auto fresh = test::make_core(config());
   ASSERT_TRUE(fresh);
   EXPECT_EQ(got_third, test::run_all(*fresh, {request(2)})[0].tokens);
+}
+
+// Two state slots (a --kv-memory of two states) for four sequences: urgent
+// requests preempt running ones (the priority policy), whose state is copied
+// out and back (swap), or recomputed, or found damaged on the way back and
+// recomputed; every request still gets the tokens it gets alone.
+TEST_P(EngineMamba, PreemptionBySwapOrRecomputeKeepsEveryRequestsTokens) {
+  std::vector<GenerationRequest> reqs = {request(3), request(4), request(1), request(2)};
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    reqs[i].max_tokens = i < 2 ? 30 : 8;
+    reqs[i].priority = i < 2 ? 5 : 0;  // the last two are more urgent
+  }
+  std::vector<std::vector<TokenId>> alone;
+  for (const GenerationRequest& r : reqs) {
+    auto core = test::make_core(config());
+    ASSERT_TRUE(core);
+    alone.push_back(test::run_all(*core, {r})[0].tokens);
+  }
+  auto probe = test::make_core(config());
+  ASSERT_TRUE(probe);
+  const int64_t slot_bytes = probe->stats().state_slot_bytes;
+  struct Mode {
+    PreemptionMode preemption;
+    bool damaged;
+  };
+  for (const Mode m : {Mode{PreemptionMode::Recompute, false}, Mode{PreemptionMode::Swap, false},
+                       Mode{PreemptionMode::Swap, true}}) {
+    SCOPED_TRACE(std::string(m.preemption == PreemptionMode::Swap ? "swap" : "recompute") +
+                 (m.damaged ? ", damaged copies" : ""));
+    EngineConfig c = config();
+    c.max_num_seqs = 4;
+    c.kv_memory_bytes = 2 * slot_bytes;
+    c.policy = SchedulePolicy::Priority;
+    c.preemption = m.preemption;
+    auto core = test::make_core(c);
+    ASSERT_TRUE(core);
+    EXPECT_EQ(core->stats().state_slots_total, 2);
+    corrupt_swaps_for_testing(m.damaged);
+    std::vector<std::vector<TokenId>> got(reqs.size());
+    auto add = [&](size_t i) {
+      auto p = core->prepare(reqs[i]);
+      ASSERT_TRUE(p.is_ok());
+      core->add(RequestId(i + 1), std::move(p).value(), [&got, i](const RequestOutput& o) {
+        if (o.has_token) got[i].push_back(o.token);
+      });
+    };
+    add(0);
+    add(1);
+    for (int k = 0; k < 4; ++k) ASSERT_TRUE(core->step().is_ok());
+    add(2);
+    add(3);
+    int max_swapped = 0;
+    for (int guard = 0; core->has_work() && guard < 10000; ++guard) {
+      ASSERT_TRUE(core->step().is_ok());
+      max_swapped = std::max(max_swapped, core->stats().n_swapped);
+    }
+    corrupt_swaps_for_testing(false);
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "request " << i;
+    const EngineStats st = core->stats();
+    EXPECT_GE(st.n_preemptions, 2) << "the urgent requests took both slots";
+    EXPECT_EQ(max_swapped > 0, m.preemption == PreemptionMode::Swap);
+    EXPECT_EQ(st.n_swaps_lost > 0, m.damaged);
+    EXPECT_EQ(st.state_slots_used, 0);
+  }
 }
 
 // Prefix caching by state snapshots (every 128 prompt positions): a request

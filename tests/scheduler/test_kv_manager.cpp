@@ -4,8 +4,10 @@
 // blocks behind them while prefix chains survive, recurrent state slots.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <numeric>
+#include <vector>
 
 #include "scheduler/kv_manager.h"
 
@@ -235,6 +237,54 @@ TEST(KvManager, RecurrentGroupsHoldOneStateSlotPerSequence) {
   EXPECT_EQ(kv->state_slot_bytes(), 800u);
   EXPECT_EQ(kv->n_state_slots(), 2);
   EXPECT_EQ(kv->n_state_slots_used(), 2);
+}
+
+// A model of state-space layers only: the scheduler counts state slots (a
+// sequence needs one until it holds one), and a swapped state comes back
+// byte for byte into whichever slot is free, or is reported lost when its
+// copy was damaged.
+TEST(KvManager, AStateOnlyModelCountsSlotsAndSwapsTheState) {
+  KvCacheSpec state;
+  state.kind = CacheKind::Recurrent;
+  state.n_layer = 2;
+  state.state_floats = 100;
+  auto kv = make({state});
+  ASSERT_TRUE(kv);
+  EXPECT_FALSE(kv->has_blocks());
+  SchedRequest a = request(1, 6), b = request(2, 6, 300);
+  EXPECT_EQ(kv->n_blocks_total(), 2);
+  EXPECT_EQ(kv->n_blocks_needed(a, 6), 1);
+  ASSERT_TRUE(kv->allocate_slots(a, 6));
+  EXPECT_EQ(kv->n_blocks_needed(a, 600), 0) << "a sequence holding a slot needs nothing more";
+  EXPECT_EQ(kv->n_blocks_free(), 1);
+  const KvPoolView v = kv->pool(0);
+  float* sa = v.state(kv->state_slot(a.seq), 0);
+  for (int i = 0; i < 200; ++i) sa[i] = static_cast<float>(i) + 0.5f;
+  const std::vector<float> want(sa, sa + 200);
+  ASSERT_TRUE(kv->swap_out(a));
+  EXPECT_EQ(kv->state_slot(a.seq), -1);
+  EXPECT_EQ(kv->n_blocks_free(), 2);
+  ASSERT_TRUE(kv->allocate_slots(b, 6));  // b takes a slot (perhaps a's)
+  float* sb = v.state(kv->state_slot(b.seq), 0);
+  std::fill(sb, sb + 200, -1.0f);
+  ASSERT_EQ(kv->swap_in(a), KvAllocator::SwapIn::Restored);
+  ASSERT_GE(kv->state_slot(a.seq), 0);
+  EXPECT_NE(kv->state_slot(a.seq), kv->state_slot(b.seq));
+  const float* back = v.state(kv->state_slot(a.seq), 0);
+  EXPECT_EQ(std::vector<float>(back, back + 200), want);
+  // No slot free: NoRoom, nothing changes; a damaged copy: Lost.
+  ASSERT_TRUE(kv->swap_out(a));
+  SchedRequest c = request(3, 6, 600);
+  ASSERT_TRUE(kv->allocate_slots(c, 6));
+  EXPECT_EQ(kv->swap_in(a), KvAllocator::SwapIn::NoRoom);
+  kv->free_slots(c);
+  corrupt_swaps_for_testing(true);
+  ASSERT_TRUE(kv->swap_out(b));
+  corrupt_swaps_for_testing(false);
+  EXPECT_EQ(kv->swap_in(b), KvAllocator::SwapIn::Lost);
+  EXPECT_EQ(kv->swap_in(a), KvAllocator::SwapIn::Restored);
+  kv->free_slots(a);
+  EXPECT_EQ(kv->n_state_slots_used(), 0);
 }
 
 TEST(KvManager, SwapRoundTripRestoresTheTable) {
