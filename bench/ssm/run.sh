@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Mamba (issue 18): the numbers in bench/ssm/README.md.
-#  - a 1024-wide, 48-layer Mamba-1 (tern synth --arch mamba) in F16 and Q8_0;
+#  - a 1024-wide, 48-layer Mamba-1 (tern synth --arch mamba) in F16 and Q8_0
+#    (with LLAMA_BIN also a Mamba-2 of that shape, --arch mamba2);
 #  - decode at depth 100 and 8000 (flat in sequence length);
 #  - 64 concurrent streams and a shared 1,000-token prompt through tern batch
 #    (recurrent state memory; TTFT with and without prompt-state snapshots);
@@ -62,6 +63,13 @@ if [ -n "$llama" ]; then
   "$tern" convert --from llama2c --model "$shared/models/stories260K/stories260K.bin" \
     --vocab "$shared/models/stories260K/tok512.bin" -o "$tmp/s.gguf" >/dev/null
   python3 "$(dirname "$0")/../archs/vs_llamacpp.py" --tern "$tern" --llama-bin "$llama" --vocab "$tmp/s.gguf" \
-    --text "$shared/data/text/wiki.test.raw" --archs mamba --types F32,F16,Q8_0 ||
+    --text "$shared/data/text/wiki.test.raw" --archs mamba,mamba2 --types F32,F16,Q8_0 ||
     echo "(exit 1: at Q8_0 some greedy paths part at near-ties; see the margins column)"
+  # Mamba-2 of the same width and depth (heads of 64, one group, d_state 128).
+  for t in F16 Q8_0; do
+    "$tern" synth --arch mamba2 --dim 1024 --layers 48 --vocab-from "$vocab" --type "$t" \
+      -o "$tmp/mamba2-1024x48-$t.gguf" >/dev/null
+  done
+  python3 "$(dirname "$0")/../compare_llamacpp.py" --tern "$tern" --llama-bench "$llama/llama-bench" -t 2 -p 256 -n 64 \
+    --rounds 2 "$tmp/mamba2-1024x48-F16.gguf" "$tmp/mamba2-1024x48-Q8_0.gguf"
 fi
