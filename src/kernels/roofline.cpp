@@ -21,6 +21,17 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 // its unit, so the loop measures throughput.
 constexpr int kAcc = 16;
 
+// Under a sanitizer the figures mean nothing (every access is checked) and
+// the full measurement took most of a minute per `tern bench` in the suite:
+// there it reads 64 MiB and runs a tenth of the iterations.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr size_t kReadBytes = size_t{1} << 26;
+constexpr long kPeakIters = 2'000'000;
+#else
+constexpr size_t kReadBytes = size_t{1} << 30;
+constexpr long kPeakIters = 20'000'000;
+#endif
+
 __attribute__((target("avx512f"))) double fma_loop_avx512(long iters) {
   __m512 a[kAcc];
   for (int i = 0; i < kAcc; ++i) a[i] = _mm512_set1_ps(0.001f * i);
@@ -130,7 +141,7 @@ double parallel_rate(ThreadPool& pool, long iters, double (*loop)(long)) {
 MachineLimits measure_machine_limits(ThreadPool& pool) {
   MachineLimits lim;
   // Read bandwidth: every thread streams its share of 1 GiB; best of 3 passes.
-  const size_t n_bytes = size_t{1} << 30, n_chunks = n_bytes / 256;
+  const size_t n_bytes = kReadBytes, n_chunks = n_bytes / 256;
   std::vector<uint8_t> buf(n_bytes);
   pool.parallel_for(n_chunks, [&](size_t b, size_t e, int) { std::memset(&buf[b * 256], 1, (e - b) * 256); });
   const bool wide = cpu_supports(CpuLevel::Avx512);
@@ -146,7 +157,7 @@ MachineLimits measure_machine_limits(ThreadPool& pool) {
   }
 
   const CpuFeatures& f = cpu_features();
-  const long iters = 20'000'000;
+  const long iters = kPeakIters;
   if (f.avx512f) lim.peak_gflops_f32 = parallel_rate(pool, iters, fma_loop_avx512) * kAcc * 16 * 2 / 1e9;
   else if (f.avx2 && f.fma) lim.peak_gflops_f32 = parallel_rate(pool, iters, fma_loop_avx2) * kAcc * 8 * 2 / 1e9;
   if (f.avx512f && f.avx512bw && f.avx512vnni)
