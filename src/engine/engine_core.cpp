@@ -34,6 +34,20 @@ Status check_context_fits_pool(const EngineConfig& config, uint64_t block_bytes,
 constexpr int kStateSnapshotBlocks = 8;
 constexpr int kMinStateSnapshots = 16;
 
+// The bytes a KV or state pool may take: --kv-memory (checked against the
+// memory available now: without that a busy server would find out through the
+// OOM killer), else its fraction of RAM. `what` names the pool in errors.
+Result<int64_t> pool_budget_bytes(const EngineConfig& config, const std::string& what) {
+  if (config.kv_memory_bytes > 0) {
+    TERN_RETURN_IF_ERROR(check_kv_fits_memory(static_cast<uint64_t>(config.kv_memory_bytes), what + " of --kv-memory",
+                                              "lower --kv-memory or give a fraction of it such as 0.5"));
+    return config.kv_memory_bytes;
+  }
+  if (config.kv_memory_fraction <= 0 || config.kv_memory_fraction > 1)
+    return error(ErrorKind::InvalidArgument, "KV memory fraction must be in (0, 1]");
+  return static_cast<int64_t>(config.kv_memory_fraction * static_cast<double>(available_memory_bytes()));
+}
+
 // Running sequences a model's recurrent state slots allow: max_num_seqs, or
 // fewer when that many states (every recurrent group's, F32) would pass the
 // memory a KV pool may take (--kv-memory, else its fraction of RAM). A model
@@ -49,14 +63,9 @@ Result<int> state_slots(const EngineConfig& config, const std::vector<KvCacheSpe
     else
       attention = true;
   if (slot_bytes == 0 || attention || config.kv_exact_contexts) return config.max_num_seqs;
-  const bool given = config.kv_memory_bytes > 0;
-  if (given)
-    TERN_RETURN_IF_ERROR(check_kv_fits_memory(static_cast<uint64_t>(config.kv_memory_bytes), "a state pool of --kv-memory",
-                                              "lower --kv-memory or give a fraction of it such as 0.5"));
-  else if (config.kv_memory_fraction <= 0 || config.kv_memory_fraction > 1)
-    return error(ErrorKind::InvalidArgument, "KV memory fraction must be in (0, 1]");
-  const double budget = given ? static_cast<double>(config.kv_memory_bytes)
-                              : config.kv_memory_fraction * static_cast<double>(available_memory_bytes());
+  auto bytes = pool_budget_bytes(config, "a state pool");
+  TERN_RETURN_IF_ERROR(bytes.status());
+  const double budget = static_cast<double>(*bytes);
   const double n = std::floor(budget / static_cast<double>(slot_bytes));
   if (n < 1)
     return error(ErrorKind::InvalidArgument, "one sequence's recurrent state takes " + format_bytes(slot_bytes) +
@@ -96,17 +105,9 @@ Result<int> pool_blocks(const EngineConfig& config, uint64_t block_bytes, int32_
     if (n > INT32_MAX / 2) return error(ErrorKind::InvalidArgument, "a context of " + std::to_string(n_ctx) + " tokens is too large");
     return static_cast<int>(n);
   }
-  int64_t bytes = config.kv_memory_bytes;
-  if (bytes > 0) {
-    // The pool is only address space until used: without this check a busy
-    // server would find out through the OOM killer.
-    TERN_RETURN_IF_ERROR(check_kv_fits_memory(static_cast<uint64_t>(bytes), "a KV pool of --kv-memory",
-                                              "lower --kv-memory or give a fraction of it such as 0.5"));
-  } else {
-    if (config.kv_memory_fraction <= 0 || config.kv_memory_fraction > 1)
-      return error(ErrorKind::InvalidArgument, "KV memory fraction must be in (0, 1]");
-    bytes = static_cast<int64_t>(config.kv_memory_fraction * static_cast<double>(available_memory_bytes()));
-  }
+  auto budget = pool_budget_bytes(config, "a KV pool");
+  TERN_RETURN_IF_ERROR(budget.status());
+  const int64_t bytes = *budget;
   int64_t n_blocks = block_bytes == 0 ? 0 : bytes / static_cast<int64_t>(block_bytes);
   if (config.kv_memory_bytes <= 0) {
     // A fraction of RAM can far exceed what max_num_seqs full contexts could

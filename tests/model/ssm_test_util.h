@@ -4,7 +4,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -15,6 +14,7 @@
 
 #include "gguf/reader.h"
 #include "quant/quant.h"
+#include "scratch_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace tern::test {
@@ -22,17 +22,6 @@ namespace tern::test {
 inline std::string ssm_vocab_path() {
   return std::string(TERN_SHARED_DIR) + "/testdata/tokenizers/ggml-vocab-llama-spm.gguf";
 }
-
-// A model file under the build tree, removed when the test ends.
-struct ScratchModel {
-  std::string path;
-  explicit ScratchModel(const std::string& name) {
-    const std::string dir = std::string(TERN_BINARY_DIR) + "/test_models";
-    std::filesystem::create_directories(dir);
-    path = dir + "/" + name + "." + std::to_string(::getpid()) + ".gguf";
-  }
-  ~ScratchModel() { std::filesystem::remove(path); }
-};
 
 inline std::vector<TokenId> ssm_prompt(size_t n) {
   std::vector<TokenId> t;

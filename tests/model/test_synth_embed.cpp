@@ -16,18 +16,14 @@
 #include "one_by_one.h"
 #include "model/model.h"
 #include "model/synth_embed.h"
+#include "scratch_model.h"
 
 namespace tern {
 namespace {
 
-struct Scratch {
-  std::string path;
-  explicit Scratch(const std::string& name) {
-    const std::string dir = std::string(TERN_BINARY_DIR) + "/test_models";
-    std::filesystem::create_directories(dir);
-    path = dir + "/embed_" + name + "." + std::to_string(::getpid()) + ".gguf";
-  }
-  ~Scratch() { std::filesystem::remove(path); }
+// A model file under the build tree, "embed_" + name.
+struct Scratch : test::ScratchModel {
+  explicit Scratch(const std::string& name) : test::ScratchModel("embed_" + name) {}
 };
 
 EmbedOptions shape(const std::string& out, int dim, int layers, int heads, int kv_heads, int ffn, const char* type) {

@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "model/quantize.h"
 #include "model/synth.h"
+#include "scratch_model.h"
 
 namespace tern {
 namespace {
@@ -20,14 +21,9 @@ using gguf::GgmlType;
 
 std::string vocab_path() { return std::string(TERN_SHARED_DIR) + "/testdata/tokenizers/ggml-vocab-llama-spm.gguf"; }
 
-struct Scratch {
-  std::string path;
-  explicit Scratch(const std::string& name) {
-    const std::string dir = std::string(TERN_BINARY_DIR) + "/test_models";
-    std::filesystem::create_directories(dir);
-    path = dir + "/synth_moe_" + name + "." + std::to_string(::getpid()) + ".gguf";
-  }
-  ~Scratch() { std::filesystem::remove(path); }
+// A model file under the build tree, "moe_" + name.
+struct Scratch : test::ScratchModel {
+  explicit Scratch(const std::string& name) : test::ScratchModel("moe_" + name) {}
 };
 
 // dim 64, 2 layers, 4 heads of 16 over 2 KV heads, 4 experts of which 2 per token.
