@@ -50,6 +50,9 @@ SHAPES = {
     "mamba": "--dim 256 --layers 4 --weight-std 0.08",
     # d_inner 512 in 8 heads of 64, 2 groups of B/C, d_state 64.
     "mamba2": "--dim 256 --layers 4 --weight-std 0.08 --head-dim 64 --ssm-groups 2 --ssm-state 64",
+    # Nemotron-H: Mamba-2 mixers (2 groups), attention without RoPE (GQA 4:1), relu^2 FFNs.
+    "nemotron_h": "--dim 256 --layers 6 --layer-pattern M*M-M* --heads 8 --kv-heads 2 --ffn 768 --weight-std 0.08 "
+                  "--ssm-groups 2 --ssm-state 64",
 }
 
 

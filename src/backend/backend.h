@@ -188,6 +188,7 @@ class Backend {
                            int64_t n) = 0;
   virtual void zero(float* x, int64_t n_rows, int64_t n) = 0;  // x = 0
   virtual void mul(float* x, const float* w, int64_t n_rows, int64_t n) = 0;  // x[t][j] *= w[j]
+  virtual void relu_sqr(float* x, int64_t n_rows, int64_t n) = 0;  // x = max(x, 0)^2
   // State-space layers (kernels/ssm.h), every run from its own state:
   // out [n][d_inner] = silu(conv(x) + bias), x [n][x_stride] (channels first
   // in a row), w [d_conv][d_inner]; and the selective scan into y [n][d_inner].

@@ -65,6 +65,7 @@ class ForwardingBackend : public Backend {
   }
   void zero(float* x, int64_t n_rows, int64_t n) override { inner_->zero(x, n_rows, n); }
   void mul(float* x, const float* w, int64_t n_rows, int64_t n) override { inner_->mul(x, w, n_rows, n); }
+  void relu_sqr(float* x, int64_t n_rows, int64_t n) override { inner_->relu_sqr(x, n_rows, n); }
   void ssm_conv(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const float* x, int64_t x_stride,
                 const float* w, const float* bias, float* out) override {
     inner_->ssm_conv(dims, runs, x, x_stride, w, bias, out);

@@ -27,6 +27,7 @@ class HostBackend : public Backend {
   void scale(float* x, int64_t n_rows, int64_t n, float s) override;
   void zero(float* x, int64_t n_rows, int64_t n) override;
   void mul(float* x, const float* w, int64_t n_rows, int64_t n) override;
+  void relu_sqr(float* x, int64_t n_rows, int64_t n) override;
   // The best level's kernels (kernels/ssm.h), run by run on the calling thread.
   void ssm_conv(const kernels::SsmDims& dims, std::span<const SsmRun> runs, const float* x, int64_t x_stride,
                 const float* w, const float* bias, float* out) override;

@@ -83,19 +83,24 @@ double model_flops_per_token(const Model& model, double mean_context) {
   const double ffn = hp.is_moe() ? 3.0 * hp.n_embd * (static_cast<double>(hp.n_ff_exp) * hp.n_expert_used + hp.n_ff_shexp) +
                                        static_cast<double>(hp.n_embd) * hp.n_expert
                                  : 3.0 * hp.n_embd * hp.n_ff;
-  const double matrix_params = static_cast<double>(hp.n_layer) *
-                                   (2.0 * hp.n_embd * hp.q_dim() + 2.0 * hp.n_embd * hp.kv_dim() + ffn) +
-                               static_cast<double>(hp.n_embd) * hp.n_vocab;
-  if (hp.has_ssm()) {  // Mamba: the mixer's four matrices, the conv and the scan (~6 flops per state value)
-    const SsmHParams& s = hp.ssm;
-    const double di = s.d_inner;
-    // Mamba-2: in and out projections only; its conv also runs over B and C.
-    const double mixer = s.mamba2() ? (static_cast<double>(s.in_rows()) + di) * hp.n_embd
-                                    : 3.0 * di * hp.n_embd + di * (s.dt_rank + 2.0 * s.d_state) + s.dt_rank * di;
-    return 2.0 * (static_cast<double>(hp.n_layer) * mixer + static_cast<double>(hp.n_embd) * hp.n_vocab) +
-           hp.n_layer * (2.0 * s.d_conv * static_cast<double>(s.conv_channels()) + 6.0 * di * s.d_state);
+  double matrix_params = static_cast<double>(hp.n_embd) * hp.n_vocab, other = 0.0;
+  for (const LayerHParams& lh : hp.layers) {
+    if (lh.recurrent) {  // Mamba: the mixer's four matrices, the conv and the scan (~6 flops per state value)
+      const SsmHParams& s = hp.ssm;
+      const double di = s.d_inner;
+      // Mamba-2: in and out projections only; its conv also runs over B and C.
+      matrix_params += s.mamba2() ? (static_cast<double>(s.in_rows()) + di) * hp.n_embd
+                                  : 3.0 * di * hp.n_embd + di * (s.dt_rank + 2.0 * s.d_state) + s.dt_rank * di;
+      other += 2.0 * s.d_conv * static_cast<double>(s.conv_channels()) + 6.0 * di * s.d_state;
+    } else if (!lh.has_kv()) {  // a hybrid's FFN-only layer: up and down
+      matrix_params += 2.0 * hp.n_embd * lh.n_ff;
+    } else {  // attention (and, outside hybrid stacks, the layer's FFN)
+      const double kv_dim = static_cast<double>(lh.n_head_kv) * hp.head_dim;
+      matrix_params += 2.0 * hp.n_embd * hp.q_dim() + 2.0 * hp.n_embd * kv_dim + (hp.has_ssm() ? 0.0 : ffn);
+      other += 4.0 * mean_context * hp.q_dim();
+    }
   }
-  return 2.0 * matrix_params + 4.0 * hp.n_layer * mean_context * hp.q_dim();
+  return 2.0 * matrix_params + other;
 }
 
 double kv_read_bytes_per_token(const Model& model, double context, KvType type) {
@@ -106,6 +111,7 @@ double kv_read_bytes_per_token(const Model& model, double context, KvType type) 
       bytes += static_cast<double>(hp.ssm.state_floats()) * sizeof(float);
       continue;
     }
+    if (!hp.layers[static_cast<size_t>(il)].has_kv()) continue;  // a hybrid's FFN-only layer
     const int window = hp.layers[static_cast<size_t>(il)].sliding_window;
     const double positions = window > 0 ? std::min(context, static_cast<double>(window)) : context;
     bytes += 2.0 * static_cast<double>(kv_row_bytes(type, hp.layers[static_cast<size_t>(il)].n_head_kv, hp.head_dim)) *

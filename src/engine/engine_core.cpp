@@ -94,8 +94,9 @@ FinishReason finish_reason_of(StopReason s) {
 }
 
 // The KV pool's size in blocks: --kv-memory bytes, or a fraction of the
-// memory available capped at what max_num_seqs full contexts could fill.
-Result<int> pool_blocks(const EngineConfig& config, uint64_t block_bytes, int32_t n_ctx) {
+// memory available capped at what max_num_seqs full contexts could fill,
+// less `reserved` (a hybrid's state pool, which shares the budget).
+Result<int> pool_blocks(const EngineConfig& config, uint64_t block_bytes, int32_t n_ctx, uint64_t reserved) {
   const int64_t per_seq = (static_cast<int64_t>(n_ctx) + config.block_size - 1) / config.block_size;
   if (config.kv_exact_contexts) {
     const int64_t n = per_seq * std::max(1, config.max_num_seqs);
@@ -107,7 +108,12 @@ Result<int> pool_blocks(const EngineConfig& config, uint64_t block_bytes, int32_
   }
   auto budget = pool_budget_bytes(config, "a KV pool");
   TERN_RETURN_IF_ERROR(budget.status());
-  const int64_t bytes = *budget;
+  const int64_t bytes = *budget - static_cast<int64_t>(reserved);
+  if (reserved > 0 && bytes < static_cast<int64_t>(block_bytes))
+    return error(ErrorKind::InvalidArgument, "KV memory of " + format_bytes(static_cast<uint64_t>(*budget)) +
+                                                 " leaves no room for KV blocks after the recurrent states' " +
+                                                 format_bytes(reserved) + " (--max-num-seqs running sequences and " +
+                                                 "their prompt snapshots); raise --kv-memory or lower --max-num-seqs");
   int64_t n_blocks = block_bytes == 0 ? 0 : bytes / static_cast<int64_t>(block_bytes);
   if (config.kv_memory_bytes <= 0) {
     // A fraction of RAM can far exceed what max_num_seqs full contexts could
@@ -150,13 +156,26 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
 
   std::vector<KvCacheSpec> specs = core->model_->kv_specs(config.kv_type);
   const uint64_t block_bytes = block_bytes_of(specs, config.block_size);
+  auto n_states = state_slots(config, specs);
+  TERN_RETURN_IF_ERROR(n_states.status());
+  // Recurrent layers: prompt-state snapshots one every kStateSnapshotBlocks
+  // blocks of a prompt, as many as running sequences but at least
+  // kMinStateSnapshots (one prompt of 1,024 tokens takes 8) (docs/ssm.md).
+  const int n_snapshots = config.prefix_caching ? std::max(config.max_num_seqs, kMinStateSnapshots) : 0;
+  uint64_t state_slot_bytes = 0;
+  for (const KvCacheSpec& s : specs)
+    if (s.kind == CacheKind::Recurrent) state_slot_bytes += static_cast<uint64_t>(s.n_layer) * s.row_bytes();
+  // A hybrid's states (running slots and snapshots) come out of the KV budget.
+  const uint64_t reserved = block_bytes > 0 && !config.kv_exact_contexts
+                                ? state_slot_bytes * static_cast<uint64_t>(*n_states + n_snapshots)
+                                : 0;
   // A model without attention layers (state-space only) keeps no KV blocks:
   // the count is bookkeeping, as if every sequence could reach the context.
   auto n_blocks = block_bytes == 0 ? Result<int>(static_cast<int>(std::min<int64_t>(
                                          (static_cast<int64_t>(core->n_ctx_) + config.block_size - 1) /
                                              config.block_size * std::max(1, config.max_num_seqs),
                                          INT32_MAX / 2)))
-                                   : pool_blocks(config, block_bytes, core->n_ctx_);
+                                   : pool_blocks(config, block_bytes, core->n_ctx_, reserved);
   TERN_RETURN_IF_ERROR(n_blocks.status());
   TERN_RETURN_IF_ERROR(check_context_fits_pool(config, block_bytes, *n_blocks));
   KvManagerConfig kc;
@@ -164,13 +183,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   kc.block_size = config.block_size;
   kc.prefix_caching = config.prefix_caching;
   kc.swap_compression = config.swap_compression;
-  auto n_states = state_slots(config, specs);
-  TERN_RETURN_IF_ERROR(n_states.status());
   kc.n_state_slots = *n_states;
-  // Recurrent layers: prompt-state snapshots one every kStateSnapshotBlocks
-  // blocks of a prompt, as many as running sequences but at least
-  // kMinStateSnapshots (one prompt of 1,024 tokens takes 8) (docs/ssm.md).
-  kc.n_snapshot_slots = config.prefix_caching ? std::max(config.max_num_seqs, kMinStateSnapshots) : 0;
+  kc.n_snapshot_slots = n_snapshots;
   kc.snapshot_interval = kStateSnapshotBlocks * config.block_size;
   auto kv = KvManager::create(std::move(specs), kc);
   TERN_RETURN_IF_ERROR(kv.status());

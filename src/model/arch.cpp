@@ -16,6 +16,7 @@ extern const ArchInfo kQwen2Moe;
 extern const ArchInfo kQwen3Moe;
 extern const ArchInfo kMamba;
 extern const ArchInfo kMamba2;
+extern const ArchInfo kNemotronH;
 }  // namespace archs
 
 namespace {
@@ -23,7 +24,8 @@ namespace {
 // The registry: the one list of supported architectures.
 constexpr const ArchInfo* kRegistry[] = {&archs::kLlama,  &archs::kMistral, &archs::kQwen2, &archs::kQwen3,
                                          &archs::kPhi3,   &archs::kGemma2,  &archs::kGemma3, &archs::kQwen2Moe,
-                                         &archs::kQwen3Moe, &archs::kMamba, &archs::kMamba2};
+                                         &archs::kQwen3Moe, &archs::kMamba, &archs::kMamba2,
+                                         &archs::kNemotronH};
 
 }  // namespace
 

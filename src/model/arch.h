@@ -57,6 +57,10 @@ struct ArchInfo {
   // Mamba-2 (archs/mamba.cpp): reads <arch>.ssm.group_count; heads, groups
   // and a grouped RMS norm (model/hparams.h, SsmHParams).
   bool ssm_groups = false;
+  // A hybrid stack (archs/nemotron_h.cpp): each layer is a Mamba-2 mixer, an
+  // attention without RoPE or an FFN, told apart by the per-layer arrays
+  // attention.head_count_kv and feed_forward_length (both 0: the mixer).
+  bool hybrid = false;
 };
 
 // Every registered architecture, in registry order.

@@ -25,6 +25,11 @@ void Model::assign_kv_groups() {
   kv_groups_.clear();
   for (int il = 0; il < hp_.n_layer; ++il) {
     const LayerHParams& lh = hp_.layers[static_cast<size_t>(il)];
+    LayerWeights& l = layers_[static_cast<size_t>(il)];
+    if (!lh.recurrent && !lh.has_kv()) {  // an FFN-only layer (hybrid stacks) keeps nothing
+      l.kv_group = -1;
+      continue;
+    }
     KvCacheSpec s;
     if (lh.recurrent) {  // state-space layers: one state per sequence, all in one group
       s.kind = CacheKind::Recurrent;
@@ -41,7 +46,6 @@ void Model::assign_kv_groups() {
     };
     auto it = std::find_if(kv_groups_.begin(), kv_groups_.end(), same);
     if (it == kv_groups_.end()) it = kv_groups_.insert(kv_groups_.end(), s);
-    LayerWeights& l = layers_[static_cast<size_t>(il)];
     l.kv_group = static_cast<int>(it - kv_groups_.begin());
     l.kv_index = it->n_layer++;
   }

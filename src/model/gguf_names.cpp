@@ -24,6 +24,7 @@ constexpr KeyRow kKeys[] = {
     {Key::KeyLength, "attention.key_length"},
     {Key::ValueLength, "attention.value_length"},
     {Key::RmsEpsilon, "attention.layer_norm_rms_epsilon"},
+    {Key::LayerNormEpsilon, "attention.layer_norm_epsilon"},
     {Key::SlidingWindow, "attention.sliding_window"},
     {Key::RopeDimensionCount, "rope.dimension_count"},
     {Key::RopeFreqBase, "rope.freq_base"},

@@ -32,6 +32,7 @@ enum class Key {
   KeyLength,
   ValueLength,
   RmsEpsilon,
+  LayerNormEpsilon,
   SlidingWindow,      // scalar or one value per layer (0: full attention)
   RopeDimensionCount,
   RopeFreqBase,

@@ -78,9 +78,10 @@ Status read_float(const gguf::GgufFile& f, const std::string& key, double fallba
 Status read_sizes(const gguf::GgufFile& f, const ArchInfo& info, int n_vocab_from_tensors, HParams& hp) {
   const std::string_view arch = info.name;
   const bool attention = !info.state_space;
+  const bool ffn = attention && !info.hybrid;  // a hybrid's widths are per layer (read_hybrid)
   TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::EmbeddingLength), hp.n_embd, true));
   TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::BlockCount), hp.n_layer, true));
-  TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::FeedForwardLength), hp.n_ff, attention));
+  if (!info.hybrid) TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::FeedForwardLength), hp.n_ff, ffn));
   TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::HeadCount), hp.n_head, attention));
   hp.n_ctx_train = 2048;
   const std::string ctx_key = key(arch, Key::ContextLength);
@@ -89,7 +90,7 @@ Status read_sizes(const gguf::GgufFile& f, const ArchInfo& info, int n_vocab_fro
     return error(ErrorKind::InvalidFile, "metadata key '" + ctx_key + "' = 0 must be positive");
   hp.n_vocab = n_vocab_from_tensors;
   TERN_RETURN_IF_ERROR(read_int(f, key(arch, Key::VocabSize), hp.n_vocab, false));
-  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_vocab <= 0 || (attention && (hp.n_ff <= 0 || hp.n_head <= 0)))
+  if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_vocab <= 0 || (ffn && hp.n_ff <= 0) || (attention && hp.n_head <= 0))
     return error(ErrorKind::InvalidFile, "model sizes must be positive: " + hp.summary());
   return Status::ok();
 }
@@ -125,6 +126,8 @@ Status read_ssm(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
   return read_float(f, key(arch.name, Key::RmsEpsilon), 1e-5, hp.rms_eps);
 }
 
+Status read_head_dim(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp);
+
 // Per-layer K/V head counts and windows (scalars or arrays), then the head size.
 Status read_attention(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
   const std::string kv_key = key(arch.name, Key::HeadCountKv);
@@ -148,7 +151,11 @@ Status read_attention(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp
   }
   hp.n_head_kv = *std::max_element(n_head_kv.begin(), n_head_kv.end());
   hp.sliding_window = std::all_of(window.begin(), window.end(), [&](int w) { return w == window[0]; }) ? window[0] : -1;
+  return read_head_dim(f, arch, hp);
+}
 
+// The head size (key_length, default n_embd / n_head) and the norms' epsilon.
+Status read_head_dim(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
   const std::string key_length = key(arch.name, Key::KeyLength);
   if (hp.n_embd % hp.n_head != 0 && !f.find(key_length))
     return error(ErrorKind::InvalidFile, "embedding_length is not a multiple of head_count and no key_length is given");
@@ -167,6 +174,38 @@ Status read_attention(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp
   if (hp.head_dim > 512)
     return error(ErrorKind::Unsupported, "head size " + std::to_string(hp.head_dim) + " exceeds the 512 the attention kernels support");
   return read_float(f, key(arch.name, Key::RmsEpsilon), 1e-5, hp.rms_eps);
+}
+
+// A hybrid stack (ArchInfo::hybrid): the Mamba-2 mixer's sizes, then per
+// layer attention.head_count_kv and feed_forward_length (arrays, as llama.cpp's
+// converter writes them): both 0, the mixer; K/V heads only, an attention
+// layer (no RoPE: its position comes from the mixers); a width only, an FFN.
+Status read_hybrid(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
+  TERN_RETURN_IF_ERROR(read_ssm(f, arch, hp));  // every layer a mixer until the arrays say otherwise
+  std::vector<int> n_head_kv, n_ff;
+  const std::string kv_key = key(arch.name, Key::HeadCountKv), ff_key = key(arch.name, Key::FeedForwardLength);
+  TERN_RETURN_IF_ERROR(read_per_layer(f, kv_key, hp.n_layer, 0, n_head_kv));
+  TERN_RETURN_IF_ERROR(read_per_layer(f, ff_key, hp.n_layer, 0, n_ff));
+  for (int il = 0; il < hp.n_layer; ++il) {
+    LayerHParams& l = hp.layers[static_cast<size_t>(il)];
+    l.n_head_kv = n_head_kv[static_cast<size_t>(il)];
+    l.n_ff = n_ff[static_cast<size_t>(il)];
+    l.recurrent = l.n_head_kv == 0 && l.n_ff == 0;
+    const std::string where = " (layer " + std::to_string(il) + ")";
+    if (l.n_head_kv > 0 && l.n_ff > 0)
+      return error(ErrorKind::InvalidFile, "metadata keys '" + kv_key + "' and '" + ff_key + "' are both non-zero" +
+                                               where + ": a " + std::string(arch.name) + " layer is a Mamba-2 mixer " +
+                                               "(both 0), an attention (K/V heads only) or an FFN (a width only)");
+    if (l.n_head_kv > 0 && hp.n_head % l.n_head_kv != 0)
+      return error(ErrorKind::InvalidFile, "head_count " + std::to_string(hp.n_head) +
+                                               " is not a multiple of head_count_kv " + std::to_string(l.n_head_kv) + where);
+  }
+  hp.n_head_kv = *std::max_element(n_head_kv.begin(), n_head_kv.end());
+  hp.n_ff = *std::max_element(n_ff.begin(), n_ff.end());
+  TERN_RETURN_IF_ERROR(read_head_dim(f, arch, hp));
+  hp.rope.n_rot = 0;  // no rotation (layers.h: attention)
+  hp.rope_local = hp.rope;
+  return Status::ok();
 }
 
 Status read_rope(const gguf::GgufFile& f, const ArchInfo& arch, HParams& hp) {
@@ -264,8 +303,8 @@ Result<HParams> read_hparams(const gguf::GgufFile& f, int n_vocab_from_tensors) 
   HParams hp;
   hp.arch = *arch_name;
   TERN_RETURN_IF_ERROR(read_sizes(f, *arch, n_vocab_from_tensors, hp));
-  if (arch->state_space) {
-    TERN_RETURN_IF_ERROR(read_ssm(f, *arch, hp));
+  if (arch->state_space || arch->hybrid) {
+    TERN_RETURN_IF_ERROR(arch->hybrid ? read_hybrid(f, *arch, hp) : read_ssm(f, *arch, hp));
     if (arch->read_hparams) TERN_RETURN_IF_ERROR(arch->read_hparams(f, hp));
     return hp;
   }

@@ -25,6 +25,11 @@ struct LayerHParams {
   int n_head_kv = 0;
   int sliding_window = 0;  // 0 = full attention; else a token attends to the last `sliding_window` positions
   bool rope_local = false; // RoPE with HParams::rope_local (Gemma's sliding-window layers) instead of rope
+  // Hybrid stacks (ArchInfo::hybrid): an FFN-only layer's width (its
+  // n_head_kv is 0); 0 in every other layer and architecture.
+  int n_ff = 0;
+  // Keys and values in a KV pool: an attention layer (not a recurrent or an FFN-only one).
+  bool has_kv() const { return !recurrent && n_head_kv > 0; }
 };
 
 // The Mamba mixer's sizes (<arch>.ssm.*), shared by every recurrent layer.

@@ -35,10 +35,12 @@ void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, con
   if (windows) {
     q_sink = be.scratch(backend::Slot::QSink, p.n * q_dim);  // [n][n_head][head_dim]
     be.gather_rows(a.q, p.all_rows, q_sink, q_dim);
-    be.rope(q_sink, p.n, hp.n_head, hp.head_dim, p.sink_positions, rope);
+    if (rope.n_rot > 0) be.rope(q_sink, p.n, hp.n_head, hp.head_dim, p.sink_positions, rope);
   }
-  be.rope(a.q, p.n, hp.n_head, hp.head_dim, p.in.positions, rope);
-  be.rope(a.k, p.n, lh.n_head_kv, hp.head_dim, p.in.positions, rope);
+  if (rope.n_rot > 0) {  // 0: an attention without positions (hybrid stacks, whose mixers order the tokens)
+    be.rope(a.q, p.n, hp.n_head, hp.head_dim, p.in.positions, rope);
+    be.rope(a.k, p.n, lh.n_head_kv, hp.head_dim, p.in.positions, rope);
+  }
   be.store_kv(pool, l.kv_index, p.in.kv[g].slots, a.k, a.v);
   const float scale = hp.attn_scale > 0.0f ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
   kernels::AttentionShape shape{hp.n_head, lh.n_head_kv, hp.head_dim, scale, lh.sliding_window,
@@ -75,6 +77,12 @@ void ffn(const Pass& p, const FfnWeights& w, const float* x, float* out, int64_t
 void gated_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out) { ffn(p, w, xn, out, p.n, false); }
 
 void geglu_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out) { ffn(p, w, xn, out, p.n, true); }
+
+void relu2_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out) {
+  p.be.matmul(w.w_up, xn, p.act.up, p.n);
+  p.be.relu_sqr(p.act.up, p.n, w.w_up.n_rows);
+  p.be.matmul(w.w_down, p.act.up, out, p.n);
+}
 
 void moe_ffn(const Pass& p, const MoeWeights& w, const float* xn, float* out) {
   backend::Backend& be = p.be;

@@ -74,7 +74,7 @@ struct SsmWeights {
 };
 
 struct LayerWeights {
-  int kv_group = 0;        // the KV group (pool) holding this layer's keys/values
+  int kv_group = 0;        // the KV group (pool) holding this layer's keys/values (-1: none, an FFN-only layer)
   int kv_index = 0;        // this layer's index inside that group's pool
   VectorWeight attn_norm;  // [n_embd]
   AttentionWeights attn;
@@ -157,6 +157,10 @@ void gated_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out);
 
 // out = W_down · (gelu_tanh(W_gate·xn) * W_up·xn) (Gemma). Uses act.gate/up.
 void geglu_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out);
+
+// out = W_down · relu(W_up·xn)^2, an FFN without a gate (Nemotron-H). Uses
+// act.up; w_gate is unused.
+void relu2_ffn(const Pass& p, const FfnWeights& w, const float* xn, float* out);
 
 // out = sum over the top-k experts e of token t: w_e * W_down_e · (silu(W_gate_e·xn) * W_up_e·xn),
 // w = softmax(router · xn) over all experts, restricted to the top k (and

@@ -184,12 +184,17 @@ Status read_count(const gguf::GgufFile& f, const std::string& key, int& out) {
   const gguf::Value* found = f.find(key);
   if (!found) return Status::ok();
   if (const gguf::Array* arr = found->as_array(); arr && !arr->items.empty()) {
-    // A per-layer array: the mix rules, like llama-quantize's, read layer 0's value.
-    const auto first = arr->items.front().as_u64();
-    if (!first || *first == 0 || *first > (1u << 20))
-      return error(ErrorKind::InvalidFile, "metadata key '" + key + "' value 0 is out of range");
-    out = static_cast<int>(*first);
-    return Status::ok();
+    // A per-layer array: the mix rules read the first layer's value, as
+    // llama-quantize reads layer 0's, skipping the 0 of a hybrid stack's layers
+    // without attention.
+    for (const gguf::Value& item : arr->items) {
+      const auto v = item.as_u64();
+      if (!v || *v > (1u << 20)) return error(ErrorKind::InvalidFile, "metadata key '" + key + "' holds an out-of-range value");
+      if (*v == 0) continue;
+      out = static_cast<int>(*v);
+      return Status::ok();
+    }
+    return Status::ok();  // no layer has any: keep the default
   }
   auto v = f.get_u64(key);
   if (!v) return v.status();

@@ -76,13 +76,32 @@ struct MambaShape {
   int d_inner, d_conv, d_state, dt_rank, head_dim = 0, n_group = 0;
 };
 MambaShape mamba_shape(const SynthOptions& o) {
-  if (o.arch == "mamba2") {
-    MambaShape m{2 * o.n_embd, 4, o.d_state > 0 ? o.d_state : 128, 0, o.head_dim > 0 ? o.head_dim : 64,
-                 o.n_group > 0 ? o.n_group : 1};
+  if (o.arch == "mamba2" || o.arch == "nemotron_h") {
+    const int head_dim = o.ssm_head_dim > 0 ? o.ssm_head_dim : o.arch == "mamba2" && o.head_dim > 0 ? o.head_dim : 64;
+    MambaShape m{2 * o.n_embd, 4, o.d_state > 0 ? o.d_state : 128, 0, head_dim, o.n_group > 0 ? o.n_group : 1};
     m.dt_rank = m.d_inner / m.head_dim;
     return m;
   }
   return {2 * o.n_embd, 4, o.d_state > 0 ? o.d_state : 16, (o.n_embd + 15) / 16};
+}
+
+// nemotron_h's layers, one character each: M mixer, * attention, - FFN.
+std::string layer_pattern(const SynthOptions& o) {
+  if (!o.layer_pattern.empty()) return o.layer_pattern;
+  std::string p;
+  for (int il = 0; il < o.n_layer; ++il) p += "M-M*-"[il % 5];
+  return p;
+}
+
+// The Mamba-2 shape checks mamba2 and nemotron_h share.
+std::string mamba2_shape_error(const SynthOptions& o) {
+  const MambaShape m = mamba_shape(o);
+  if (o.head_dim < 0 || o.ssm_head_dim < 0 || o.n_group < 0 || m.head_dim <= 0 || m.d_inner % m.head_dim != 0 ||
+      (m.d_inner / m.head_dim) % m.n_group != 0)
+    return o.arch + ": the mixer's head width (--ssm-head-dim" + (o.arch == "mamba2" ? " or --head-dim" : "") +
+           ", default 64) must divide 2 x --dim (" +
+           std::to_string(m.d_inner) + ") into heads that --ssm-groups (default 1) divides";
+  return "";
 }
 
 bool is_gemma(const SynthOptions& o) { return o.arch == "gemma2" || o.arch == "gemma3"; }
@@ -103,13 +122,9 @@ Status validate_synth_options(const SynthOptions& o) {
       return bad(o.arch + " has no attention or FFN: --heads, --kv-heads, --ffn, --experts and --window do not apply");
     if (o.arch == "mamba" && (o.head_dim != 0 || o.n_group != 0))
       return bad("--head-dim and --ssm-groups apply to mamba2 (Mamba-1 has no heads)");
-    if (o.arch == "mamba2") {
-      const MambaShape m = mamba_shape(o);
-      if (o.head_dim < 0 || o.n_group < 0 || m.head_dim <= 0 || m.d_inner % m.head_dim != 0 ||
-          (m.d_inner / m.head_dim) % m.n_group != 0)
-        return bad("mamba2: --head-dim (default 64) must divide 2 x --dim (" + std::to_string(m.d_inner) +
-                   ") into heads that --ssm-groups (default 1) divides");
-    }
+    if (o.arch == "mamba" && o.ssm_head_dim != 0) return bad("--ssm-head-dim applies to mamba2 and nemotron_h");
+    if (o.arch == "mamba2")
+      if (const std::string e = mamba2_shape_error(o); !e.empty()) return bad(e);
     if (o.n_embd <= 0 || o.n_layer <= 0 || o.n_ctx <= 0 || o.d_state < 0)
       return bad("--dim, --layers and --ctx must be positive");
     if (o.n_embd > 65536 || o.n_layer > 1024 || o.n_ctx > (1 << 24) || o.d_state > 1024)
@@ -118,10 +133,25 @@ Status validate_synth_options(const SynthOptions& o) {
     if (o.vocab_path.empty() || o.out_path.empty()) return bad("--vocab-from and -o are required");
     return Status::ok();
   }
-  if (o.d_state != 0 || o.n_group != 0) return bad("--ssm-state and --ssm-groups apply to mamba and mamba2 only");
-  if (o.arch != "llama" && o.arch != "llama3" && o.arch != "qwen3" && o.arch != "phi3" && !gemma && !is_moe(o))
+  if (!o.layer_pattern.empty() && o.arch != "nemotron_h") return bad("--layer-pattern applies to nemotron_h only");
+  if (o.arch == "nemotron_h") {
+    if (o.n_expert != 0 || o.n_expert_used != 0 || o.n_ff_exp != 0 || o.n_ff_shexp != 0 || o.window != 0)
+      return bad("nemotron_h (dense) has no experts or sliding window");
+    if (o.n_layer > 0 && layer_pattern(o).size() != static_cast<size_t>(o.n_layer))
+      return bad("--layer-pattern has " + std::to_string(o.layer_pattern.size()) + " characters but --layers is " +
+                 std::to_string(o.n_layer) + ": give one per layer");
+    if (layer_pattern(o).find_first_not_of("M*-") != std::string::npos)
+      return bad("--layer-pattern '" + o.layer_pattern + "': one character per layer, M (Mamba-2 mixer), * (attention) or - (FFN)");
+    if (o.d_state < 0 || o.d_state > 1024) return bad("--ssm-state must be in [1, 1024]");
+    if (const std::string e = mamba2_shape_error(o); !e.empty()) return bad(e);
+  } else if (o.d_state != 0 || o.n_group != 0 || o.ssm_head_dim != 0) {
+    return bad("--ssm-state, --ssm-groups and --ssm-head-dim apply to mamba, mamba2 and nemotron_h only");
+  }
+  if (o.arch != "llama" && o.arch != "llama3" && o.arch != "qwen3" && o.arch != "phi3" && !gemma && !is_moe(o) &&
+      o.arch != "nemotron_h")
     return bad("unsupported --arch '" + o.arch +
-               "' (supported: llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe, mamba, mamba2)");
+               "' (supported: llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe, mamba, mamba2, "
+               "nemotron_h)");
   if (is_moe(o)) {
     if (o.n_expert <= 0 || o.n_expert > 512 || o.n_expert_used <= 0 || o.n_expert_used > o.n_expert)
       return bad("--arch " + o.arch + " needs --experts N (1..512) and --experts-used K (1..N)");
@@ -146,7 +176,7 @@ Status validate_synth_options(const SynthOptions& o) {
   if (n_head_kv > o.n_head || o.n_head % n_head_kv != 0)
     return bad("--kv-heads " + std::to_string(n_head_kv) + " does not divide --heads " + std::to_string(o.n_head));
   const int head_dim = o.head_dim ? o.head_dim : o.n_embd / o.n_head;
-  if (head_dim % 2 != 0)
+  if (head_dim % 2 != 0 && o.arch != "nemotron_h")  // its attention has no RoPE
     return bad("head size " + std::to_string(head_dim) + " (" + dims_text(o) + ") must be even for RoPE");
   if (!(o.weight_std > 0.0f) || !std::isfinite(o.weight_std)) return bad("weight std must be positive");
   if (o.vocab_path.empty() || o.out_path.empty()) return bad("--vocab-from and -o are required");
@@ -175,7 +205,7 @@ ArchShape arch_shape(const SynthOptions& o) {
   ArchShape a;
   a.file_arch = o.arch == "llama3" || o.arch == "mixtral" ? "llama" : o.arch;
   a.head_dim = o.n_head > 0 ? (o.head_dim ? o.head_dim : o.n_embd / o.n_head) : 0;
-  a.key_length = o.head_dim != 0 || o.arch == "qwen3";
+  a.key_length = o.head_dim != 0 || o.arch == "qwen3" || o.arch == "nemotron_h";
   if (o.arch == "llama3") a.freq_base = 500000.0f;
   if (o.arch == "qwen3" || o.arch == "qwen3moe") {
     a.freq_base = 1e6f;
@@ -260,6 +290,31 @@ void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, const ArchSh
     w.set(key(arch, Key::SsmStateSize), Value::of_u32(m.d_state));
     w.set(key(arch, Key::SsmTimeStepRank), Value::of_u32(m.dt_rank));
     w.set(key(arch, Key::RmsEpsilon), Value::of_f32(a.rms_eps));
+    w.set(key(arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
+    for (const auto& [k, value] : vocab_file.metadata())
+      if (k.rfind("tokenizer.", 0) == 0) w.set(k, value);
+    return;
+  }
+  if (o.arch == "nemotron_h") {  // per-layer arrays (0 where a layer has none), the mixer's keys, no RoPE keys
+    const std::string pattern = layer_pattern(o);
+    std::vector<Value> ff, kv;
+    for (char c : pattern) {
+      ff.push_back(Value::of_u32(c == '-' ? static_cast<uint32_t>(o.n_ff) : 0));
+      kv.push_back(Value::of_u32(c == '*' ? static_cast<uint32_t>(n_head_kv) : 0));
+    }
+    const MambaShape m = mamba_shape(o);
+    w.set(key(arch, Key::FeedForwardLength), Value::of_array(gguf::ValueType::U32, std::move(ff)));
+    w.set(key(arch, Key::HeadCount), Value::of_u32(o.n_head));
+    w.set(key(arch, Key::HeadCountKv), Value::of_array(gguf::ValueType::U32, std::move(kv)));
+    w.set(key(arch, Key::KeyLength), Value::of_u32(a.head_dim));
+    w.set(key(arch, Key::ValueLength), Value::of_u32(a.head_dim));
+    w.set(key(arch, Key::RmsEpsilon), Value::of_f32(a.rms_eps));
+    w.set(key(arch, Key::LayerNormEpsilon), Value::of_f32(a.rms_eps));
+    w.set(key(arch, Key::SsmGroupCount), Value::of_u32(m.n_group));
+    w.set(key(arch, Key::SsmConvKernel), Value::of_u32(m.d_conv));
+    w.set(key(arch, Key::SsmInnerSize), Value::of_u32(m.d_inner));
+    w.set(key(arch, Key::SsmStateSize), Value::of_u32(m.d_state));
+    w.set(key(arch, Key::SsmTimeStepRank), Value::of_u32(m.dt_rank));
     w.set(key(arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
     for (const auto& [k, value] : vocab_file.metadata())
       if (k.rfind("tokenizer.", 0) == 0) w.set(k, value);
@@ -387,8 +442,8 @@ void add_mamba_layers(const SynthOptions& o, const QuantModelInfo& model, std::v
   }
 }
 
-// Mamba-2's layers with its initialisation (synth.h); [1, heads] tables stay 2-D.
-void add_mamba2_layers(const SynthOptions& o, const QuantModelInfo& model, std::vector<TensorJob>& jobs) {
+// Mamba-2's layer il with its initialisation (synth.h); [1, heads] tables stay 2-D.
+void add_mamba2_layer(const SynthOptions& o, const QuantModelInfo& model, int il, std::vector<TensorJob>& jobs) {
   const MambaShape m = mamba_shape(o);
   const int64_t di = m.d_inner, ds = m.d_state, dc = m.d_conv, heads = m.dt_rank, ng = m.n_group;
   const int64_t n_ch = di + 2 * ng * ds;
@@ -405,7 +460,7 @@ void add_mamba2_layers(const SynthOptions& o, const QuantModelInfo& model, std::
     job.dims = {1, static_cast<uint64_t>(heads)};
     return job;
   };
-  for (int il = 0; il < o.n_layer; ++il) {
+  {
     auto name = [&](Tensor t) { return tensor_name(t, il); };
     jobs.push_back(make_job(o, model, name(Tensor::AttnNorm), {n_embd}));
     jobs.push_back(make_job(o, model, name(Tensor::SsmIn), {n_embd, in_rows}));
@@ -487,9 +542,34 @@ Result<QuantizeReport> synth_model(const SynthOptions& o, ThreadPool& pool, cons
   }
   if (o.arch == "mamba" || o.arch == "mamba2") {
     if (o.arch == "mamba2")
-      add_mamba2_layers(o, model, jobs);
+      for (int il = 0; il < o.n_layer; ++il) add_mamba2_layer(o, model, il, jobs);
     else
       add_mamba_layers(o, model, jobs);
+    add(Tensor::OutputNorm, -1, {n_embd});
+    add(Tensor::Output, -1, {n_embd, n_vocab});
+    auto report = write_tensor_jobs(w, o.out_path, jobs, pool, progress);
+    if (!report) return report.status().with_context(o.out_path);
+    return report;
+  }
+  if (o.arch == "nemotron_h") {  // one sub-layer per layer (synth.h)
+    const std::string pattern = layer_pattern(o);
+    for (int il = 0; il < o.n_layer; ++il) {
+      const char kind = pattern[static_cast<size_t>(il)];
+      if (kind == 'M') {
+        add_mamba2_layer(o, model, il, jobs);
+        continue;
+      }
+      add(Tensor::AttnNorm, il, {n_embd});
+      if (kind == '*') {
+        add(Tensor::AttnQ, il, {n_embd, q_dim});
+        add(Tensor::AttnK, il, {n_embd, kv_dim});
+        add(Tensor::AttnV, il, {n_embd, kv_dim});
+        add(Tensor::AttnOutput, il, {q_dim, n_embd});
+      } else {
+        add(Tensor::FfnUp, il, {n_embd, n_ff});
+        add(Tensor::FfnDown, il, {n_ff, n_embd});
+      }
+    }
     add(Tensor::OutputNorm, -1, {n_embd});
     add(Tensor::Output, -1, {n_embd, n_vocab});
     auto report = write_tensor_jobs(w, o.out_path, jobs, pool, progress);

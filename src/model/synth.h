@@ -52,6 +52,15 @@
 //           (softplus^-1 of time steps log-uniform over [0.001, 0.1]),
 //           ssm_a = -(1..16 spread over the heads), ssm_d = 1, ssm_norm = 1,
 //           ssm_out
+//   nemotron_h  Nemotron-H's hybrid stack (llama.cpp's nemotron_h): one layer
+//           per character of --layer-pattern (default "M-M*-" repeated to
+//           --layers): M a Mamba-2 mixer as mamba2 writes it (heads of
+//           --ssm-head-dim, default 64), * an attention (attn_q/k/v/output of
+//           --heads / --kv-heads, --head-dim; no RoPE), - an FFN of --ffn rows
+//           (ffn_up, ffn_down; relu^2, no gate); every layer has attn_norm.
+//           head_count_kv and feed_forward_length are per-layer arrays (0
+//           where the layer has none), with key_length, value_length and
+//           layer_norm_epsilon, as the converter writes them
 //   matrices  ~ N(0, weight_std) (see below), then encoded under `scheme`
 //             with the same type rules and encoder as `tern quantize`
 //   norms     = 1 (F32); RoPE factor vectors as above (F32)
@@ -78,7 +87,7 @@
 namespace tern {
 
 struct SynthOptions {
-  std::string arch = "llama";  // llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe, mamba, mamba2 (see above)
+  std::string arch = "llama";  // llama, llama3, qwen3, phi3, gemma2, gemma3, mixtral, qwen2moe, qwen3moe, mamba, mamba2, nemotron_h (see above)
   int n_embd = 0;
   int n_layer = 0;
   int n_head = 0;
@@ -91,7 +100,9 @@ struct SynthOptions {
   int n_ff_shexp = 0;     // qwen2moe shared expert width; 0 = n_ff
   int window = 0;     // gemma2/3 attention.sliding_window; 0 = 4096 (gemma2), 1024 (gemma3)
   int d_state = 0;    // mamba, mamba2: ssm.state_size; 0 = 16 (mamba), 128 (mamba2)
-  int n_group = 0;    // mamba2: ssm.group_count; 0 = 1 (its heads are head_dim wide, 0 = 64)
+  int n_group = 0;    // mamba2, nemotron_h: ssm.group_count; 0 = 1
+  int ssm_head_dim = 0;  // mamba2 (also --head-dim), nemotron_h: the mixer's head width; 0 = 64
+  std::string layer_pattern;  // nemotron_h: M mixer, * attention, - FFN per layer; "" = "M-M*-" repeated
   int n_ctx = 4096;
   uint64_t seed = 0;
   float weight_std = 0.02f;

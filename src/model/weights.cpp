@@ -367,8 +367,18 @@ Status Model::bind_weights() {
   for (int il = 0; il < hp_.n_layer; ++il) {
     LayerWeights& l = layers_[static_cast<size_t>(il)];
     TERN_RETURN_IF_ERROR(bind.vector(Tensor::AttnNorm, il, n_embd, true, l.attn_norm));
-    if (hp_.layers[static_cast<size_t>(il)].recurrent) {
+    const LayerHParams& lh = hp_.layers[static_cast<size_t>(il)];
+    if (lh.recurrent) {
       TERN_RETURN_IF_ERROR(bind_ssm(bind, hp_, il, l.ssm));
+      continue;
+    }
+    if (arch_->hybrid) {  // one sub-layer, normed by attn_norm: attention, or an ungated FFN
+      if (lh.n_head_kv > 0) {
+        TERN_RETURN_IF_ERROR(bind_attention(bind, hp_, *arch_, il, l.attn));
+      } else {
+        TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnUp, il, n_embd, lh.n_ff, l.ffn.w_up));
+        TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnDown, il, lh.n_ff, n_embd, l.ffn.w_down));
+      }
       continue;
     }
     TERN_RETURN_IF_ERROR(bind_attention(bind, hp_, *arch_, il, l.attn));

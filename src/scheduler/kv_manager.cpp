@@ -36,7 +36,7 @@ Result<std::unique_ptr<KvManager>> KvManager::create(std::vector<KvCacheSpec> sp
     TERN_RETURN_IF_ERROR(cache.status());
     m->groups_.push_back({static_cast<int>(g), s, std::move(cache).value()});
   }
-  m->prefix_caching_ = config.prefix_caching && !recurrent;
+  m->prefix_caching_ = config.prefix_caching;
   m->has_recurrent_ = recurrent;
   if (recurrent)
     for (int32_t i = config.n_state_slots; i-- > 0;) m->free_states_.push_back(i);
@@ -110,9 +110,11 @@ int32_t KvManager::reserve_snapshot(const SchedRequest& r, int32_t position) {
 }
 
 int32_t KvManager::n_tokens_cached(const SchedRequest& r) const {
-  if (has_recurrent_ && groups_.empty()) {  // state-space layers only: a snapshot of a prefix of the prompt
+  if (has_recurrent_) {  // a snapshot of a prefix of the prompt (a hybrid's: one its cached blocks cover)
     if (!snapshots_on() || r.compute_prompt || r.window.active()) return 0;
-    const Snapshot* sn = find_snapshot(r, r.n_tokens);
+    int32_t limit = r.n_tokens;
+    for (const Group& g : groups_) limit = std::min(limit, g.cache->blocks().find_cached_prefix(r.tokens) + 1);
+    const Snapshot* sn = find_snapshot(r, limit);
     snapshot_lookup_tokens_ += r.n_tokens;
     const int32_t n = sn ? static_cast<int32_t>(sn->tokens.size()) : 0;
     snapshot_hit_tokens_ += n;
@@ -216,10 +218,10 @@ void KvManager::free_slots(const SchedRequest& r) {
   }
 }
 
-// A state-space model's sequence: every recurrent group's slot copied to host
-// memory, then the slot (and any snapshot r's passes were writing) freed.
+// Every recurrent group's slot of r copied to host memory, then r's slots
+// (and any snapshot its passes were writing) freed. A hybrid's blocks were
+// swapped out before (swap_out).
 bool KvManager::swap_out_state(const SchedRequest& r) {
-  if (!groups_.empty()) return false;  // a hybrid's blocks and state would have to move together
   auto it = state_of_.find(r.seq);
   if (it == state_of_.end()) return false;
   SwappedState copy;
@@ -241,33 +243,30 @@ bool KvManager::swap_out_state(const SchedRequest& r) {
   return true;
 }
 
-KvAllocator::SwapIn KvManager::swap_in_state(const SchedRequest& r) {
-  auto it = swapped_states_.find(r.seq);
-  if (free_states_.empty()) return SwapIn::NoRoom;
-  for (size_t i = 0; i < it->second.groups.size(); ++i) {
-    const std::vector<std::byte>& bytes = it->second.groups[i];
-    if (checksum64(bytes.data(), bytes.size()) != it->second.checksums[i]) {
+bool KvManager::state_copy_intact(const SwappedState& copy) const {
+  for (size_t i = 0; i < copy.groups.size(); ++i)
+    if (checksum64(copy.groups[i].data(), copy.groups[i].size()) != copy.checksums[i]) {
       TERN_LOG_WARN("kv: swap_in: swapped state of group %zu is corrupt (recomputing instead)", i);
-      swapped_states_.erase(it);
-      return SwapIn::Lost;
+      return false;
     }
-  }
+  return true;
+}
+
+void KvManager::restore_state(SeqId seq, const SwappedState& copy) {
   const int32_t slot = free_states_.back();
   free_states_.pop_back();
-  state_of_[r.seq] = BlockId(slot);
+  state_of_[seq] = BlockId(slot);
   for (size_t i = 0; i < states_.size(); ++i) {
     const KvPoolView v = states_[i].pool->view();
-    std::memcpy(v.state(slot, 0), it->second.groups[i].data(), v.block_bytes);
+    std::memcpy(v.state(slot, 0), copy.groups[i].data(), v.block_bytes);
   }
-  swapped_states_.erase(it);
-  return SwapIn::Restored;
 }
 
 bool KvManager::swap_out(const SchedRequest& r) {
-  if (has_recurrent_) return swap_out_state(r);
   if (r.window.active()) return false;  // its released blocks cannot be restored
   for (const Group& g : groups_)
     if (g.spec.kind != CacheKind::FullAttention) return false;  // released blocks cannot be restored
+  if (has_recurrent_ && !state_of_.contains(r.seq)) return false;
   std::vector<SwappedKv> copies;
   for (Group& g : groups_) {
     auto swapped = g.cache->swap_out(r.seq, config_.swap_compression);
@@ -279,27 +278,42 @@ bool KvManager::swap_out(const SchedRequest& r) {
     }
     copies.push_back(std::move(swapped).value());
   }
-  swapped_[r.seq] = std::move(copies);
+  // Blocks first: swap_out_state frees every slot of r, its blocks included.
+  if (has_recurrent_ && !swap_out_state(r)) return false;
+  if (!groups_.empty()) swapped_[r.seq] = std::move(copies);
   return true;
 }
 
 KvAllocator::SwapIn KvManager::swap_in(const SchedRequest& r) {
-  if (swapped_states_.contains(r.seq)) return swap_in_state(r);
-  auto it = swapped_.find(r.seq);
-  TERN_ASSERT(it != swapped_.end());
-  if (n_blocks_needed(r, it->second.empty() ? 0 : it->second.front().n_positions) > n_blocks_free())
-    return SwapIn::NoRoom;
-  for (size_t i = 0; i < groups_.size(); ++i) {
-    const Status s = groups_[i].cache->swap_in(r.seq, it->second[i]);
-    if (!s.is_ok()) {
-      for (size_t j = 0; j < i; ++j) groups_[j].cache->truncate(r.seq, 0);
-      if (s.kind() == ErrorKind::OutOfRange) return SwapIn::NoRoom;
-      TERN_LOG_WARN("kv: swap_in: %s (recomputing instead)", s.message().c_str());
-      swapped_.erase(it);
+  auto st = swapped_states_.find(r.seq);
+  if (st != swapped_states_.end()) {  // checked before any block is taken
+    if (free_states_.empty()) return SwapIn::NoRoom;
+    if (!state_copy_intact(st->second)) {
+      swapped_states_.erase(st);
+      swapped_.erase(r.seq);
       return SwapIn::Lost;
     }
   }
-  swapped_.erase(it);
+  if (auto it = swapped_.find(r.seq); it != swapped_.end()) {
+    if (n_blocks_needed(r, it->second.empty() ? 0 : it->second.front().n_positions) > n_blocks_free())
+      return SwapIn::NoRoom;
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      const Status s = groups_[i].cache->swap_in(r.seq, it->second[i]);
+      if (!s.is_ok()) {
+        for (size_t j = 0; j < i; ++j) groups_[j].cache->truncate(r.seq, 0);
+        if (s.kind() == ErrorKind::OutOfRange) return SwapIn::NoRoom;
+        TERN_LOG_WARN("kv: swap_in: %s (recomputing instead)", s.message().c_str());
+        swapped_.erase(it);
+        swapped_states_.erase(r.seq);
+        return SwapIn::Lost;
+      }
+    }
+    swapped_.erase(it);
+  }
+  if (st != swapped_states_.end()) {
+    restore_state(r.seq, st->second);
+    swapped_states_.erase(st);
+  }
   return SwapIn::Restored;
 }
 

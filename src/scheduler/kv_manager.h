@@ -20,15 +20,18 @@
 //
 // Prefix caching: full blocks are registered only in commit(), i.e. for
 // positions update() accepted; a rolled-back tail never reaches the index.
-// With a recurrent group, blocks are not shared; instead a prompt's state is
-// snapshotted every snapshot_interval positions (reserve_snapshot(), written
-// by the forward pass, usable once commit() accepts those positions), and a
-// request whose prompt starts with a snapshot's tokens starts from a copy of
-// it (n_tokens_cached(), allocate_slots()). Snapshots are evicted LRU.
-// Swapping: full-attention groups, or a model of state-space layers only
-// (its state slot copied out whole, F32 and uncompressed: a state's mantissas
-// do not compress, with a checksum per group); otherwise (sliding windows,
-// windowed requests, hybrids) swap_out() refuses and the scheduler recomputes. A copy that does not restore whole (its checksums,
+// With a recurrent group a prompt's state is also snapshotted every
+// snapshot_interval positions (reserve_snapshot(), written by the forward
+// pass, usable once commit() accepts those positions), and a request whose
+// prompt starts with a snapshot's tokens starts from a copy of it
+// (n_tokens_cached(), allocate_slots()); a hybrid (attention and recurrent
+// groups) starts from the longest snapshot its cached blocks also cover, the
+// blocks attached up to there. Snapshots are evicted LRU.
+// Swapping: full-attention groups and the recurrent groups' state slot
+// (copied out whole, F32 and uncompressed: a state's mantissas do not
+// compress, with a checksum per group), together for a hybrid; otherwise
+// (sliding windows, windowed requests) swap_out() refuses and the scheduler
+// recomputes. A copy that does not restore whole (its checksums,
 // kv/paged_kv_cache.h) is dropped and the request recomputed: never wrong K/V.
 // Threading: not thread-safe; the engine step loop owns it.
 #pragma once
@@ -135,7 +138,7 @@ class KvManager final : public KvAllocator {
   };
   // The ready snapshot of the longest prefix of r's tokens shorter than n (so that a token is left to compute).
   const Snapshot* find_snapshot(const SchedRequest& r, int32_t n) const;
-  bool snapshots_on() const { return has_recurrent_ && groups_.empty() && config_.n_snapshot_slots > 0; }
+  bool snapshots_on() const { return has_recurrent_ && config_.n_snapshot_slots > 0 && (groups_.empty() || prefix_caching_); }
   std::vector<Snapshot> snapshots_;
   uint64_t snapshot_clock_ = 0;
   mutable int64_t snapshot_lookup_tokens_ = 0, snapshot_hit_tokens_ = 0;
@@ -148,7 +151,8 @@ class KvManager final : public KvAllocator {
   };
   std::unordered_map<SeqId, SwappedState> swapped_states_;
   bool swap_out_state(const SchedRequest& r);
-  SwapIn swap_in_state(const SchedRequest& r);
+  bool state_copy_intact(const SwappedState& copy) const;
+  void restore_state(SeqId seq, const SwappedState& copy);
   std::vector<int32_t> free_states_;                           // recurrent state slots
   std::unordered_map<SeqId, BlockId> state_of_;  // the slot, as a one-entry block table
 };

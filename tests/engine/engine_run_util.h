@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../model/model_fixture.h"
@@ -38,6 +40,63 @@ inline std::unique_ptr<InlineEngine> make_core(const EngineConfig& c) {
   auto core = InlineEngine::create(c);
   EXPECT_TRUE(core.is_ok()) << core.status().message();
   return core.is_ok() ? std::move(core).value() : nullptr;
+}
+
+// Greedy request i of a mixed-length set: a prompt of 3 + 5 i tokens, 6 to
+// 10 generated, end-of-text ignored.
+inline GenerationRequest mixed_length_request(size_t i) {
+  GenerationRequest r;
+  for (size_t k = 0; k < 3 + 5 * i; ++k) r.prompt_tokens.push_back(static_cast<TokenId>(1 + (k * 31 + i * 977) % 31000));
+  r.max_tokens = 6 + static_cast<int>(i % 5);
+  r.ignore_eos = true;
+  r.sampling.temperature = 0.0f;
+  return r;
+}
+
+// Two greedy requests of 8 tokens whose prompts share their first 300 tokens
+// (then 1 more token; then 20 more): the prefix-cache tests' pair.
+inline std::pair<GenerationRequest, GenerationRequest> shared_prefix_pair() {
+  GenerationRequest first, second;
+  for (int k = 0; k < 300; ++k) first.prompt_tokens.push_back(static_cast<TokenId>(100 + (k * 37) % 30000));
+  second.prompt_tokens = first.prompt_tokens;
+  first.prompt_tokens.push_back(7);
+  for (int k = 0; k < 20; ++k) second.prompt_tokens.push_back(static_cast<TokenId>(5000 + k));
+  for (GenerationRequest* r : {&first, &second}) {
+    r->max_tokens = 8;
+    r->ignore_eos = true;
+    r->sampling.temperature = 0.0f;
+  }
+  return {first, second};
+}
+
+// Adds reqs[0 .. n_first) to core, runs 4 steps, adds the rest (the preemption
+// tests make them more urgent) and runs everything to the end. Returns each
+// request's tokens by index and the most requests seen swapped out at once.
+struct LateArrivalRun {
+  std::vector<std::vector<TokenId>> tokens;
+  int max_swapped = 0;
+};
+inline LateArrivalRun run_with_late_arrivals(InlineEngine& core, const std::vector<GenerationRequest>& reqs,
+                                             size_t n_first) {
+  LateArrivalRun run;
+  run.tokens.resize(reqs.size());
+  auto add = [&](size_t i) {
+    auto p = core.prepare(reqs[i]);
+    EXPECT_TRUE(p.is_ok()) << p.status().message();
+    if (!p.is_ok()) return;
+    core.add(RequestId(i + 1), std::move(p).value(), [&run, i](const RequestOutput& o) {
+      if (o.has_token) run.tokens[i].push_back(o.token);
+    });
+  };
+  for (size_t i = 0; i < n_first; ++i) add(i);
+  for (int k = 0; k < 4; ++k) EXPECT_TRUE(core.step().is_ok());
+  for (size_t i = n_first; i < reqs.size(); ++i) add(i);
+  for (int guard = 0; core.has_work() && guard < 10000; ++guard) {
+    EXPECT_TRUE(core.step().is_ok());
+    run.max_swapped = std::max(run.max_swapped, core.stats().n_swapped);
+  }
+  EXPECT_FALSE(core.has_work());
+  return run;
 }
 
 // Runs every request to completion through one core; returns outputs by index.

@@ -66,15 +66,7 @@ class EngineMamba : public ::testing::TestWithParam<std::string> {
     c.max_num_seqs = 16;
     return c;
   }
-  static GenerationRequest request(size_t i) {
-    GenerationRequest r;
-    for (size_t k = 0; k < 3 + 5 * i; ++k)
-      r.prompt_tokens.push_back(static_cast<TokenId>(1 + (k * 31 + i * 977) % 31000));
-    r.max_tokens = 6 + static_cast<int>(i % 5);
-    r.ignore_eos = true;
-    r.sampling.temperature = 0.0f;
-    return r;
-  }
+  static GenerationRequest request(size_t i) { return test::mixed_length_request(i); }
   static std::map<std::string, std::string> paths_;
 };
 std::map<std::string, std::string> EngineMamba::paths_;
@@ -179,29 +171,12 @@ TEST_P(EngineMamba, PreemptionBySwapOrRecomputeKeepsEveryRequestsTokens) {
     ASSERT_TRUE(core);
     EXPECT_EQ(core->stats().state_slots_total, 2);
     corrupt_swaps_for_testing(m.damaged);
-    std::vector<std::vector<TokenId>> got(reqs.size());
-    auto add = [&](size_t i) {
-      auto p = core->prepare(reqs[i]);
-      ASSERT_TRUE(p.is_ok());
-      core->add(RequestId(i + 1), std::move(p).value(), [&got, i](const RequestOutput& o) {
-        if (o.has_token) got[i].push_back(o.token);
-      });
-    };
-    add(0);
-    add(1);
-    for (int k = 0; k < 4; ++k) ASSERT_TRUE(core->step().is_ok());
-    add(2);
-    add(3);
-    int max_swapped = 0;
-    for (int guard = 0; core->has_work() && guard < 10000; ++guard) {
-      ASSERT_TRUE(core->step().is_ok());
-      max_swapped = std::max(max_swapped, core->stats().n_swapped);
-    }
+    const test::LateArrivalRun run = test::run_with_late_arrivals(*core, reqs, 2);
     corrupt_swaps_for_testing(false);
-    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "request " << i;
+    for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(run.tokens[i], alone[i]) << "request " << i;
     const EngineStats st = core->stats();
     EXPECT_GE(st.n_preemptions, 2) << "the urgent requests took both slots";
-    EXPECT_EQ(max_swapped > 0, m.preemption == PreemptionMode::Swap);
+    EXPECT_EQ(run.max_swapped > 0, m.preemption == PreemptionMode::Swap);
     EXPECT_EQ(st.n_swaps_lost > 0, m.damaged);
     EXPECT_EQ(st.state_slots_used, 0);
   }
@@ -211,16 +186,7 @@ TEST_P(EngineMamba, PreemptionBySwapOrRecomputeKeepsEveryRequestsTokens) {
 // sharing a prompt's first 300 tokens starts from the snapshot at 256 and
 // gets exactly the tokens it gets on an engine that never saw the first.
 TEST_P(EngineMamba, APromptStartsFromTheSnapshotOfItsSharedPrefix) {
-  GenerationRequest first, second;
-  for (int k = 0; k < 300; ++k) first.prompt_tokens.push_back(static_cast<TokenId>(100 + (k * 37) % 30000));
-  second.prompt_tokens = first.prompt_tokens;
-  first.prompt_tokens.push_back(7);
-  for (int k = 0; k < 20; ++k) second.prompt_tokens.push_back(static_cast<TokenId>(5000 + k));
-  for (GenerationRequest* r : {&first, &second}) {
-    r->max_tokens = 8;
-    r->ignore_eos = true;
-    r->sampling.temperature = 0.0f;
-  }
+  const auto [first, second] = test::shared_prefix_pair();
   auto fresh = test::make_core(config());
   ASSERT_TRUE(fresh);
   const std::vector<TokenId> want = test::run_all(*fresh, {second})[0].tokens;

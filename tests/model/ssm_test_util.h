@@ -1,6 +1,7 @@
-// tests/model/ssm_test_util.h — what the Mamba and Mamba-2 model tests share:
-// scratch model files, prompts, the error measure, and a GGUF file's tensors
-// decoded to double with the few operations their references need.
+// tests/model/ssm_test_util.h — what the Mamba, Mamba-2 and Nemotron-H model
+// tests share: scratch model files, prompts, the error measure, a GGUF file's
+// tensors decoded to double with the few operations their references need,
+// and the Mamba-2 mixer in double.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -13,6 +14,9 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "model/batch_runner.h"
+#include "model/model.h"
+#include "one_by_one.h"
 #include "quant/quant.h"
 #include "scratch_model.h"
 #include "tokenizer/tokenizer.h"
@@ -126,5 +130,102 @@ class DecodedGguf {
   gguf::GgufFile f_;
   std::map<std::string, std::vector<double>> decoded_;
 };
+
+// Two prompts a (30 tokens) and b (17) fed together in chunks (7 + 6, 1 + 1,
+// 22 + 10 tokens per pass) through `runner` (two sequences) must give, row
+// for row, the logits one-token-at-a-time decode gives each alone.
+inline void expect_chunked_pairs_match_decode(const Model& model, BatchRunner& runner) {
+  const std::vector<TokenId> a = ssm_prompt(30);
+  std::vector<TokenId> b = ssm_prompt(17);
+  std::reverse(b.begin(), b.end());
+  const auto alone_a = logits_one_by_one(model, a);
+  const auto alone_b = logits_one_by_one(model, b);
+  int32_t pa = 0, pb = 0;
+  for (const auto& [na, nb] : {std::pair{7, 6}, std::pair{1, 1}, std::pair{22, 10}}) {
+    Batch batch;
+    for (int i = 0; i < na; ++i, ++pa) batch.add(a[static_cast<size_t>(pa)], pa, SeqId(0), true);
+    for (int i = 0; i < nb; ++i, ++pb) batch.add(b[static_cast<size_t>(pb)], pb, SeqId(1), true);
+    std::vector<float> logits;
+    ASSERT_TRUE(runner.forward(batch, logits).is_ok());
+    const size_t n_vocab = logits.size() / static_cast<size_t>(na + nb);
+    auto row = [&](int i) {
+      return std::vector<float>(logits.begin() + static_cast<std::ptrdiff_t>(i * n_vocab),
+                                logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * n_vocab));
+    };
+    for (int i = 0; i < na; ++i) EXPECT_EQ(row(i), alone_a[static_cast<size_t>(pa - na + i)]) << "a " << pa - na + i;
+    for (int i = 0; i < nb; ++i) EXPECT_EQ(row(na + i), alone_b[static_cast<size_t>(pb - nb + i)]) << "b " << pb - nb + i;
+  }
+}
+
+// Which terms of Mamba-2's mixer the reference computes (test_mamba2.cpp).
+struct Mamba2Terms {
+  bool conv_bias = true;
+  bool d_skip = true;
+  bool dt_bias = true;
+  bool gate = true;
+  bool norm = true;
+  bool groups = true;  // off: every head reads group 0's B and C
+};
+
+// One layer's Mamba-2 state: the kept conv inputs and H[channel][state].
+struct Mamba2State {
+  explicit Mamba2State(const DecodedGguf::Sizes& z)
+      : conv(static_cast<size_t>((z.d_conv - 1) * (z.d_inner + 2 * z.n_group * z.d_state)), 0.0),
+        h(static_cast<size_t>(z.d_inner) * static_cast<size_t>(z.d_state), 0.0) {}
+  std::vector<double> conv, h;
+};
+
+// Mamba-2's mixer of layer il on one token's normed input xn, in double, from
+// the SSD paper's recurrent form (Dao & Gu 2024): [z, xBC, dt] = W_in xn;
+// xBC = silu(conv(xBC) + bias); per head h of group g,
+//   H_h = exp(dt_h A_h) H_h + dt_h x_h B_g^T,  y_h = H_h C_g + D_h x_h,
+// y = groupnorm(y * silu(z)); returns W_out y.
+inline std::vector<double> mamba2_step(DecodedGguf& g, const DecodedGguf::Sizes& z, int il, Mamba2State& st,
+                                       const std::vector<double>& xn, const Mamba2Terms& terms) {
+  auto w = [&](const char* name) -> const std::vector<double>& {
+    return g.tensor("blk." + std::to_string(il) + "." + name);
+  };
+  const size_t di = static_cast<size_t>(z.d_inner), ds = static_cast<size_t>(z.d_state),
+               dc = static_cast<size_t>(z.d_conv), nh = static_cast<size_t>(z.dt_rank),
+               ng = static_cast<size_t>(z.n_group), hd = di / nh, nch = di + 2 * ng * ds;
+  const std::vector<double> proj = DecodedGguf::matvec(w("ssm_in.weight"), xn, di + nch + nh);
+  const double* zg = proj.data();
+  const double* dt_raw = proj.data() + di + nch;
+  // Causal depthwise convolution of x, B and C over (kept inputs, this input).
+  const std::vector<double> u = DecodedGguf::conv_step(st.conv, w("ssm_conv1d.weight"),
+                                                       terms.conv_bias ? &w("ssm_conv1d.bias") : nullptr,
+                                                       proj.data() + di, nch, dc);
+  const std::vector<double>&dt_bias = w("ssm_dt.bias"), &a = w("ssm_a"), &d = w("ssm_d");
+  std::vector<double> y(di);
+  for (size_t head = 0; head < nh; ++head) {
+    const size_t gi = terms.groups ? head / (nh / ng) : 0;
+    const double* bv = u.data() + di + gi * ds;
+    const double* cv = u.data() + di + ng * ds + gi * ds;
+    const double delta = std::log1p(std::exp(dt_raw[head] + (terms.dt_bias ? dt_bias[head] : 0.0)));
+    const double decay = std::exp(delta * a[head]);
+    for (size_t i = 0; i < hd; ++i) {
+      const size_t c = head * hd + i;
+      double acc = 0.0;
+      for (size_t s = 0; s < ds; ++s) {
+        double& hs = st.h[c * ds + s];
+        hs = decay * hs + delta * u[c] * bv[s];
+        acc += hs * cv[s];
+      }
+      if (terms.d_skip) acc += d[head] * u[c];
+      y[c] = terms.gate ? acc * DecodedGguf::silu(zg[c]) : acc;
+    }
+  }
+  if (terms.norm) {
+    const std::vector<double>& nw = w("ssm_norm.weight");
+    const size_t gs = di / ng;
+    for (size_t gi = 0; gi < ng; ++gi) {
+      const std::vector<double> part(y.begin() + static_cast<std::ptrdiff_t>(gi * gs),
+                                     y.begin() + static_cast<std::ptrdiff_t>((gi + 1) * gs));
+      const std::vector<double> normed = DecodedGguf::rms_norm(part, nw.data() + gi * gs, z.eps);
+      std::copy(normed.begin(), normed.end(), y.begin() + static_cast<std::ptrdiff_t>(gi * gs));
+    }
+  }
+  return DecodedGguf::matvec(w("ssm_out.weight"), y, static_cast<size_t>(z.n_embd));
+}
 
 }  // namespace tern::test

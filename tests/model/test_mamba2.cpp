@@ -1,5 +1,5 @@
-// Mamba-2 (model/archs/mamba2.cpp, written by tern synth --arch mamba2)
-// against an independent double-precision reference written here from the
+// Mamba-2 (model/archs/mamba.cpp, written by tern synth --arch mamba2)
+// against an independent double-precision reference (ssm_test_util.h) from the
 // paper's equations (Dao & Gu 2024, the SSD layer's recurrent form), reading
 // the file's tensors itself, one token at a time: [z, xBC, dt] = W_in x;
 // xBC = silu(conv(xBC) + bias); per head h of group g,
@@ -58,15 +58,7 @@ Status synth_mamba2(const std::string& out, const Shape& sh, const char* scheme 
   return r.is_ok() ? Status::ok() : r.status();
 }
 
-// Which terms of the mixer the reference computes.
-struct Terms {
-  bool conv_bias = true;
-  bool d_skip = true;
-  bool dt_bias = true;
-  bool gate = true;
-  bool norm = true;
-  bool groups = true;  // off: every head reads group 0's B and C
-};
+using Terms = test::Mamba2Terms;
 
 class Reference {
  public:
@@ -74,63 +66,18 @@ class Reference {
 
   // Logits after each token of `tokens`, from a zero state.
   std::vector<std::vector<double>> logits(const std::vector<TokenId>& tokens, const Terms& terms) {
-    const int n_embd_ = z_.n_embd, n_layer_ = z_.n_layer;
-    const double eps_ = z_.eps;
-    const size_t di = static_cast<size_t>(z_.d_inner), ds = static_cast<size_t>(z_.d_state),
-                 dc = static_cast<size_t>(z_.d_conv), nh = static_cast<size_t>(z_.dt_rank),
-                 ng = static_cast<size_t>(z_.n_group), hd = di / nh, nch = di + 2 * ng * ds;
-    std::vector<std::vector<double>> conv(static_cast<size_t>(n_layer_), std::vector<double>((dc - 1) * nch, 0.0));
-    // H[layer][head][channel in head][state]
-    std::vector<std::vector<double>> h(static_cast<size_t>(n_layer_), std::vector<double>(di * ds, 0.0));
+    std::vector<test::Mamba2State> st(static_cast<size_t>(z_.n_layer), test::Mamba2State(z_));
     const std::vector<double>& embd = g_.tensor(tensor_name(Tensor::TokenEmbd));
     std::vector<std::vector<double>> out;
     for (TokenId tok : tokens) {
-      std::vector<double> x(embd.begin() + tok * n_embd_, embd.begin() + (tok + 1) * n_embd_);
-      for (int il = 0; il < n_layer_; ++il) {
-        auto w = [&](Tensor t) -> const std::vector<double>& { return g_.tensor(tensor_name(t, il)); };
-        const std::vector<double> xn = DecodedGguf::rms_norm(x, w(Tensor::AttnNorm).data(), eps_);
-        const std::vector<double> proj = DecodedGguf::matvec(w(Tensor::SsmIn), xn, di + nch + nh);
-        const double* z = proj.data();
-        const double* dt_raw = proj.data() + di + nch;
-        // Causal depthwise convolution of x, B and C over (kept inputs, this input).
-        const std::vector<double> u = DecodedGguf::conv_step(conv[static_cast<size_t>(il)], w(Tensor::SsmConv1d),
-                                                             terms.conv_bias ? &w(Tensor::SsmConv1dBias) : nullptr,
-                                                             proj.data() + di, nch, dc);
-        const std::vector<double>&dt_bias = w(Tensor::SsmDtBias), &a = w(Tensor::SsmA), &d = w(Tensor::SsmD);
-        std::vector<double>& hl = h[static_cast<size_t>(il)];
-        std::vector<double> y(di);
-        for (size_t head = 0; head < nh; ++head) {
-          const size_t g = terms.groups ? head / (nh / ng) : 0;
-          const double* bv = u.data() + di + g * ds;
-          const double* cv = u.data() + di + ng * ds + g * ds;
-          const double delta = std::log1p(std::exp(dt_raw[head] + (terms.dt_bias ? dt_bias[head] : 0.0)));
-          const double decay = std::exp(delta * a[head]);
-          for (size_t i = 0; i < hd; ++i) {
-            const size_t c = head * hd + i;
-            double acc = 0.0;
-            for (size_t s = 0; s < ds; ++s) {
-              double& hs = hl[c * ds + s];
-              hs = decay * hs + delta * u[c] * bv[s];
-              acc += hs * cv[s];
-            }
-            if (terms.d_skip) acc += d[head] * u[c];
-            y[c] = terms.gate ? acc * DecodedGguf::silu(z[c]) : acc;
-          }
-        }
-        if (terms.norm) {
-          const std::vector<double>& nw = w(Tensor::SsmNorm);
-          const size_t gs = di / ng;
-          for (size_t g = 0; g < ng; ++g) {
-            const std::vector<double> part(y.begin() + static_cast<std::ptrdiff_t>(g * gs),
-                                           y.begin() + static_cast<std::ptrdiff_t>((g + 1) * gs));
-            const std::vector<double> normed = DecodedGguf::rms_norm(part, nw.data() + g * gs, eps_);
-            std::copy(normed.begin(), normed.end(), y.begin() + static_cast<std::ptrdiff_t>(g * gs));
-          }
-        }
-        const std::vector<double> o = DecodedGguf::matvec(w(Tensor::SsmOut), y, static_cast<size_t>(n_embd_));
+      std::vector<double> x(embd.begin() + tok * z_.n_embd, embd.begin() + (tok + 1) * z_.n_embd);
+      for (int il = 0; il < z_.n_layer; ++il) {
+        const std::vector<double> xn =
+            DecodedGguf::rms_norm(x, g_.tensor(tensor_name(Tensor::AttnNorm, il)).data(), z_.eps);
+        const std::vector<double> o = test::mamba2_step(g_, z_, il, st[static_cast<size_t>(il)], xn, terms);
         for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
       }
-      out.push_back(g_.head_logits(x, eps_));
+      out.push_back(g_.head_logits(x, z_.eps));
     }
     return out;
   }
@@ -192,29 +139,9 @@ TEST(Mamba2, ChunkedAndBatchedPromptsGiveDecodeLogitsBitForBit) {
   ASSERT_TRUE(synth_mamba2(file.path, {20, 24, 2}));
   auto model = Model::load(file.path, backend::make_backend(BackendKind::Cpu, 2));
   ASSERT_TRUE(model.is_ok()) << model.status().message();
-  const std::vector<TokenId> a = test::ssm_prompt(30);
-  std::vector<TokenId> b = test::ssm_prompt(17);
-  std::reverse(b.begin(), b.end());
-  const auto alone_a = test::logits_one_by_one(**model, a);
-  const auto alone_b = test::logits_one_by_one(**model, b);
-  // Chunks of a (7, 1, 22) with b's tokens in the same passes (6, 1, 10).
   auto runner = BatchRunner::create(**model, 2, 64);
   ASSERT_TRUE(runner.is_ok());
-  int32_t pa = 0, pb = 0;
-  for (const auto& [na, nb] : {std::pair{7, 6}, std::pair{1, 1}, std::pair{22, 10}}) {
-    Batch batch;
-    for (int i = 0; i < na; ++i, ++pa) batch.add(a[static_cast<size_t>(pa)], pa, SeqId(0), true);
-    for (int i = 0; i < nb; ++i, ++pb) batch.add(b[static_cast<size_t>(pb)], pb, SeqId(1), true);
-    std::vector<float> logits;
-    ASSERT_TRUE((*runner)->forward(batch, logits).is_ok());
-    const size_t n_vocab = logits.size() / static_cast<size_t>(na + nb);
-    auto row = [&](int i) {
-      return std::vector<float>(logits.begin() + static_cast<std::ptrdiff_t>(i * n_vocab),
-                                logits.begin() + static_cast<std::ptrdiff_t>((i + 1) * n_vocab));
-    };
-    for (int i = 0; i < na; ++i) EXPECT_EQ(row(i), alone_a[static_cast<size_t>(pa - na + i)]) << "a " << pa - na + i;
-    for (int i = 0; i < nb; ++i) EXPECT_EQ(row(na + i), alone_b[static_cast<size_t>(pb - nb + i)]) << "b " << pb - nb + i;
-  }
+  test::expect_chunked_pairs_match_decode(**model, **runner);
 }
 
 TEST(Mamba2, QuantizedFilesKeepTheTablesAndBadShapesAreRefused) {

@@ -18,13 +18,14 @@ int cmd_synth(int argc, char** argv) {
   std::string embed_path;
   bool pure = false;
   ArgParser args("synth",
-                 "tern synth --arch llama|llama3|qwen3|phi3|gemma2|gemma3|mixtral|qwen2moe|qwen3moe|mamba|mamba2 --dim D --layers L --heads H --kv-heads KV "
+                 "tern synth --arch llama|llama3|qwen3|phi3|gemma2|gemma3|mixtral|qwen2moe|qwen3moe|mamba|mamba2|nemotron_h --dim D --layers L --heads H --kv-heads KV "
                  "--ffn F --vocab-from VOCAB.gguf --type T -o OUT.gguf [--head-dim N] [--window N] [--ctx N] [--seed S] "
                  "[--experts N --experts-used K [--expert-ffn F] [--shared-ffn F]] [-t THREADS]\n       tern synth --embed SMALL.gguf --dim D --layers L --heads H --kv-heads KV --ffn F "
                  "--type T -o OUT.gguf");
   args.add("--arch", &o.arch,
            "architecture: llama, llama3 (llama with Llama 3.1 rope_freqs), qwen3, phi3, gemma2, gemma3, mixtral "
-           "(written as llama with experts), qwen2moe, qwen3moe, mamba (Mamba-1: no --heads/--ffn), mamba2 (Mamba-2: --head-dim, --ssm-groups)");
+           "(written as llama with experts), qwen2moe, qwen3moe, mamba (Mamba-1: no --heads/--ffn), mamba2 (Mamba-2: --ssm-head-dim, --ssm-groups), nemotron_h (Mamba-2, "
+           "attention and FFN layers: --layer-pattern)");
   args.add("--dim", &o.n_embd, "embedding width");
   args.add("--layers", &o.n_layer, "number of blocks");
   args.add("--heads", &o.n_head, "attention heads (must divide --dim unless --head-dim is given)");
@@ -37,8 +38,11 @@ int cmd_synth(int argc, char** argv) {
            "qwen2moe/qwen3moe: one expert's width (expert_feed_forward_length; default --ffn / --experts-used); "
            "mixtral's experts are --ffn wide");
   args.add("--shared-ffn", &o.n_ff_shexp, "qwen2moe: the shared expert's width (default --ffn)");
-  args.add("--ssm-state", &o.d_state, "mamba, mamba2: state values per channel (ssm.state_size, default 16 / 128)");
-  args.add("--ssm-groups", &o.n_group, "mamba2: groups of heads sharing B and C (ssm.group_count, default 1)");
+  args.add("--ssm-state", &o.d_state, "mamba, mamba2, nemotron_h: state values per channel (ssm.state_size, default 16 / 128)");
+  args.add("--ssm-groups", &o.n_group, "mamba2, nemotron_h: groups of heads sharing B and C (ssm.group_count, default 1)");
+  args.add("--ssm-head-dim", &o.ssm_head_dim, "mamba2, nemotron_h: the mixer's head width (default 64; mamba2 also reads --head-dim)");
+  args.add("--layer-pattern", &o.layer_pattern,
+           "nemotron_h: one character per layer: M Mamba-2 mixer, * attention, - FFN (default M-M*- repeated)");
   args.add("--window", &o.window, "gemma2/3: sliding window of the local layers (default 4096 gemma2, 1024 gemma3)");
   args.add("--vocab-from", &o.vocab_path, "GGUF whose tokenizer.* keys (and vocabulary size) are copied");
   args.add("--type", &type_name, "tensor type or mix, as for tern quantize: " + quant_scheme_names());
