@@ -227,12 +227,14 @@ struct Case2 {
 
 TEST(SsmKernels, Mamba2EveryLevelMatchesTheReferenceAndCutsAreBitIdentical) {
   // Heads of 24 channels (blocks of 16 then 8), and of 32 (two whole vectors);
-  // 1 and 2 groups; d_state 20 and 64.
+  // 1, 2 and 3 groups; d_state 20, 64, 16 and 140 (whole register chunks of
+  // every level, then whole vectors, then a partial one).
   struct Shape {
     SsmDims dims;
     int head_dim, n_group;
   };
-  for (const Shape sh : {Shape{{96, 4, 20}, 24, 2}, Shape{{64, 4, 64}, 32, 1}, Shape{{48, 4, 16}, 16, 3}}) {
+  for (const Shape sh : {Shape{{96, 4, 20}, 24, 2}, Shape{{64, 4, 64}, 32, 1}, Shape{{48, 4, 16}, 16, 3},
+                          Shape{{32, 4, 140}, 16, 1}}) {
     const Case2 c(sh.dims, sh.head_dim, sh.n_group, 14, 5);
     const size_t di = static_cast<size_t>(sh.dims.d_inner), nt = static_cast<size_t>(c.n);
     std::vector<float> ref_st = c.state, ref_y(nt * di);

@@ -114,69 +114,137 @@ __attribute__((always_inline)) inline float ssm_hsum(ssm_f32x16 v) {
   return (s4[0] + s4[2]) + (s4[1] + s4[3]);
 }
 
-// Vectors of a channel's states Mamba-2's scan keeps in registers (d_state
-// up to 128); larger states go through the state array.
+// Mamba-2's scan keeps a chunk of a channel's states in registers over a
+// tile of tokens: 8 native vectors (AVX-512: 8 x 16 = 128 states in 8 of its
+// 32 registers; AVX2: 8 x 8 = 64 in 8 of its 16, with room for B, C, the sum
+// and the broadcasts). A 64-byte vector on AVX2 is a register pair that GCC
+// moves through the stack: 2-3x slower on a Zen 3.
+#if defined(__AVX512F__)
+typedef float ssm2_vec __attribute__((vector_size(64)));
+#else
+typedef float ssm2_vec __attribute__((vector_size(32)));
+#endif
+constexpr int kSsm2Lanes = static_cast<int>(sizeof(ssm2_vec) / sizeof(float));
 constexpr int kSsm2RegVecs = 8;
+constexpr int kSsm2Chunk = kSsm2Lanes * kSsm2RegVecs;  // states per chunk
 // Tokens whose time steps and decays are computed at once, per head.
 constexpr int kSsm2Tile = 64;
 
+// The sum of a native vector's lanes, as a fixed tree.
+__attribute__((always_inline)) inline float ssm2_hsum(ssm2_vec v) {
+#if defined(__AVX512F__)
+  return ssm_hsum(v);
+#else
+  typedef float f32x4 __attribute__((vector_size(16)));
+  const f32x4 s4 = __builtin_shufflevector(v, v, 0, 1, 2, 3) + __builtin_shufflevector(v, v, 4, 5, 6, 7);
+  return (s4[0] + s4[2]) + (s4[1] + s4[3]);
+#endif
+}
+
+// What one tile of one head shares: its tokens, their time steps and decays.
+struct Ssm2Tile {
+  int64_t t0;
+  int nt;
+  const float* dts;
+  const float* decay;
+  int64_t g_off;  // the head's group's first B/C value
+  float dv;       // the head's skip D
+};
+
+// NV native vectors of channel c's states, from state s0, in registers over
+// the tile. The first chunk of a channel writes y (plus D x), the others add.
+template <int NV>
+__attribute__((always_inline)) inline void ssm2_chunk(const SsmScanArgs& a, const Ssm2Tile& tl, int c, int s0) {
+  const int ds = a.dims.d_state, d_inner = a.dims.d_inner;
+  float* st = a.state + static_cast<int64_t>(c) * ds + s0;
+  ssm2_vec h[NV];
+  for (int v = 0; v < NV; ++v) __builtin_memcpy(&h[v], st + kSsm2Lanes * v, sizeof h[v]);
+  for (int i = 0; i < tl.nt; ++i) {
+    const int64_t t = tl.t0 + i;
+    const float xv = a.x[t * a.x_stride + c], xdt = xv * tl.dts[i], dec = tl.decay[i];
+    const float* b = a.b + t * a.bc_stride + tl.g_off + s0;
+    const float* cc = a.c + t * a.bc_stride + tl.g_off + s0;
+    ssm2_vec acc = {};
+    for (int v = 0; v < NV; ++v) {
+      ssm2_vec bv, cv;
+      __builtin_memcpy(&bv, b + kSsm2Lanes * v, sizeof bv);
+      __builtin_memcpy(&cv, cc + kSsm2Lanes * v, sizeof cv);
+      h[v] = h[v] * dec + bv * xdt;
+      acc += h[v] * cv;
+    }
+    float& y = a.y[t * d_inner + c];  // gated later
+    y = s0 == 0 ? ssm2_hsum(acc) + tl.dv * xv : y + ssm2_hsum(acc);
+    for (int k = 0; k < a.n_snaps; ++k) {
+      if (a.snaps[k].after != t + 1) continue;
+      float* sn = a.snaps[k].ssm + static_cast<int64_t>(c) * ds + s0;
+      for (int v = 0; v < NV; ++v) __builtin_memcpy(sn + kSsm2Lanes * v, &h[v], sizeof h[v]);
+    }
+  }
+  for (int v = 0; v < NV; ++v) __builtin_memcpy(st + kSsm2Lanes * v, &h[v], sizeof h[v]);
+}
+
+// The states [s0, d_state) left after the whole vectors (fewer than a
+// native vector's lanes), as one partial 16-lane vector through the state array.
+void ssm2_rest(const SsmScanArgs& a, const Ssm2Tile& tl, int c, int s0) {
+  const int ds = a.dims.d_state, d_inner = a.dims.d_inner;
+  float* st = a.state + static_cast<int64_t>(c) * ds;
+  for (int i = 0; i < tl.nt; ++i) {
+    const int64_t t = tl.t0 + i;
+    const float xv = a.x[t * a.x_stride + c], xdt = xv * tl.dts[i], dec = tl.decay[i];
+    const float* b = a.b + t * a.bc_stride + tl.g_off;
+    const float* cc = a.c + t * a.bc_stride + tl.g_off;
+    ssm_f32x16 acc = {};
+    for (int s = s0; s < ds; s += 16) {
+      const int n = ds - s < 16 ? ds - s : 16;
+      const ssm_f32x16 hv = ssm_load(st + s, n) * dec + ssm_load(b + s, n) * xdt;
+      ssm_store(st + s, hv, n);
+      acc += hv * ssm_load(cc + s, n);
+    }
+    float& y = a.y[t * d_inner + c];
+    y = s0 == 0 ? ssm_hsum(acc) + tl.dv * xv : y + ssm_hsum(acc);
+    for (int k = 0; k < a.n_snaps; ++k)
+      if (a.snaps[k].after == t + 1)
+        for (int s = s0; s < ds; ++s) a.snaps[k].ssm[static_cast<int64_t>(c) * ds + s] = st[s];
+  }
+}
+
 // Mamba-2: one channel at a time, its d_state states side by side
-// ([d_inner][d_state], llama.cpp's layout) as 16-lane vectors, in registers
-// over the run's tokens; B and C of the channel's group are vectors too, and
-// the output one horizontal sum. A head's time steps and decays are computed
+// ([d_inner][d_state], llama.cpp's layout), chunk by chunk in registers over a
+// tile of tokens; B and C of the channel's group are vectors too, the output
+// one horizontal sum per chunk. A head's time steps and decays are computed
 // once per tile of tokens, the gate once per row at the end.
 void ssm_scan2_impl(const SsmScanArgs& a, int c0, int c1) {
   const int d_inner = a.dims.d_inner, ds = a.dims.d_state, hd = a.head_dim;
   const int heads_per_group = d_inner / hd / a.n_group;
-  const int nv = (ds + 15) / 16, tail = ds - 16 * (nv - 1);
-  const bool in_regs = nv <= kSsm2RegVecs;
+  const int whole = ds / kSsm2Chunk * kSsm2Chunk;  // states in whole chunks
+  const int n_rest_vecs = (ds - whole) / kSsm2Lanes;  // then whole native vectors
+  const int rest = whole + n_rest_vecs * kSsm2Lanes;  // then a partial vector from here
   for (int head = c0 / hd; head * hd < c1; ++head) {
     const int cb = c0 > head * hd ? c0 : head * hd, ce = c1 < (head + 1) * hd ? c1 : (head + 1) * hd;
-    const int64_t g_off = static_cast<int64_t>(head / heads_per_group) * ds;
-    const float an = a.a[head], dv = a.d[head], bias = a.dt_bias[head];
+    const float an = a.a[head], bias = a.dt_bias[head];
     for (int64_t t0 = 0; t0 < a.n_tokens; t0 += kSsm2Tile) {
       const int nt = a.n_tokens - t0 < kSsm2Tile ? static_cast<int>(a.n_tokens - t0) : kSsm2Tile;
-      float dts[kSsm2Tile], decay[kSsm2Tile];
+      float dts[kSsm2Tile], decay[kSsm2Tile], raw[kSsm2Tile] = {};
+      for (int i = 0; i < nt; ++i) raw[i] = a.dt[(t0 + i) * a.dt_stride + head] + bias;
       for (int i = 0; i < nt; i += 16) {
-        ssm_f32x16 raw = {};
-        for (int k = 0; k < 16 && i + k < nt; ++k) raw[k] = a.dt[(t0 + i + k) * a.dt_stride + head] + bias;
-        const ssm_f32x16 sp = softplus16(raw);
+        const ssm_f32x16 sp = softplus16(ssm_load(raw + i, 16));
         ssm_store(dts + i, sp, 16);
         ssm_store(decay + i, exp16(sp * an), 16);
       }
+      const Ssm2Tile tl{t0, nt, dts, decay, static_cast<int64_t>(head / heads_per_group) * ds, a.d[head]};
       for (int c = cb; c < ce; ++c) {
-        float* st = a.state + static_cast<int64_t>(c) * ds;
-        ssm_f32x16 h[kSsm2RegVecs];
-        if (in_regs)
-          for (int v = 0; v < nv; ++v) h[v] = ssm_load(st + 16 * v, v == nv - 1 ? tail : 16);
-        for (int i = 0; i < nt; ++i) {
-          const int64_t t = t0 + i;
-          const float xv = a.x[t * a.x_stride + c], xdt = xv * dts[i], dec = decay[i];
-          const float* b = a.b + t * a.bc_stride + g_off;
-          const float* cc = a.c + t * a.bc_stride + g_off;
-          ssm_f32x16 acc = {};
-          for (int v = 0; v < nv; ++v) {
-            const int n = v == nv - 1 ? tail : 16;
-            ssm_f32x16 hv = in_regs ? h[v] : ssm_load(st + 16 * v, n);
-            hv = hv * dec + ssm_load(b + 16 * v, n) * xdt;
-            if (in_regs)
-              h[v] = hv;
-            else
-              ssm_store(st + 16 * v, hv, n);
-            acc += hv * ssm_load(cc + 16 * v, n);
-          }
-          a.y[t * d_inner + c] = ssm_hsum(acc) + dv * xv;  // gated below
-          for (int k = 0; k < a.n_snaps; ++k) {
-            if (a.snaps[k].after != t + 1) continue;
-            float* sn = a.snaps[k].ssm + static_cast<int64_t>(c) * ds;
-            for (int v = 0; v < nv; ++v) {
-              const int n = v == nv - 1 ? tail : 16;
-              ssm_store(sn + 16 * v, in_regs ? h[v] : ssm_load(st + 16 * v, n), n);
-            }
-          }
+        for (int s0 = 0; s0 < whole; s0 += kSsm2Chunk) ssm2_chunk<kSsm2RegVecs>(a, tl, c, s0);
+        switch (n_rest_vecs) {  // fewer than kSsm2RegVecs (8)
+          case 1: ssm2_chunk<1>(a, tl, c, whole); break;
+          case 2: ssm2_chunk<2>(a, tl, c, whole); break;
+          case 3: ssm2_chunk<3>(a, tl, c, whole); break;
+          case 4: ssm2_chunk<4>(a, tl, c, whole); break;
+          case 5: ssm2_chunk<5>(a, tl, c, whole); break;
+          case 6: ssm2_chunk<6>(a, tl, c, whole); break;
+          case 7: ssm2_chunk<7>(a, tl, c, whole); break;
+          default: break;
         }
-        if (in_regs)
-          for (int v = 0; v < nv; ++v) ssm_store(st + 16 * v, h[v], v == nv - 1 ? tail : 16);
+        if (rest < ds) ssm2_rest(a, tl, c, rest);
       }
     }
   }
