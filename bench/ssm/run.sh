@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Mamba (issue 18): the numbers in bench/ssm/README.md.
+# Mamba and hybrids (issue 18): the numbers in bench/ssm/README.md.
 #  - a 1024-wide, 48-layer Mamba-1 (tern synth --arch mamba) in F16 and Q8_0
-#    (with LLAMA_BIN also a Mamba-2 of that shape, --arch mamba2);
+#    (with LLAMA_BIN also a Mamba-2 of that shape, --arch mamba2, and a 24-layer
+#    Nemotron-H-shaped hybrid, --arch nemotron_h);
 #  - decode at depth 100 and 8000 (flat in sequence length);
 #  - 64 concurrent streams and a shared 1,000-token prompt through tern batch
 #    (recurrent state memory; TTFT with and without prompt-state snapshots);
@@ -72,4 +73,26 @@ if [ -n "$llama" ]; then
   done
   python3 "$(dirname "$0")/../compare_llamacpp.py" --tern "$tern" --llama-bench "$llama/llama-bench" -t 2 -p 256 -n 64 \
     --rounds 2 "$tmp/mamba2-1024x48-F16.gguf" "$tmp/mamba2-1024x48-Q8_0.gguf"
+  # Nemotron-H-shaped hybrid: 12 Mamba-2 mixers (8 groups), 2 attention layers (8 heads of 128 over 2 K/V
+  # heads, no RoPE), 10 relu^2 FFNs of 4096, in Nemotron-H's order.
+  for t in F16 Q8_0; do
+    "$tern" synth --arch nemotron_h --dim 1024 --layers 24 --layer-pattern 'M-M-M-M*-M-M-M-M*-M-M-M-' --heads 8 \
+      --kv-heads 2 --head-dim 128 --ffn 4096 --ssm-groups 8 --ssm-state 128 --vocab-from "$vocab" --type "$t" \
+      -o "$tmp/nemotron_h-1024x24-$t.gguf" >/dev/null
+  done
+  python3 "$(dirname "$0")/../compare_llamacpp.py" --tern "$tern" --llama-bench "$llama/llama-bench" -t 2 -p 256 -n 64 \
+    --rounds 2 "$tmp/nemotron_h-1024x24-F16.gguf" "$tmp/nemotron_h-1024x24-Q8_0.gguf"
+  python3 "$(dirname "$0")/../archs/vs_llamacpp.py" --tern "$tern" --llama-bin "$llama" --vocab "$tmp/s.gguf" \
+    --text "$shared/data/text/wiki.test.raw" --archs nemotron_h --types F32,F16,Q8_0 ||
+    echo "(exit 1: some greedy paths part at near-ties; see the margins column)"
+  for flag in "" --no-prefix-cache; do
+    "$tern" batch -m "$tmp/nemotron_h-1024x24-Q8_0.gguf" -f "$tmp/shared.jsonl" -o "$tmp/out.jsonl" --max-num-seqs 1 \
+      -t 2 $flag 2>&1 | grep -E "prefix cache"
+    python3 -c "
+import json
+prev, own = 0, []
+for l in open('$tmp/out.jsonl'):
+    r = json.loads(l); own.append(r['ttft_ms'] - prev); prev = r['e2e_ms']
+print('hybrid ${flag:-snapshots}: own TTFT ms', ' '.join(f'{x:.0f}' for x in own), '| mean of 2..8: %.0f' % (sum(own[1:]) / 7))"
+  done
 fi

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "gguf/writer.h"
 #include "model/batch_runner.h"
 #include "model/model.h"
 #include "one_by_one.h"
@@ -130,6 +131,20 @@ class DecodedGguf {
   gguf::GgufFile f_;
   std::map<std::string, std::vector<double>> decoded_;
 };
+
+// Copies the GGUF at `path` to `out` with metadata key `key` set to `value`
+// (added when absent), every tensor as it is.
+inline Status rewrite_key(const std::string& path, const std::string& out, const std::string& key, gguf::Value value) {
+  auto f = gguf::GgufFile::open(path);
+  if (!f) return f.status();
+  gguf::GgufWriter w;
+  for (const auto& [k, v] : f->metadata()) w.set(k, v);
+  w.set(key, std::move(value));
+  for (const gguf::TensorInfo& t : f->tensors())
+    TERN_RETURN_IF_ERROR(w.add_tensor(t.name, t.type, std::vector<uint64_t>(t.dims.begin(), t.dims.begin() + t.n_dims),
+                                      {t.data, t.n_bytes}));
+  return w.write(out);
+}
 
 // Two prompts a (30 tokens) and b (17) fed together in chunks (7 + 6, 1 + 1,
 // 22 + 10 tokens per pass) through `runner` (two sequences) must give, row

@@ -67,6 +67,7 @@ struct Terms {
   bool d_skip = true;
   bool dt_bias = true;
   bool gate = true;
+  bool dt_b_c_rms = false;  // falcon-mamba: dt_in, B and C RMS-normed (no weight)
 };
 
 class Reference {
@@ -94,8 +95,18 @@ class Reference {
         const std::vector<double> u = DecodedGguf::conv_step(conv[static_cast<size_t>(il)], w(Tensor::SsmConv1d),
                                                              terms.conv_bias ? &w(Tensor::SsmConv1dBias) : nullptr,
                                                              xz.data(), di, dc);
-        const std::vector<double> xdb =
-            DecodedGguf::matvec(w(Tensor::SsmX), u, static_cast<size_t>(dt_rank_) + 2 * ds);
+        std::vector<double> xdb = DecodedGguf::matvec(w(Tensor::SsmX), u, static_cast<size_t>(dt_rank_) + 2 * ds);
+        if (terms.dt_b_c_rms) {  // each of dt_in, B and C normed on its own
+          const std::vector<double> ones(std::max(static_cast<size_t>(dt_rank_), ds), 1.0);
+          size_t at = 0;
+          for (size_t len : {static_cast<size_t>(dt_rank_), ds, ds}) {
+            const std::vector<double> part(xdb.begin() + static_cast<std::ptrdiff_t>(at),
+                                           xdb.begin() + static_cast<std::ptrdiff_t>(at + len));
+            const std::vector<double> normed = DecodedGguf::rms_norm(part, ones.data(), eps_);
+            std::copy(normed.begin(), normed.end(), xdb.begin() + static_cast<std::ptrdiff_t>(at));
+            at += len;
+          }
+        }
         const std::vector<double> dt_in(xdb.begin(), xdb.begin() + dt_rank_);
         std::vector<double> dt = DecodedGguf::matvec(w(Tensor::SsmDt), dt_in, di);
         const std::vector<double>&dt_bias = w(Tensor::SsmDtBias), &a = w(Tensor::SsmA), &d = w(Tensor::SsmD);
@@ -163,6 +174,31 @@ TEST(Mamba, MatchesTheDoubleReferenceAndEachTermIsNeeded) {
             << off.what << " off is not detected";
     }
   }
+}
+
+// falcon-mamba: the same layers with mamba.ssm.dt_b_c_rms = true, which RMS-
+// normalises dt's input, B and C (no weight) before they are used.
+TEST(Mamba, FalconMambasNormedDtBAndCMatchTheReference) {
+  if (!std::filesystem::exists(vocab_path())) GTEST_SKIP() << "tokenizer test data absent";
+  ScratchModel plain("mamba_plain"), falcon("mamba_falcon");
+  ASSERT_TRUE(synth_mamba(plain.path, 16));
+  ASSERT_TRUE(test::rewrite_key(plain.path, falcon.path, "mamba.ssm.dt_b_c_rms", gguf::Value::of_bool(true)));
+  const std::vector<TokenId> tokens = prompt_tokens(12);
+  Reference ref(falcon.path);
+  const auto want = ref.logits(tokens, {.dt_b_c_rms = true});
+  for (BackendKind kind : {BackendKind::Cpu, BackendKind::Ref}) {
+    SCOPED_TRACE(backend::backend_kind_name(kind));
+    auto model = Model::load(falcon.path, backend::make_backend(kind, 2));
+    ASSERT_TRUE(model.is_ok()) << model.status().message();
+    EXPECT_TRUE((*model)->hparams().ssm.dt_b_c_rms);
+    const auto got = test::logits_one_by_one(**model, tokens);
+    EXPECT_LT(rel_diff(got, want), kBudget);
+    EXPECT_GT(rel_diff(got, ref.logits(tokens, {})), 100 * kBudget) << "the norms are not applied";
+  }
+  // The file without the key: the norms are not applied there.
+  auto model = Model::load(plain.path);
+  ASSERT_TRUE(model.is_ok());
+  EXPECT_GT(rel_diff(test::logits_one_by_one(**model, tokens), want), 100 * kBudget);
 }
 
 TEST(Mamba, AnyChunkingOfAPromptGivesDecodeLogitsBitForBit) {

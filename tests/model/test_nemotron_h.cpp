@@ -17,7 +17,6 @@
 #include <string>
 #include <vector>
 
-#include "gguf/writer.h"
 #include "model/batch_runner.h"
 #include "model/model.h"
 #include "model/synth.h"
@@ -223,17 +222,9 @@ TEST(NemotronH, LayersKeepKvOrStateOrNothingAndBatchesGiveDecodeLogitsBitForBit)
   test::expect_chunked_pairs_match_decode(**model, **runner);
 }
 
-// The file's arrays rewritten: every key copied but `key`, set to `value`.
+// The file with `key` set to `value`, loaded.
 Status load_with(const std::string& path, const std::string& out, const std::string& key, gguf::Value value) {
-  auto f = gguf::GgufFile::open(path);
-  if (!f) return f.status();
-  gguf::GgufWriter w;
-  for (const auto& [k, v] : f->metadata()) w.set(k, k == key ? value : v);
-  for (const gguf::TensorInfo& t : f->tensors())
-    TERN_RETURN_IF_ERROR(w.add_tensor(t.name, t.type,
-                                      std::vector<uint64_t>(t.dims.begin(), t.dims.begin() + t.n_dims),
-                                      {t.data, t.n_bytes}));
-  TERN_RETURN_IF_ERROR(w.write(out));
+  TERN_RETURN_IF_ERROR(test::rewrite_key(path, out, key, std::move(value)));
   auto m = Model::load(out);
   return m.is_ok() ? Status::ok() : m.status();
 }
