@@ -41,15 +41,19 @@ with open(f"{tmp}/many.jsonl", "w") as f:
                             "ignore_eos": True}) + "\n")
 PY
 # One request at a time, so that each one's own TTFT is its ttft minus the previous one's end.
+own_ttft() {  # RESULTS.jsonl LABEL
+  python3 - "$1" "$2" <<'PY'
+import json, sys
+prev, own = 0, []
+for l in open(sys.argv[1]):
+    r = json.loads(l); own.append(r['ttft_ms'] - prev); prev = r['e2e_ms']
+print(sys.argv[2] + ': own TTFT ms', ' '.join(f'{x:.0f}' for x in own), '| mean of requests 2..8: %.0f' % (sum(own[1:]) / 7))
+PY
+}
 for flag in "" --no-prefix-cache; do
   "$tern" batch -m "$tmp/mamba-1024x48-Q8_0.gguf" -f "$tmp/shared.jsonl" -o "$tmp/out.jsonl" --max-num-seqs 1 -t 2 \
     $flag 2>&1 | grep -E "prefix cache|recurrent"
-  python3 -c "
-import json
-prev, own = 0, []
-for l in open('$tmp/out.jsonl'):
-    r = json.loads(l); own.append(r['ttft_ms'] - prev); prev = r['e2e_ms']
-print('${flag:-snapshots}: own TTFT ms', ' '.join(f'{x:.0f}' for x in own), '| mean of requests 2..8: %.0f' % (sum(own[1:]) / 7))"
+  own_ttft "$tmp/out.jsonl" "${flag:-snapshots}"
 done
 for n in 64 1; do
   "$tern" batch -m "$tmp/mamba-1024x48-Q8_0.gguf" -f "$tmp/many.jsonl" -o "$tmp/many$n.jsonl" --max-num-seqs $n -t 2 \
@@ -88,11 +92,6 @@ if [ -n "$llama" ]; then
   for flag in "" --no-prefix-cache; do
     "$tern" batch -m "$tmp/nemotron_h-1024x24-Q8_0.gguf" -f "$tmp/shared.jsonl" -o "$tmp/out.jsonl" --max-num-seqs 1 \
       -t 2 $flag 2>&1 | grep -E "prefix cache"
-    python3 -c "
-import json
-prev, own = 0, []
-for l in open('$tmp/out.jsonl'):
-    r = json.loads(l); own.append(r['ttft_ms'] - prev); prev = r['e2e_ms']
-print('hybrid ${flag:-snapshots}: own TTFT ms', ' '.join(f'{x:.0f}' for x in own), '| mean of 2..8: %.0f' % (sum(own[1:]) / 7))"
+    own_ttft "$tmp/out.jsonl" "hybrid ${flag:-snapshots}"
   done
 fi
