@@ -117,6 +117,7 @@ std::string dims_text(const SynthOptions& o) {
 Status validate_synth_options(const SynthOptions& o) {
   auto bad = [](const std::string& what) { return error(ErrorKind::InvalidArgument, "synth: " + what); };
   const bool gemma = is_gemma(o);
+  if (!o.layer_pattern.empty() && o.arch != "nemotron_h") return bad("--layer-pattern applies to nemotron_h only");
   if (o.arch == "mamba" || o.arch == "mamba2") {
     if (o.n_head != 0 || o.n_head_kv != 0 || o.n_ff != 0 || o.n_expert != 0 || o.window != 0)
       return bad(o.arch + " has no attention or FFN: --heads, --kv-heads, --ffn, --experts and --window do not apply");
@@ -133,7 +134,6 @@ Status validate_synth_options(const SynthOptions& o) {
     if (o.vocab_path.empty() || o.out_path.empty()) return bad("--vocab-from and -o are required");
     return Status::ok();
   }
-  if (!o.layer_pattern.empty() && o.arch != "nemotron_h") return bad("--layer-pattern applies to nemotron_h only");
   if (o.arch == "nemotron_h") {
     if (o.n_expert != 0 || o.n_expert_used != 0 || o.n_ff_exp != 0 || o.n_ff_shexp != 0 || o.window != 0)
       return bad("nemotron_h (dense) has no experts or sliding window");
@@ -268,6 +268,13 @@ std::vector<float> long_rope_factors(int n_rot, double ratio, bool long_set) {
   return out;
 }
 
+// The vocabulary size and every tokenizer.* key of the vocabulary file.
+void copy_vocab(gguf::GgufStreamWriter& w, const std::string& arch, uint64_t n_vocab, const gguf::GgufFile& vocab_file) {
+  w.set(key(arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
+  for (const auto& [k, value] : vocab_file.metadata())
+    if (k.rfind("tokenizer.", 0) == 0) w.set(k, value);
+}
+
 void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, const ArchShape& a, int n_head_kv,
                   uint64_t n_vocab, const gguf::GgufFile& vocab_file) {
   const std::string name = o.name.empty() ? "synth-" + o.arch + "-" + std::to_string(o.n_embd) + "x" + std::to_string(o.n_layer)
@@ -290,9 +297,7 @@ void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, const ArchSh
     w.set(key(arch, Key::SsmStateSize), Value::of_u32(m.d_state));
     w.set(key(arch, Key::SsmTimeStepRank), Value::of_u32(m.dt_rank));
     w.set(key(arch, Key::RmsEpsilon), Value::of_f32(a.rms_eps));
-    w.set(key(arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
-    for (const auto& [k, value] : vocab_file.metadata())
-      if (k.rfind("tokenizer.", 0) == 0) w.set(k, value);
+    copy_vocab(w, arch, n_vocab, vocab_file);
     return;
   }
   if (o.arch == "nemotron_h") {  // per-layer arrays (0 where a layer has none), the mixer's keys, no RoPE keys
@@ -315,9 +320,7 @@ void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, const ArchSh
     w.set(key(arch, Key::SsmInnerSize), Value::of_u32(m.d_inner));
     w.set(key(arch, Key::SsmStateSize), Value::of_u32(m.d_state));
     w.set(key(arch, Key::SsmTimeStepRank), Value::of_u32(m.dt_rank));
-    w.set(key(arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
-    for (const auto& [k, value] : vocab_file.metadata())
-      if (k.rfind("tokenizer.", 0) == 0) w.set(k, value);
+    copy_vocab(w, arch, n_vocab, vocab_file);
     return;
   }
   w.set(key(arch, Key::FeedForwardLength), Value::of_u32(o.n_ff));
@@ -359,9 +362,7 @@ void set_metadata(gguf::GgufStreamWriter& w, const SynthOptions& o, const ArchSh
     if (a.expert_ffn_key) w.set(key(arch, Key::ExpertFeedForwardLength), Value::of_u32(a.n_ff_exp));
     if (a.n_ff_shexp > 0) w.set(key(arch, Key::ExpertSharedFeedForwardLength), Value::of_u32(a.n_ff_shexp));
   }
-  w.set(key(arch, Key::VocabSize), Value::of_u32(static_cast<uint32_t>(n_vocab)));
-  for (const auto& [k, value] : vocab_file.metadata())
-    if (k.rfind("tokenizer.", 0) == 0) w.set(k, value);
+  copy_vocab(w, arch, n_vocab, vocab_file);
 }
 
 // A generated tensor: dims = {row length, n_rows}; 1-D tensors are norms (all ones).
