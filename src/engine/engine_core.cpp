@@ -48,30 +48,12 @@ Result<int64_t> pool_budget_bytes(const EngineConfig& config, const std::string&
   return static_cast<int64_t>(config.kv_memory_fraction * static_cast<double>(available_memory_bytes()));
 }
 
-// Running sequences a model's recurrent state slots allow: max_num_seqs, or
-// fewer when that many states (every recurrent group's, F32) would pass the
-// memory a KV pool may take (--kv-memory, else its fraction of RAM). A model
-// with attention layers keeps one slot per running sequence (its KV blocks
-// are the budget). Fewer slots than max_num_seqs: requests wait for one, and
-// the priority policy preempts for one (docs/ssm.md).
-Result<int> state_slots(const EngineConfig& config, const std::vector<KvCacheSpec>& specs) {
-  uint64_t slot_bytes = 0;
-  bool attention = false;
+// Bytes of one sequence's state across every recurrent group (F32).
+uint64_t state_slot_bytes_of(const std::vector<KvCacheSpec>& specs) {
+  uint64_t n = 0;
   for (const KvCacheSpec& s : specs)
-    if (s.kind == CacheKind::Recurrent)
-      slot_bytes += static_cast<uint64_t>(s.n_layer) * s.row_bytes();
-    else
-      attention = true;
-  if (slot_bytes == 0 || attention || config.kv_exact_contexts) return config.max_num_seqs;
-  auto bytes = pool_budget_bytes(config, "a state pool");
-  TERN_RETURN_IF_ERROR(bytes.status());
-  const double budget = static_cast<double>(*bytes);
-  const double n = std::floor(budget / static_cast<double>(slot_bytes));
-  if (n < 1)
-    return error(ErrorKind::InvalidArgument, "one sequence's recurrent state takes " + format_bytes(slot_bytes) +
-                                                 ", more than the " + format_bytes(static_cast<uint64_t>(budget)) +
-                                                 " the state pool may take; raise --kv-memory");
-  return static_cast<int>(std::min<double>(n, config.max_num_seqs));
+    if (s.kind == CacheKind::Recurrent) n += static_cast<uint64_t>(s.n_layer) * s.row_bytes();
+  return n;
 }
 
 // Bytes of one block across every attention group (they allocate in lockstep).
@@ -81,6 +63,25 @@ uint64_t block_bytes_of(const std::vector<KvCacheSpec>& specs, int block_size) {
     if (s.kind != CacheKind::Recurrent)
       n += paged_kv_block_bytes(KvShape{s.n_layer, s.n_kv_head, s.head_dim, s.type}, block_size);
   return n;
+}
+
+// Running sequences a model's recurrent state slots allow: max_num_seqs, or
+// fewer when that many states (slot_bytes each) would pass the memory a KV
+// pool may take (--kv-memory, else its fraction of RAM). A model with
+// attention layers (block_bytes > 0) keeps one slot per running sequence (its
+// KV blocks are the budget). Fewer slots than max_num_seqs: requests wait for
+// one, and the priority policy preempts for one (docs/ssm.md).
+Result<int> state_slots(const EngineConfig& config, uint64_t slot_bytes, uint64_t block_bytes) {
+  if (slot_bytes == 0 || block_bytes > 0 || config.kv_exact_contexts) return config.max_num_seqs;
+  auto bytes = pool_budget_bytes(config, "a state pool");
+  TERN_RETURN_IF_ERROR(bytes.status());
+  const double budget = static_cast<double>(*bytes);
+  const double n = std::floor(budget / static_cast<double>(slot_bytes));
+  if (n < 1)
+    return error(ErrorKind::InvalidArgument, "one sequence's recurrent state takes " + format_bytes(slot_bytes) +
+                                                 ", more than the " + format_bytes(static_cast<uint64_t>(budget)) +
+                                                 " the state pool may take; raise --kv-memory");
+  return static_cast<int>(std::min<double>(n, config.max_num_seqs));
 }
 
 FinishReason finish_reason_of(StopReason s) {
@@ -156,15 +157,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
 
   std::vector<KvCacheSpec> specs = core->model_->kv_specs(config.kv_type);
   const uint64_t block_bytes = block_bytes_of(specs, config.block_size);
-  auto n_states = state_slots(config, specs);
+  const uint64_t state_slot_bytes = state_slot_bytes_of(specs);
+  auto n_states = state_slots(config, state_slot_bytes, block_bytes);
   TERN_RETURN_IF_ERROR(n_states.status());
   // Recurrent layers: prompt-state snapshots one every kStateSnapshotBlocks
   // blocks of a prompt, as many as running sequences but at least
   // kMinStateSnapshots (one prompt of 1,024 tokens takes 8) (docs/ssm.md).
   const int n_snapshots = config.prefix_caching ? std::max(config.max_num_seqs, kMinStateSnapshots) : 0;
-  uint64_t state_slot_bytes = 0;
-  for (const KvCacheSpec& s : specs)
-    if (s.kind == CacheKind::Recurrent) state_slot_bytes += static_cast<uint64_t>(s.n_layer) * s.row_bytes();
   // A hybrid's states (running slots and snapshots) come out of the KV budget.
   const uint64_t reserved = block_bytes > 0 && !config.kv_exact_contexts
                                 ? state_slot_bytes * static_cast<uint64_t>(*n_states + n_snapshots)

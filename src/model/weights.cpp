@@ -373,7 +373,7 @@ Status Model::bind_weights() {
       continue;
     }
     if (arch_->hybrid) {  // one sub-layer, normed by attn_norm: attention, or an ungated FFN
-      if (lh.n_head_kv > 0) {
+      if (lh.has_kv()) {
         TERN_RETURN_IF_ERROR(bind_attention(bind, hp_, *arch_, il, l.attn));
       } else {
         TERN_RETURN_IF_ERROR(bind.matrix(Tensor::FfnUp, il, n_embd, lh.n_ff, l.ffn.w_up));

@@ -15,7 +15,7 @@ void nemotron_h_block(const Pass& p, const LayerWeights& l, const LayerHParams& 
   layers::rms_norm(p, a.x, l.attn_norm, a.xn, p.n);
   if (lh.recurrent)
     layers::mamba2_mixer(p, l, a.xn, a.proj);
-  else if (lh.n_head_kv > 0)
+  else if (lh.has_kv())
     layers::attention(p, l, lh, a.xn, a.proj);
   else
     layers::relu2_ffn(p, l.ffn, a.xn, a.proj);
