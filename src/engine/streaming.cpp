@@ -89,6 +89,7 @@ Result<SeqWindow> streaming_window(const StreamingParams& p, int64_t limit, int 
                        " one sequence may hold (lower the window or raise --ctx-size / --kv-memory)");
     w.n_sink = p.sinks;
     w.window = p.window;
+    w.exact_until = static_cast<int32_t>(std::min<int64_t>(int64_t{p.sinks} + p.window, INT32_MAX));
     return w;
   }
   if (sink_blocks + 2 > n_blocks)

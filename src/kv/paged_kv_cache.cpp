@@ -236,8 +236,8 @@ int32_t PagedKvCache::attach_cached_prefix(SeqId seq, std::span<const TokenId> t
   return n;
 }
 
-void PagedKvCache::cache_blocks(SeqId seq, std::span<const TokenId> tokens, uint64_t salt) {
-  const int32_t n = std::min(n_positions(seq), static_cast<int32_t>(tokens.size()));
+void PagedKvCache::cache_blocks(SeqId seq, std::span<const TokenId> tokens, uint64_t salt, int32_t limit) {
+  const int32_t n = std::min({n_positions(seq), static_cast<int32_t>(tokens.size()), limit});
   impl_->bm.cache_blocks(seq, tokens, n, salt);
 }
 

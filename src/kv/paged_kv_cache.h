@@ -85,9 +85,9 @@ class PagedKvCache final : public KvCache {
   // cached prefix of `tokens` and marks those positions valid. Returns the
   // number of positions attached (a multiple of block_size, < tokens.size()).
   int32_t attach_cached_prefix(SeqId seq, std::span<const TokenId> tokens, uint64_t salt = 0);
-  // Registers seq's full, computed blocks (positions < n_positions(seq)) in the
-  // prefix index; tokens are the sequence's tokens from position 0.
-  void cache_blocks(SeqId seq, std::span<const TokenId> tokens, uint64_t salt = 0);
+  // Registers seq's full, computed blocks (positions < n_positions(seq) and <
+  // limit) in the prefix index; tokens are the sequence's tokens from position 0.
+  void cache_blocks(SeqId seq, std::span<const TokenId> tokens, uint64_t salt = 0, int32_t limit = INT32_MAX);
   // dst (empty) shares all of src's valid positions.
   void fork(SeqId src, SeqId dst);
 

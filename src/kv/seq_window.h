@@ -30,6 +30,11 @@ struct SeqWindow {
   int32_t kv_lo = 0;   // context shift: positions [n_sink, kv_lo) are gone
   int32_t shift_ctx = 0;    // > 0: context shift keeps at most this many positions' blocks
   int32_t block_size = 16;  // the KV blocks context shift counts and cuts whole
+  // Positions from here on were (or will be) computed from a partial past:
+  // their K/V differ from full attention's, so they never serve another
+  // request as a cached prefix. A window's are those past its sinks + window;
+  // context shift's those computed after its first cut.
+  int32_t exact_until = INT32_MAX;
 
   bool active() const { return n_sink > 0 || window > 0 || kv_lo > 0 || shift_ctx > 0; }
   // First non-sink position the token at p reads.
@@ -53,6 +58,7 @@ struct SeqWindow {
       if (kept * b <= shift_ctx || start >= n_computed) return;
       const int32_t cut = start + std::max(1, (n_computed - start) / 2);
       kv_lo = std::min(n_computed, (cut + b - 1) / b * b);
+      exact_until = std::min(exact_until, n_computed);
     }
   }
 };

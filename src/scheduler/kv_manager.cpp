@@ -89,6 +89,7 @@ const KvManager::Snapshot* KvManager::find_snapshot(const SchedRequest& r, int32
 
 int32_t KvManager::reserve_snapshot(const SchedRequest& r, int32_t position) {
   if (!snapshots_on() || position <= 0 || position > static_cast<int32_t>(r.tokens.size())) return -1;
+  if (position > r.window.exact_until) return -1;  // a state computed from a partial past serves no one
   Snapshot* victim = nullptr;
   for (Snapshot& sn : snapshots_) {
     if (static_cast<int32_t>(sn.tokens.size()) == position &&
@@ -323,7 +324,7 @@ void KvManager::commit(const SchedRequest& r) {
   for (Group& g : groups_) {
     if (g.cache->blocks().block_table(r.seq).empty()) continue;
     g.cache->set_n_positions(r.seq, r.n_computed);
-    if (prefix_caching_) g.cache->cache_blocks(r.seq, r.tokens);
+    if (prefix_caching_) g.cache->cache_blocks(r.seq, r.tokens, 0, r.window.exact_until);
   }
 }
 

@@ -14,7 +14,9 @@
 // A request that keeps only a window of its past (SchedRequest::window:
 // StreamingLLM sinks + window, context shift) also has its full-attention
 // blocks between its sink blocks and its window released as it advances, takes
-// no prefix-cache hit and is never swapped (its table has holes).
+// no prefix-cache hit and is never swapped (its table has holes); only its
+// blocks (and snapshots) before SeqWindow::exact_until, computed from the whole
+// past, are registered for others.
 // Attention groups allocate in lockstep (same block size and count), so the
 // scheduler sees one pool: free = the least free group, needed = the most.
 //

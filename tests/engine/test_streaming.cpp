@@ -153,3 +153,27 @@ TEST(StreamingText, ParsesAndPrints) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+// A windowed sequence's K/V past its first sinks + window positions were
+// computed from a partial past: they must never serve another request as a
+// cached prefix. A plain request after a windowed one with the same long
+// prompt gets the tokens it gets on a fresh engine.
+TEST(EngineStreaming, LossyBlocksNeverServeAsCachedPrefix) {
+  TERN_REQUIRE_STORIES();
+  EngineConfig c = test::base_config();
+  const std::vector<TokenId> prompt = story_prompt(300);
+  auto fresh = test::make_core(c);
+  const auto want = test::run_all(*fresh, {greedy(prompt, 24, std::nullopt)});
+  auto core = test::make_core(c);
+  test::run_all(*core, {greedy(prompt, 8, window(4, 60))});
+  const auto got = test::run_all(*core, {greedy(prompt, 24, std::nullopt)});
+  EXPECT_EQ(got[0].tokens, want[0].tokens);
+  // The exact blocks (positions < 4 + 60) may still serve it.
+  EXPECT_LE(core->stats().prefix_hit_tokens, 64);
+}
+
+}  // namespace
+}  // namespace tern
