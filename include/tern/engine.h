@@ -69,6 +69,7 @@ struct EngineConfig {
   bool spec_adaptive = true;  // false: always propose spec_k (benchmarks, tests)
   // What a request keeps of its past when it does not say (tern/request.h): off by default.
   StreamingParams streaming;
+  KvEvictParams kv_evict;  // the same for eviction by importance
   double watermark = 0.01;
   double ageing_per_s = 1.0;
   std::vector<std::pair<std::string, double>> tenant_weights;
@@ -84,6 +85,7 @@ struct EngineStats {
   int n_waiting = 0, n_running = 0, n_swapped = 0;
   int kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_free = 0, kv_blocks_cached = 0;
   int kv_blocks_peak = 0;
+  int64_t kv_blocks_evicted = 0;     // given back by eviction by importance (--kv-evict)
   int64_t prefix_lookup_tokens = 0, prefix_hit_tokens = 0;
   double prefix_hit_rate = 0;        // hit / lookup tokens
   int64_t n_steps = 0;

@@ -56,6 +56,26 @@ struct StreamingParams {
   int32_t window = 0;  // Window: >= 1, and sinks + window within the context
 };
 
+// Lossy KV eviction by importance, in whole KV blocks (docs/streaming.md);
+// within the context, keys at their true positions:
+//   H2o     heavy hitters: at most `budget` positions' blocks once the prompt
+//           is in, those holding the last `recent` positions and the ones the
+//           attention has weighed most so far.
+//   SnapKv  once, after the prompt: the blocks of its last `recent` positions
+//           (the observation window) and those they attend to most, within
+//           `budget`; decode keeps what it adds.
+// Text form: "h2o:BUDGET,RECENT", "snapkv:BUDGET,WINDOW", "off".
+enum class KvEvictMode { Off, H2o, SnapKv };
+struct KvEvictParams {
+  KvEvictMode mode = KvEvictMode::Off;
+  int32_t budget = 0;
+  int32_t recent = 0;
+  // H2o: also while the prompt is computed, after every chunk (what a token
+  // saw then depends on the chunks: the continuous perplexity harness runs
+  // block-sized ones, so each token sees what decoding would have kept).
+  bool during_prompt = false;
+};
+
 enum class FinishReason { Length, Stop, Eos, Context, Cancelled, Error };
 enum class Pooling { None, Mean, Last };
 const char* finish_reason_name(FinishReason r);
@@ -87,6 +107,8 @@ struct GenerationRequest {
   // Unset: the engine's (EngineConfig::streaming). On, the request may run past
   // the context (max_tokens is not bounded by it); it is not speculated.
   std::optional<StreamingParams> streaming;
+  // Unset: the engine's (EngineConfig::kv_evict). Not with streaming; not speculated.
+  std::optional<KvEvictParams> kv_evict;
   // (token id, bias) added to the model's logits before sampling (OpenAI's
   // logit_bias: -100 all but bans a token, +100 all but forces it); |bias| <= 100.
   std::vector<std::pair<int32_t, float>> logit_bias;

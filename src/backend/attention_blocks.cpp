@@ -45,9 +45,13 @@ void build_attention_blocks(const kernels::AttentionShape& shape, const Attentio
     auto add_runs = [&](int32_t from, int32_t to) {
       for (int32_t pos = from; pos < to;) {
         const int32_t block = table[static_cast<size_t>(pos / pool.block_size)];
-        TERN_ASSERT(block >= 0);
         const int32_t offset = pos % pool.block_size;
         const int32_t n = std::min(to - pos, pool.block_size - offset);
+        if (block < 0 && win.evicting()) {  // evicted by importance: a gap the kernels skip
+          pos += n;
+          continue;
+        }
+        TERN_ASSERT(block >= 0);
         qb.runs.push_back({pool.row(block, in.layer, 0, offset), pool.row(block, in.layer, 1, offset), pos, n});
         pos += n;
       }
@@ -71,6 +75,15 @@ void build_attention_blocks(const kernels::AttentionShape& shape, const Attentio
       }
       qb.runs.push_back({pool.row(block, in.layer, 0, offset), pool.row(block, in.layer, 1, offset), pos, 1});
     }
+  }
+}
+
+void add_attention_mass(const kernels::AttentionShape& shape, const AttentionInput& in,
+                        std::span<const kernels::QueryBlock> blocks) {
+  if (in.mass.empty()) return;
+  for (size_t i = 0; i < in.spans.size(); ++i) {
+    const KvMass& m = in.mass[static_cast<size_t>(in.spans[i].seq)];
+    if (m.mass) kernels::attention_mass(shape, blocks[i], m.from, m.mass);
   }
 }
 

@@ -3,6 +3,7 @@
 // positions it may attend to (one run per KV block), for host backends.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "backend/backend.h"
@@ -12,5 +13,9 @@ namespace tern::backend {
 // q, out: [n_tokens][n_head][head_dim]. Blocks are reused (cleared, refilled).
 void build_attention_blocks(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q,
                             float* out, std::vector<kernels::QueryBlock>& blocks);
+
+// in.mass: each sequence's attention mass added from its blocks (built by the call above).
+void add_attention_mass(const kernels::AttentionShape& shape, const AttentionInput& in,
+                        std::span<const kernels::QueryBlock> blocks);
 
 }  // namespace tern::backend

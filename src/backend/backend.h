@@ -89,6 +89,9 @@ struct AttentionInput {
   // sink positions (kernels::QueryBlock::q_sink).
   std::span<const SeqWindow> windows;
   const float* q_sink = nullptr;
+  // [n_seqs] or empty: where each sequence's attention mass is summed (KV
+  // eviction by importance, kernels::attention_mass), after the attention.
+  std::span<const KvMass> mass;
 };
 
 // One sequence's consecutive tokens in a pass and its recurrent state in one

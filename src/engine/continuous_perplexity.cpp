@@ -21,10 +21,18 @@ Result<ContinuousMode> parse_continuous_mode(std::string_view text) {
     m.kind = ContinuousMode::Kind::Recompute;
     return m;
   }
+  if (text.starts_with("h2o:")) {
+    auto e = parse_kv_evict(text);
+    if (!e) return error(ErrorKind::InvalidArgument, "mode '" + m.name + "': " + e.status().message());
+    m.kind = ContinuousMode::Kind::Evict;
+    m.evict = *e;
+    m.evict.during_prompt = true;
+    return m;
+  }
   auto s = parse_streaming(text);
   if (!s || s->mode == StreamingMode::Off)
     return error(ErrorKind::InvalidArgument,
-                 "mode '" + m.name + "': expected dense, SINKS,WINDOW, shift[:SINKS] or recompute:W");
+                 "mode '" + m.name + "': expected dense, SINKS,WINDOW, shift[:SINKS], h2o:BUDGET,RECENT or recompute:W");
   m.kind = ContinuousMode::Kind::Streaming;
   m.streaming = *s;
   return m;
@@ -97,6 +105,14 @@ Result<std::vector<double>> continuous_nll(const EngineConfig& base, const std::
         c.n_ctx = mode.streaming.sinks + mode.streaming.window + std::max(c.max_batched_tokens, 2 * c.block_size);
       else  // a shift cuts before each chunk: block-sized chunks keep each token's context as decoding would
         c.max_batched_tokens = c.block_size;
+      reqs.push_back(whole);
+      break;
+    case ContinuousMode::Kind::Evict:
+      // Keys stay at their true positions: the context stretches to the text,
+      // and block-sized chunks let each token see what decoding would have kept.
+      whole.kv_evict = mode.evict;
+      c.n_ctx = static_cast<int32_t>(tokens.size()) + 1;
+      c.max_batched_tokens = c.block_size;
       reqs.push_back(whole);
       break;
     case ContinuousMode::Kind::Recompute: {

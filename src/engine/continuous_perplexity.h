@@ -6,6 +6,8 @@
 //   dense        full attention over everything (the context stretched to the text)
 //   SINKS,WINDOW StreamingLLM (0,WINDOW: a plain sliding window; engine/streaming.h)
 //   shift:SINKS  context shift in the engine's context
+//   h2o:B,R      H2O heavy-hitter eviction (engine/streaming.h) from the first
+//                block on, in block-sized chunks (each token sees what decoding kept)
 //   recompute:W  each token predicted from the W tokens before it, recomputed
 //                from scratch (the paper's "sliding window with re-computation":
 //                exact for a model trained on W + 1 positions, and W times the work)
@@ -24,14 +26,15 @@
 namespace tern {
 
 struct ContinuousMode {
-  enum class Kind { Dense, Streaming, Recompute };
+  enum class Kind { Dense, Streaming, Evict, Recompute };
   Kind kind = Kind::Dense;
   StreamingParams streaming;  // Streaming
+  KvEvictParams evict;        // Evict
   int32_t window = 0;         // Recompute: tokens of context per scored token
   std::string name;           // the text it was parsed from
 };
 
-// "dense", "recompute:W", or a streaming text form; InvalidArgument otherwise.
+// "dense", "recompute:W", "h2o:B,R" or a streaming text form; InvalidArgument otherwise.
 Result<ContinuousMode> parse_continuous_mode(std::string_view text);
 
 // Negative log-likelihoods (nats) of tokens[1..n-1], in order. `base` gives

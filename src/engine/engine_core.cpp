@@ -210,6 +210,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   limits.n_vocab = hp.n_vocab;
   limits.n_ctx = core->n_ctx_;
   limits.streaming = config.streaming;
+  limits.kv_evict = config.kv_evict;
   limits.max_positions = core->max_seq_positions_;
   limits.n_blocks_total = *n_blocks;  // a state-space model's are nominal: positions, not memory
   limits.block_size = config.block_size;
@@ -288,7 +289,7 @@ void EngineCore::add_once(RequestId id, const PreparedRequest& p) {
   runner_->add_request(id, rr);
   scheduler_->add(std::move(r));
   // A streaming sequence is not speculated (a draft's own cache keeps everything; rollback needs every block).
-  if (spec_) spec_->add(id, r.window.active() ? 0 : g.spec_k, g.spec_tree);
+  if (spec_) spec_->add(id, r.window.active() || r.window.evicting() ? 0 : g.spec_k, g.spec_tree);
 }
 
 void EngineCore::build_constraint_vocab() {
@@ -490,6 +491,7 @@ EngineStats EngineCore::stats() const {
     st.prefix_hit_tokens = bm.stats().n_hit_tokens;
   }
   st.kv_blocks_peak = kv_blocks_peak_;
+  st.kv_blocks_evicted = kv_->n_blocks_evicted();
   st.state_slots_total = kv_->n_state_slots();
   st.state_slots_used = kv_->n_state_slots_used();
   st.state_slots_peak = states_peak_;

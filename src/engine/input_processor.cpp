@@ -60,6 +60,11 @@ Result<PreparedRequest> InputProcessor::prepare(GenerationRequest request) const
   auto window = streaming_window(streaming, std::min<int64_t>(limits_.n_ctx, limits_.max_positions), limits_.block_size);
   TERN_RETURN_IF_ERROR(window.status());
   p.window = *window;
+  const KvEvictParams evict = request.kv_evict.value_or(limits_.kv_evict);
+  if (evict.mode != KvEvictMode::Off && streaming.mode != StreamingMode::Off)
+    return error(ErrorKind::InvalidArgument, "kv_evict '" + kv_evict_text(evict) + "' cannot be combined with streaming '" +
+                                                 streaming_text(streaming) + "' (choose one way to drop the past)");
+  TERN_RETURN_IF_ERROR(set_kv_evict(evict, limits_.block_size, p.window));
   if (streaming.mode != StreamingMode::Off) {
     const ContextCheck c = check_context(n, request.max_tokens, streaming);
     if (!c.ok)

@@ -36,6 +36,7 @@ struct InputLimits {
   int n_blocks_total = 0;
   int block_size = 16;
   StreamingParams streaming;    // the engine's, for requests that do not say
+  KvEvictParams kv_evict;       // the same
 };
 
 class InputProcessor {

@@ -102,7 +102,7 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
   for (const ScheduledChunk& c : so.chunks)
     if (const SchedRequest* r = sched.find(c.id)) {
       any_tree = any_tree || (c.n_spec > 0 && !r->spec_parents.empty());
-      any_window = any_window || r->window.active();
+      any_window = any_window || r->window.active() || r->window.evicting();
     }
   for (size_t i = 0; i < so.chunks.size(); ++i) {
     const ScheduledChunk& c = so.chunks[i];
@@ -112,7 +112,10 @@ Status ModelRunner::build_input(const SchedulerOutput& so, const Scheduler& sche
     TERN_ASSERT(end - c.n_spec <= static_cast<int32_t>(r->tokens.size()) &&
                 c.n_spec <= static_cast<int32_t>(r->spec_tokens.size()));
     const int32_t si = in.n_seqs++;
-    if (any_window) in.windows.push_back(r->window);  // every sequence's, once one keeps less than all
+    if (any_window) {  // every sequence's, once one keeps less than all
+      in.windows.push_back(r->window);
+      in.kv_mass.push_back(kv_.mass_for(*r, end));
+    }
     // Recurrent layers: the prompt's state at every snapshot interval this chunk passes (prefix caching).
     if (const int every = kv_.snapshot_interval(); every > 0 && c.n_spec == 0)
       for (int32_t p = (begin / every + 1) * every; p <= std::min(end, r->n_prompt); p += every)

@@ -102,4 +102,61 @@ Result<SeqWindow> streaming_window(const StreamingParams& p, int64_t limit, int 
   return w;
 }
 
+Result<KvEvictParams> parse_kv_evict(std::string_view text) {
+  KvEvictParams p;
+  if (text == "off") return p;
+  const Status bad = error(ErrorKind::InvalidArgument, "kv eviction '" + std::string(text) +
+                                                           "': expected h2o:BUDGET,RECENT (e.g. h2o:256,64), "
+                                                           "snapkv:BUDGET,WINDOW or off");
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return bad;
+  const std::string_view kind = text.substr(0, colon), rest = text.substr(colon + 1);
+  if (kind == "h2o")
+    p.mode = KvEvictMode::H2o;
+  else if (kind == "snapkv")
+    p.mode = KvEvictMode::SnapKv;
+  else
+    return bad;
+  const size_t comma = rest.find(',');
+  if (comma == std::string_view::npos || !parse_int(rest.substr(0, comma), p.budget) ||
+      !parse_int(rest.substr(comma + 1), p.recent) || p.budget < 1 || p.recent < 1)
+    return bad;
+  return p;
+}
+
+std::string kv_evict_text(const KvEvictParams& p) {
+  switch (p.mode) {
+    case KvEvictMode::H2o: return "h2o:" + std::to_string(p.budget) + "," + std::to_string(p.recent);
+    case KvEvictMode::SnapKv: return "snapkv:" + std::to_string(p.budget) + "," + std::to_string(p.recent);
+    case KvEvictMode::Off: break;
+  }
+  return "off";
+}
+
+Result<KvEvictParams> kv_evict_from_json(const Json& v) {
+  if (v.is_string()) return parse_kv_evict(v.as_string());
+  if (v.is_bool() && !v.as_bool()) return KvEvictParams{};
+  return error(ErrorKind::InvalidArgument,
+               "'kv_evict' must be \"h2o:BUDGET,RECENT\", \"snapkv:BUDGET,WINDOW\", \"off\" or false, got " + v.dump());
+}
+
+Status set_kv_evict(const KvEvictParams& p, int block_size, SeqWindow& w) {
+  if (p.mode == KvEvictMode::Off) return Status::ok();
+  const int64_t b = block_size, kept = p.budget / b;
+  const int64_t recent_blocks = p.recent < 1 ? 0 : (p.recent - 1 + b - 1) / b + 1;  // a window straddles one more
+  if (p.recent < 1 || kept <= recent_blocks)
+    return error(ErrorKind::InvalidArgument,
+                 "kv eviction '" + kv_evict_text(p) + "' keeps " + std::to_string(kept) + " KV blocks of " +
+                     std::to_string(b) + " positions, and its last " + std::to_string(p.recent) +
+                     " positions can span " + std::to_string(recent_blocks) +
+                     ": the budget must leave room for at least one more block (raise BUDGET or lower RECENT)");
+  w.evict = p.mode == KvEvictMode::H2o ? SeqWindow::Evict::H2o : SeqWindow::Evict::SnapKv;
+  w.evict_blocks = static_cast<int32_t>(kept);
+  w.evict_recent = p.recent;
+  if (p.during_prompt && p.mode != KvEvictMode::H2o)
+    return error(ErrorKind::InvalidArgument, "only h2o eviction can run while the prompt is computed");
+  w.evict_in_prompt = p.during_prompt;
+  return Status::ok();
+}
+
 }  // namespace tern

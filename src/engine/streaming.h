@@ -33,4 +33,15 @@ Result<StreamingParams> streaming_from_json(const Json& v);
 // InvalidArgument naming the figures otherwise; Off -> no window.
 Result<SeqWindow> streaming_window(const StreamingParams& p, int64_t limit, int block_size);
 
+// "h2o:BUDGET,RECENT", "snapkv:BUDGET,WINDOW" or "off" (tern/request.h);
+// InvalidArgument saying what is expected.
+Result<KvEvictParams> parse_kv_evict(std::string_view text);
+std::string kv_evict_text(const KvEvictParams& p);
+// A request's JSON field: the text form or false (off).
+Result<KvEvictParams> kv_evict_from_json(const Json& v);
+// Sets w's eviction for `p` in blocks of block_size: the budget rounded down
+// to whole blocks must exceed the blocks the recent positions can straddle
+// (room for one heavy hitter); InvalidArgument naming the figures otherwise.
+Status set_kv_evict(const KvEvictParams& p, int block_size, SeqWindow& w);
+
 }  // namespace tern

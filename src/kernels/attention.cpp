@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tuple>
 #include <utility>
 
 #include "core/assert.h"
@@ -102,10 +103,27 @@ int32_t first_position(const AttentionShape& bs, const QueryBlock& b) {
   return std::max({p, b.kv_lo, b.n_sink});
 }
 
-// Non-sink segments of a block: kSplitPositions ranges from `begin` to its last query.
-int main_segments(int32_t begin, const QueryBlock& b) {
+// Non-sink segments of a block, appended to `out`: kSplitPositions ranges
+// from `begin` to its last query, cut where its runs leave a gap (a sequence
+// whose blocks were evicted by importance, kv/seq_window.h): a gap holds
+// nothing to read. Without gaps: every absolute kSplitPositions range met.
+void main_segments(int32_t begin, const QueryBlock& b, std::vector<std::pair<int32_t, int32_t>>& out) {
   const int32_t end = b.pos0 + b.n_q;
-  return begin < end ? (end - 1) / kSplitPositions - begin / kSplitPositions + 1 : 0;
+  auto split = [&](int32_t lo, int32_t hi) {
+    for (int32_t p = lo; p < hi; p = (p / kSplitPositions + 1) * kSplitPositions)
+      out.emplace_back(p, std::min(hi, (p / kSplitPositions + 1) * kSplitPositions));
+  };
+  int32_t lo = -1, hi = -1;  // the covered interval being extended
+  for (const KvRun& r : b.runs) {
+    const int32_t a = std::max(begin, r.pos0), c = std::min(end, r.pos0 + r.n);
+    if (a >= c) continue;
+    if (a != hi) {
+      if (lo >= 0) split(lo, hi);
+      lo = a;
+    }
+    hi = c;
+  }
+  if (lo >= 0) split(lo, hi);
 }
 
 struct WorkItem {
@@ -131,7 +149,11 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
   // items for every thread (flash-decoding).
   // A block with sinks has one more segment, its sinks, first.
   std::vector<int> n_splits(blocks.size(), 1);
-  std::vector<AttentionShape> shapes(blocks.size());  // per block: block_shape
+  // Per block: its non-sink segments, ranges[range0[ib] ..]; block_shape.
+  thread_local std::vector<std::pair<int32_t, int32_t>> ranges;
+  ranges.clear();
+  std::vector<size_t> range0(blocks.size());
+  std::vector<AttentionShape> shapes(blocks.size());
   AttentionShape sink_shape = s;
   sink_shape.sliding_window = 0;  // sinks stay visible to every row
   size_t segments = 0;
@@ -140,7 +162,9 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
     const QueryBlock& b = blocks[ib];
     TERN_ASSERT(b.n_sink == 0 || b.q_sink);
     shapes[ib] = block_shape(s, b);
-    n_splits[ib] = main_segments(first_position(shapes[ib], b), b) + (b.n_sink > 0 ? 1 : 0);
+    range0[ib] = ranges.size();
+    main_segments(first_position(shapes[ib], b), b, ranges);
+    n_splits[ib] = static_cast<int>(ranges.size() - range0[ib]) + (b.n_sink > 0 ? 1 : 0);
     any_sink = any_sink || b.n_sink > 0;
     segments += static_cast<size_t>(n_splits[ib]);
   }
@@ -157,8 +181,7 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
   size_t scratch_floats = 0, n_slots = 0;
   for (size_t ib = 0; ib < blocks.size(); ++ib) {
     const QueryBlock& b = blocks[ib];
-    const int32_t begin = first_position(shapes[ib], b), end = b.pos0 + b.n_q;
-    const int32_t seg0 = begin / kSplitPositions;
+    const int32_t end = b.pos0 + b.n_q;
     const int n_sink_segs = b.n_sink > 0 ? 1 : 0;
     const size_t rows = static_cast<size_t>(b.n_q) * group;
     first_slot[ib] = n_slots;
@@ -166,9 +189,8 @@ void attention(const AttentionShape& s, std::span<QueryBlock> blocks, ThreadPool
       const int nh = std::min(per_item, s.n_head_kv - h0);
       for (int sp = 0; sp < n_splits[ib]; ++sp) {
         const bool sink = sp < n_sink_segs;
-        const int32_t seg = seg0 + sp - n_sink_segs;
-        const int32_t lo = sink ? 0 : std::max(begin, seg * kSplitPositions);
-        const int32_t hi = sink ? std::min(end, b.n_sink) : std::min(end, (seg + 1) * kSplitPositions);
+        int32_t lo = 0, hi = std::min(end, b.n_sink);
+        if (!sink) std::tie(lo, hi) = ranges[range0[ib] + static_cast<size_t>(sp - n_sink_segs)];
         items.push_back({static_cast<int>(ib), h0, nh, lo, hi, scratch_floats, sink});
         for (int h = h0; h < h0 + nh; ++h) {
           slot[n_slots + static_cast<size_t>(h) * n_splits[ib] + sp] = scratch_floats;

@@ -78,6 +78,16 @@ void attention(const AttentionShape& shape, std::span<QueryBlock> blocks, Thread
 // Scalar, one-query-at-a-time reference with a full softmax: the oracle for tests.
 void attention_reference(const AttentionShape& shape, std::span<QueryBlock> blocks);
 
+// Importance for KV eviction (H2O, SnapKV; kv/seq_window.h): for every query
+// row of `block` at a position >= from and every head, adds the softmax weight
+// it gives each position it reads (the block's runs, causal, the layer's
+// sliding window; no sinks) to mass[position], in fixed point (kMassOne = a
+// weight of 1). Integer sums do not depend on the order rows, heads and layers
+// arrive in, so what a sequence evicts does not depend on its batch or chunks.
+// Keys are decoded to floats (a quantized cache's scores are approximate here).
+constexpr double kMassOne = 16777216.0;  // 2^24: 64-bit sums hold 2^40 rows x heads x layers
+void attention_mass(const AttentionShape& shape, const QueryBlock& block, int32_t from, uint64_t* mass);
+
 // Plain view of a query block for the per-level kernels (no std:: types cross
 // into code compiled for a specific CPU level).
 struct QueryBlockView {

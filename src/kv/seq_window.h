@@ -36,6 +36,22 @@ struct SeqWindow {
   // context shift's those computed after its first cut.
   int32_t exact_until = INT32_MAX;
 
+  // Lossy eviction by importance, in whole blocks, once the prompt is in:
+  //   H2o     after every step, while it holds more than evict_blocks blocks,
+  //           the block with the least attention mass received so far (every
+  //           query, layer and head) goes, never one holding the last
+  //           evict_recent positions: heavy hitters + a recent window.
+  //   SnapKv  once, when the prompt is complete: the same choice with the mass
+  //           the prompt's last evict_recent queries (the observation window)
+  //           gave; what decode adds is kept.
+  // Keys keep their rotation (true distances); a gap is read as nothing.
+  enum class Evict : uint8_t { Off, H2o, SnapKv };
+  Evict evict = Evict::Off;
+  int32_t evict_blocks = 0;
+  int32_t evict_recent = 0;
+  bool evict_in_prompt = false;  // H2o: from the first chunk on (KvEvictParams::during_prompt)
+  bool evicting() const { return evict != Evict::Off; }
+
   bool active() const { return n_sink > 0 || window > 0 || kv_lo > 0 || shift_ctx > 0; }
   // First non-sink position the token at p reads.
   int32_t lo(int32_t p) const {
@@ -61,6 +77,13 @@ struct SeqWindow {
       exact_until = std::min(exact_until, n_computed);
     }
   }
+};
+
+// Where a pass adds the attention mass a sequence's positions receive
+// (kernels::attention_mass): mass[position], rows at positions >= from.
+struct KvMass {
+  uint64_t* mass = nullptr;  // nullptr: not collected
+  int32_t from = 0;
 };
 
 }  // namespace tern

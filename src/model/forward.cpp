@@ -205,8 +205,11 @@ Status Model::validate(const ForwardInput& in, std::span<const KvPoolView> pools
     return error(ErrorKind::InvalidArgument, "forward input: windows for " + std::to_string(in.windows.size()) +
                                                  " sequences in a pass of " + std::to_string(in.n_seqs));
   for (const SeqWindow& w : in.windows)
-    if (w.n_sink < 0 || w.window < 0 || w.kv_lo < 0)
-      return error(ErrorKind::InvalidArgument, "forward input: negative sink count, window or cut");
+    if (w.n_sink < 0 || w.window < 0 || w.kv_lo < 0 || (w.evicting() && w.n_sink > 0))
+      return error(ErrorKind::InvalidArgument, "forward input: negative sink count, window or cut, or eviction with sinks");
+  if (!in.kv_mass.empty() && in.kv_mass.size() != static_cast<size_t>(in.n_seqs))
+    return error(ErrorKind::InvalidArgument, "forward input: attention mass for " + std::to_string(in.kv_mass.size()) +
+                                                 " sequences in a pass of " + std::to_string(in.n_seqs));
   for (int32_t r : in.logits_rows)
     if (r < 0 || static_cast<size_t>(r) >= n) return error(ErrorKind::InvalidArgument, "forward input: bad logits row");
   for (int32_t r : in.hidden_rows)

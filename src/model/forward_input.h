@@ -32,6 +32,10 @@
 //                                      (kv/seq_window.h: sinks, window,
 //                                      context shift); its freed blocks are
 //                                      never read
+//   kv_mass                [n_seqs]    or empty: where each sequence's full-
+//                                      attention layers add the attention
+//                                      weights its positions receive (KV
+//                                      eviction by importance)
 //   snapshots              [any]       recurrent layers: after the token at
 //                                      position - 1 of sequence seq, its state
 //                                      is also copied to state slot `slot` of
@@ -74,6 +78,7 @@ struct ForwardInput {
   std::vector<int32_t> parent;       // [n_tokens] or empty: token trees (above)
   std::vector<int32_t> kv_pos;       // [n_tokens] or empty: where K/V are stored (above)
   std::vector<SeqWindow> windows;    // [n_seqs] or empty: every sequence keeps everything
+  std::vector<KvMass> kv_mass;       // [n_seqs] or empty: where attention mass is summed (kv/seq_window.h)
   struct StateSnapshot {
     int32_t seq = 0;       // index of the sequence in this pass
     int32_t position = 0;  // the state after positions < position; one of the sequence's tokens is position - 1
@@ -103,6 +108,7 @@ struct ForwardInput {
     parent.clear();
     kv_pos.clear();
     windows.clear();
+    kv_mass.clear();
     snapshots.clear();
   }
   // The index in the sequence's block table of token t's keys/values.

@@ -1,5 +1,6 @@
 #include "model/layers.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/moe_routing.h"
@@ -31,8 +32,10 @@ void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, con
   // A sequence's own window applies to full-attention layers (a sliding-window
   // layer keeps the model's): the queries are also rotated at their sink positions.
   const bool windows = !p.in.windows.empty() && lh.sliding_window == 0;
+  const bool sinks = windows && std::any_of(p.in.windows.begin(), p.in.windows.end(),
+                                            [](const SeqWindow& w) { return w.n_sink > 0; });
   float* q_sink = nullptr;
-  if (windows) {
+  if (sinks) {
     q_sink = be.scratch(backend::Slot::QSink, p.n * q_dim);  // [n][n_head][head_dim]
     be.gather_rows(a.q, p.all_rows, q_sink, q_dim);
     if (rope.n_rot > 0) be.rope(q_sink, p.n, hp.n_head, hp.head_dim, p.sink_positions, rope);
@@ -51,6 +54,7 @@ void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, con
   if (windows) {
     ai.windows = p.in.windows;
     ai.q_sink = q_sink;
+    ai.mass = p.in.kv_mass;  // full-attention layers only: the ones whose blocks are evicted
   }
   be.attention(shape, ai, a.q, a.att);
   be.matmul(w.wo, a.att, out, p.n);

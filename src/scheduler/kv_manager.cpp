@@ -112,7 +112,7 @@ int32_t KvManager::reserve_snapshot(const SchedRequest& r, int32_t position) {
 
 int32_t KvManager::n_tokens_cached(const SchedRequest& r) const {
   if (has_recurrent_) {  // a snapshot of a prefix of the prompt (a hybrid's: one its cached blocks cover)
-    if (!snapshots_on() || r.compute_prompt || r.window.active()) return 0;
+    if (!snapshots_on() || r.compute_prompt || r.window.active() || r.window.evicting()) return 0;
     int32_t limit = r.n_tokens;
     for (const Group& g : groups_) limit = std::min(limit, g.cache->blocks().find_cached_prefix(r.tokens) + 1);
     const Snapshot* sn = find_snapshot(r, limit);
@@ -123,7 +123,8 @@ int32_t KvManager::n_tokens_cached(const SchedRequest& r) const {
   }
   // A windowed sequence computes its prompt (a hit past its window would
   // attach blocks only to release them); its full blocks still serve others.
-  if (!prefix_caching_ || groups_.empty() || r.compute_prompt || r.window.active()) return 0;
+  // So does an evicting one: its choice needs every prompt query's attention.
+  if (!prefix_caching_ || groups_.empty() || r.compute_prompt || r.window.active() || r.window.evicting()) return 0;
   int32_t n = INT32_MAX;
   for (const Group& g : groups_) n = std::min(n, g.cache->blocks().find_cached_prefix(r.tokens));
   return n;
@@ -211,6 +212,7 @@ void KvManager::free_slots(const SchedRequest& r) {
       sn.ready = true;
     }
   for (Group& g : groups_) g.cache->truncate(r.seq, 0);
+  evicting_.erase(r.seq);
   swapped_.erase(r.seq);
   swapped_states_.erase(r.seq);
   if (auto it = state_of_.find(r.seq); it != state_of_.end()) {
@@ -264,7 +266,7 @@ void KvManager::restore_state(SeqId seq, const SwappedState& copy) {
 }
 
 bool KvManager::swap_out(const SchedRequest& r) {
-  if (r.window.active()) return false;  // its released blocks cannot be restored
+  if (r.window.active() || r.window.evicting()) return false;  // its released blocks cannot be restored
   for (const Group& g : groups_)
     if (g.spec.kind != CacheKind::FullAttention) return false;  // released blocks cannot be restored
   if (has_recurrent_ && !state_of_.contains(r.seq)) return false;
@@ -321,10 +323,68 @@ KvAllocator::SwapIn KvManager::swap_in(const SchedRequest& r) {
 void KvManager::commit(const SchedRequest& r) {
   for (Snapshot& sn : snapshots_)
     if (!sn.ready && sn.writer == r.seq && static_cast<int32_t>(sn.tokens.size()) <= r.n_computed) sn.ready = true;
+  int32_t exact = r.window.exact_until;
+  if (auto it = evicting_.find(r.seq); it != evicting_.end()) exact = std::min(exact, it->second.evicted_at);
   for (Group& g : groups_) {
     if (g.cache->blocks().block_table(r.seq).empty()) continue;
     g.cache->set_n_positions(r.seq, r.n_computed);
-    if (prefix_caching_) g.cache->cache_blocks(r.seq, r.tokens, 0, r.window.exact_until);
+    if (prefix_caching_) g.cache->cache_blocks(r.seq, r.tokens, 0, exact);
+  }
+  if (r.window.evicting() && (r.n_computed >= r.n_prompt || r.window.evict_in_prompt)) evict(r);
+}
+
+KvMass KvManager::mass_for(const SchedRequest& r, int32_t n_positions) {
+  if (!r.window.evicting() || groups_.empty()) return {};
+  Evicting& e = evicting_[r.seq];
+  if (e.chosen) return {};
+  if (e.mass.size() < static_cast<size_t>(n_positions)) e.mass.resize(static_cast<size_t>(n_positions), 0);
+  const bool snap = r.window.evict == SeqWindow::Evict::SnapKv;
+  return {e.mass.data(), snap ? std::max(0, r.n_prompt - r.window.evict_recent) : 0};
+}
+
+// While r holds more than its budget of blocks, the one with the least
+// attention mass goes (the older on a tie), never one holding any of the last
+// evict_recent positions; in every full-attention group alike (a sliding-
+// window group frees its own). SnapKV chooses once.
+void KvManager::evict(const SchedRequest& r) {
+  auto it = evicting_.find(r.seq);
+  if (it == evicting_.end() || it->second.chosen) return;
+  Evicting& e = it->second;
+  const int bs = config_.block_size;
+  const int32_t n = r.n_computed;
+  const int first_recent = std::max(0, n - r.window.evict_recent) / bs;
+  Group* full = nullptr;
+  for (Group& g : groups_)
+    if (g.spec.kind == CacheKind::FullAttention) full = full ? full : &g;
+  if (full) {
+    const auto table = full->cache->blocks().block_table(r.seq);
+    const int n_entries = std::min(static_cast<int>(table.size()), (n + bs - 1) / bs);
+    int held = 0;
+    std::vector<std::pair<uint64_t, int>> candidates;  // (mass, entry)
+    for (int i = 0; i < n_entries; ++i) {
+      if (table[static_cast<size_t>(i)] == BlockManager::kNoBlock) continue;
+      ++held;
+      if (i >= first_recent) continue;
+      uint64_t m = 0;
+      for (int32_t p = i * bs; p < (i + 1) * bs && p < static_cast<int32_t>(e.mass.size()); ++p) m += e.mass[static_cast<size_t>(p)];
+      candidates.emplace_back(m, i);
+    }
+    const int over = held - r.window.evict_blocks;
+    if (over > 0) {
+      std::sort(candidates.begin(), candidates.end());
+      const int n_out = std::min(over, static_cast<int>(candidates.size()));
+      for (int k = 0; k < n_out; ++k) {
+        const int i = candidates[static_cast<size_t>(k)].second;
+        for (Group& g : groups_)
+          if (g.spec.kind == CacheKind::FullAttention) g.cache->blocks().release_range(r.seq, i, i + 1);
+      }
+      if (n_out > 0) e.evicted_at = std::min(e.evicted_at, n);
+      n_blocks_evicted_ += n_out;
+    }
+  }
+  if (r.window.evict == SeqWindow::Evict::SnapKv) {
+    e.chosen = true;
+    std::vector<uint64_t>().swap(e.mass);
   }
 }
 

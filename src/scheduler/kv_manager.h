@@ -100,6 +100,11 @@ class KvManager final : public KvAllocator {
   int block_size() const { return config_.block_size; }
   // Positions of seq whose K/V are accepted (commit) and still held.
   int32_t n_valid(SeqId seq) const;
+  // A request that evicts by importance (SeqWindow::evict): where its next
+  // pass, up to position n_positions, adds the attention mass its positions
+  // receive; {nullptr} when it collects none now. commit() evicts from it.
+  KvMass mass_for(const SchedRequest& r, int32_t n_positions);
+  int64_t n_blocks_evicted() const { return n_blocks_evicted_; }
 
   // Figures (the first attention group's; the others move in lockstep).
   bool has_blocks() const { return !groups_.empty(); }  // false: state-space layers only
@@ -155,6 +160,18 @@ class KvManager final : public KvAllocator {
   bool swap_out_state(const SchedRequest& r);
   bool state_copy_intact(const SwappedState& copy) const;
   void restore_state(SeqId seq, const SwappedState& copy);
+  // KV eviction by importance: each evicting sequence's summed attention
+  // mass per position, and where its first eviction came (positions from
+  // there on were computed from a partial past). A SnapKV sequence's entry
+  // goes once it has chosen.
+  struct Evicting {
+    std::vector<uint64_t> mass;
+    int32_t evicted_at = INT32_MAX;
+    bool chosen = false;  // SnapKV: done
+  };
+  std::unordered_map<SeqId, Evicting> evicting_;
+  int64_t n_blocks_evicted_ = 0;
+  void evict(const SchedRequest& r);
   std::vector<int32_t> free_states_;                           // recurrent state slots
   std::unordered_map<SeqId, BlockId> state_of_;  // the slot, as a one-entry block table
 };

@@ -421,6 +421,7 @@ GenerationRequest engine_request(const GenerationParams& p, const std::vector<in
   const bool streaming = p.streaming.value_or(server_streaming).mode != StreamingMode::Off;
   g.max_tokens = p.max_tokens >= 0 ? p.max_tokens : streaming ? n_ctx : n_ctx - static_cast<int>(g.prompt_tokens.size());
   g.streaming = p.streaming;
+  g.kv_evict = p.kv_evict;
   g.stop = p.stop;
   g.ignore_eos = p.ignore_eos;
   g.spec_k = p.spec_k;

@@ -272,6 +272,11 @@ std::optional<ApiError> parse_common(const Json& j, bool chat, GenerationParams&
     if (!st) return bad("streaming", st.status().message());
     p.streaming = *st;
   }
+  if (const Json* e = f.get("kv_evict")) {
+    auto ev = kv_evict_from_json(*e);
+    if (!ev) return bad("kv_evict", ev.status().message());
+    p.kv_evict = *ev;
+  }
   if (const Json* ids = f.get("stop_token_ids")) {
     if (!ids->is_array() || ids->size() > 64)
       return bad("stop_token_ids", "'stop_token_ids' must be an array of at most 64 token ids");

@@ -69,6 +69,7 @@ struct GenerationParams {
   // Generation past the context in constant KV memory (engine/streaming.h's
   // forms); unset: the server's --streaming.
   std::optional<StreamingParams> streaming;
+  std::optional<KvEvictParams> kv_evict;  // the same forms as --kv-evict; unset: the server's
   // response_format json_object / json_schema, or the extensions `grammar`
   // (GBNF), `regex` and `json_schema` (a schema, as llama-server takes it).
   OutputConstraint constraint;

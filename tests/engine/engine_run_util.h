@@ -99,6 +99,24 @@ inline LateArrivalRun run_with_late_arrivals(InlineEngine& core, const std::vect
   return run;
 }
 
+// A greedy request for max_tokens, end-of-text ignored.
+inline GenerationRequest greedy_request(std::vector<TokenId> prompt, int max_tokens) {
+  GenerationRequest r;
+  r.prompt_tokens = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.ignore_eos = true;
+  r.sampling.temperature = 0.0f;
+  return r;
+}
+
+// A prompt of n tokens from the golden story's own ids (real text for the model).
+inline std::vector<TokenId> story_prompt(size_t n) {
+  std::vector<TokenId> p{1};
+  const std::vector<TokenId> story = golden_ids();
+  while (p.size() < n) p.push_back(story[p.size() % story.size()]);
+  return p;
+}
+
 // Runs every request to completion through one core; returns outputs by index.
 inline std::vector<Collected> run_all(InlineEngine& core, const std::vector<GenerationRequest>& reqs) {
   std::vector<Collected> out(reqs.size());

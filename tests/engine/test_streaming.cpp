@@ -15,25 +15,13 @@
 namespace tern {
 namespace {
 
-GenerationRequest greedy(std::vector<TokenId> prompt, int max_tokens, std::optional<StreamingParams> s) {
-  GenerationRequest r;
-  r.prompt_tokens = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.ignore_eos = true;
-  r.sampling.temperature = 0.0f;
-  r.streaming = s;
+GenerationRequest greedy(std::vector<TokenId> prompt, int max_tokens, std::optional<StreamingParams> e) {
+  GenerationRequest r = test::greedy_request(std::move(prompt), max_tokens);
+  r.streaming = e;
   return r;
 }
 
 StreamingParams window(int sinks, int w) { return {StreamingMode::Window, sinks, w}; }
-
-// A prompt of n tokens from the golden story's own ids (real text for the model).
-std::vector<TokenId> story_prompt(size_t n) {
-  std::vector<TokenId> p{1};
-  const std::vector<TokenId> story = test::golden_ids();
-  while (p.size() < n) p.push_back(story[p.size() % story.size()]);
-  return p;
-}
 
 // (Its suite name keeps it out of the TSan job's ^Engine filter: 20,000
 // steps there cost minutes and check no threading the other tests do not.)
@@ -72,7 +60,7 @@ TEST(EngineStreaming, BatchAndPreemptionInvariant) {
   std::vector<GenerationRequest> reqs;
   const size_t prompts[] = {1, 9, 40, 130, 700, 3, 77, 600};
   for (size_t i = 0; i < std::size(prompts); ++i)
-    reqs.push_back(greedy(story_prompt(prompts[i]), 150 + 20 * static_cast<int>(i), window(4, 60)));
+    reqs.push_back(greedy(test::story_prompt(prompts[i]), 150 + 20 * static_cast<int>(i), window(4, 60)));
   EngineConfig c = test::base_config();
   std::vector<std::vector<TokenId>> alone;
   for (const GenerationRequest& r : reqs) {
@@ -129,9 +117,9 @@ TEST(EngineStreaming, BadSettingsAreRefusedWithTheFigures) {
   EXPECT_FALSE(core->prepare(greedy({1}, 10, window(4, 0))).is_ok());
   EXPECT_FALSE(core->prepare(greedy({1}, 10, window(-1, 10))).is_ok());
   // Neither a shift's prompt nor a window's is bounded by the context; a plain one is.
-  EXPECT_TRUE(core->prepare(greedy(story_prompt(600), 10, StreamingParams{StreamingMode::Shift, 4, 0})).is_ok());
-  EXPECT_TRUE(core->prepare(greedy(story_prompt(600), 10, window(4, 252))).is_ok());
-  EXPECT_FALSE(core->prepare(greedy(story_prompt(600), 10, std::nullopt)).is_ok());
+  EXPECT_TRUE(core->prepare(greedy(test::story_prompt(600), 10, StreamingParams{StreamingMode::Shift, 4, 0})).is_ok());
+  EXPECT_TRUE(core->prepare(greedy(test::story_prompt(600), 10, window(4, 252))).is_ok());
+  EXPECT_FALSE(core->prepare(greedy(test::story_prompt(600), 10, std::nullopt)).is_ok());
 }
 
 TEST(StreamingText, ParsesAndPrints) {
@@ -164,7 +152,7 @@ namespace {
 TEST(EngineStreaming, LossyBlocksNeverServeAsCachedPrefix) {
   TERN_REQUIRE_STORIES();
   EngineConfig c = test::base_config();
-  const std::vector<TokenId> prompt = story_prompt(300);
+  const std::vector<TokenId> prompt = test::story_prompt(300);
   auto fresh = test::make_core(c);
   const auto want = test::run_all(*fresh, {greedy(prompt, 24, std::nullopt)});
   auto core = test::make_core(c);

@@ -134,6 +134,11 @@ std::string parse_batch_line(const std::string& line, BatchLine& item) {
     if (!st) return st.status().message();
     r.streaming = *st;
   }
+  if (const Json* e = j.find("kv_evict")) {
+    auto ev = kv_evict_from_json(*e);
+    if (!ev) return ev.status().message();
+    r.kv_evict = *ev;
+  }
   if (const Json* s = j.find("stop")) err = parse_stop(*s, r.stop);
   if (err.empty()) err = parse_constraint(j, r.constraint);
   return err;

@@ -19,14 +19,14 @@ namespace tern::cli {
 
 int cmd_run(int argc, char** argv) {
   std::string model_path, prompt, prompt_file, stop, backend_name = "cpu", draft, grammar_file, schema_file, regex;
-  std::string streaming = "off";
+  std::string streaming = "off", kv_evict = "off";
   int n_predict = 128, n_threads = 0, n_ctx = 0, spec_k = 4, spec_tree = 1;
   bool echo = false, ignore_eos = false, have_seed = false, json_object = false;
   uint64_t seed = 0;
   SamplingParams sp;
   ArgParser args("run", "tern run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
                         "[--seed S] [-t THREADS] [--draft ngram [--spec-k K] [--spec-tree W]] [--echo] "
-                        "[--grammar-file F | --json-schema-file F | --regex R | --json] [--streaming SINKS,WINDOW | shift[:SINKS]]");
+                        "[--grammar-file F | --json-schema-file F | --regex R | --json] [--streaming SINKS,WINDOW | shift[:SINKS]] [--kv-evict h2o:B,R | snapkv:B,W]");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-p,--prompt", &prompt, "prompt text (empty = BOS only)");
   args.add("-f,--file", &prompt_file, "read the prompt from a file (regular file, up to 1 GiB)");
@@ -54,6 +54,7 @@ int cmd_run(int argc, char** argv) {
   args.add_flag("--json", &json_object, "constrain the output to a JSON object");
   args.add_flag("--ignore-eos", &ignore_eos, "keep generating after end-of-text tokens");
   args.add("--streaming", &streaming, EngineFlags::kStreamingHelp);
+  args.add("--kv-evict", &kv_evict, EngineFlags::kKvEvictHelp);
   seed = SamplingParams{}.seed;
   if (auto s = args.parse(argc, argv); !s) return report(s);
   if (args.help_requested()) {
@@ -83,6 +84,9 @@ int cmd_run(int argc, char** argv) {
   auto stream = parse_streaming(streaming);
   if (!stream) return report(stream.status());
   cfg.streaming = *stream;
+  auto evict = parse_kv_evict(kv_evict);
+  if (!evict) return report(evict.status());
+  cfg.kv_evict = *evict;
   auto engine = Engine::create(cfg);
   if (!engine) return report(engine.status());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();

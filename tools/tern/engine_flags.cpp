@@ -32,6 +32,7 @@ void EngineFlags::add_to(ArgParser& args) {
   args.add("--spec-k", &spec_k, kSpecKHelp);
   args.add("--spec-tree", &spec_tree, kSpecTreeHelp);
   args.add("--streaming", &streaming, kStreamingHelp);
+  args.add("--kv-evict", &kv_evict, kKvEvictHelp);
 }
 
 Status apply_spec_flags(const std::string& draft, int spec_k, int spec_tree, EngineConfig& c) {
@@ -112,6 +113,9 @@ Status EngineFlags::apply(EngineConfig& c) const {
   auto st = parse_streaming(streaming);
   TERN_RETURN_IF_ERROR(st.status());
   c.streaming = *st;
+  auto ev = parse_kv_evict(kv_evict);
+  TERN_RETURN_IF_ERROR(ev.status());
+  c.kv_evict = *ev;
   c.tenant_weights.clear();
   size_t pos = 0;
   while (pos < tenant_weights.size()) {

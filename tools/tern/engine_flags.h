@@ -28,8 +28,10 @@ struct EngineFlags {
   int spec_k = 4;
   int spec_tree = 1;
   std::string streaming = "off";  // engine/streaming.h's text form
+  std::string kv_evict = "off";   // the same file's eviction form
 
   static constexpr const char* kStreamingHelp = "generation past the context in constant KV memory: SINKS,WINDOW keeps the first SINKS positions and the last WINDOW (StreamingLLM, e.g. 4,1020), shift[:SINKS] drops the older half after the sinks when the context is full (context shift), off (default)";
+  static constexpr const char* kKvEvictHelp = "lossy KV eviction by importance, in whole KV blocks: h2o:BUDGET,RECENT keeps at most BUDGET positions once the prompt is in, the last RECENT and the blocks attended to most (H2O heavy hitters); snapkv:BUDGET,WINDOW chooses once after the prompt by its last WINDOW queries (SnapKV); off (default)";
 
   static constexpr const char* kDraftHelp = "speculative decoding proposer: none (default), ngram (prompt lookup), a draft model's GGUF (same vocabulary) or self:TYPE (the model re-encoded, e.g. self:Q4_0)";
   static constexpr const char* kSpecKHelp = "most proposed tokens per sequence and step, 1..16 (default 4)";

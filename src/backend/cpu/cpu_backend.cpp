@@ -158,6 +158,7 @@ class CpuBackend final : public HostBackend {
   void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q, float* out) override {
     build_attention_blocks(shape, in, q, out, blocks_);
     kernels::attention(shape, blocks_, pool_);
+    add_attention_mass(shape, in, blocks_);
   }
 
   // Runs x 16-channel chunks across the pool once a pass has enough of them

@@ -142,6 +142,7 @@ class RefBackend final : public HostBackend {
   void attention(const kernels::AttentionShape& shape, const AttentionInput& in, const float* q, float* out) override {
     build_attention_blocks(shape, in, q, out, blocks_);
     kernels::attention_reference(shape, blocks_);
+    add_attention_mass(shape, in, blocks_);
   }
 
  private:
