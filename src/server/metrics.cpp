@@ -197,6 +197,8 @@ std::string Metrics::render(const EngineStats& s, const std::string& model_name,
   sample(out, "tern_num_preemptions_total", static_cast<double>(s.n_preemptions), model);
   head(out, "tern_kv_swaps_lost_total", "counter", "Swapped-out K/V found damaged on the way back (recomputed instead).");
   sample(out, "tern_kv_swaps_lost_total", static_cast<double>(s.n_swaps_lost), model);
+  head(out, "tern_kv_blocks_evicted_total", "counter", "KV blocks given back by eviction by importance (kv_evict).");
+  sample(out, "tern_kv_blocks_evicted_total", static_cast<double>(s.kv_blocks_evicted), model);
   head(out, "tern_engine_steps_total", "counter", "Engine steps (one forward pass each).");
   sample(out, "tern_engine_steps_total", static_cast<double>(s.n_steps), model);
   head(out, "tern_engine_step_tokens_total", "counter", "Tokens run through the model.");

@@ -80,6 +80,7 @@ json stats_json(Server::State& st) {
           {"tokens_generated", s.n_tokens_generated},
           {"n_preemptions", s.n_preemptions},
           {"n_swaps_lost", s.n_swaps_lost},
+          {"kv_blocks_evicted", s.kv_blocks_evicted},
           {"spec_proposed", s.spec_proposed},
           {"spec_accepted", s.spec_accepted},
           {"spec_branch_accepted", s.spec_branch_accepted},

@@ -78,5 +78,26 @@ TEST(ServerSpec, StopTokenIdsEndAChoice) {
   }
 }
 
+// The kv_evict extension: a request evicts by importance within its budget
+// (counted in /stats and /metrics); bad values and a clash with streaming are
+// 400s naming the field.
+TEST(ServerKvEvict, PerRequestFieldIsHonouredAndChecked) {
+  TERN_REQUIRE_STORIES();
+  LiveServer s(base_config());
+  const auto r = fetch(s.port(), "POST", "/v1/completions",
+                       R"({"prompt":"Once upon a time","max_tokens":300,"temperature":0,"ignore_eos":true,)"
+                       R"("kv_evict":"h2o:128,32"})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(body_json(r)["usage"]["completion_tokens"], 300);
+  EXPECT_GE(body_json(fetch(s.port(), "GET", "/stats"))["kv_blocks_evicted"].get<int64_t>(), (300 + 5 + 15) / 16 - 9);
+  EXPECT_NE(fetch(s.port(), "GET", "/metrics").body.find("tern_kv_blocks_evicted_total{"), std::string::npos);
+  for (const char* bad : {R"("kv_evict":"h2o:32,32")", R"("kv_evict":"lru:1,2")", R"("kv_evict":7)",
+                          R"("kv_evict":"h2o:128,32","streaming":"4,60")"}) {
+    const auto e = fetch(s.port(), "POST", "/v1/completions", R"({"prompt":"a","max_tokens":2,)" + std::string(bad) + "}");
+    EXPECT_EQ(e.status, 400) << bad << ": " << e.body;
+    EXPECT_NE(e.body.find("evict"), std::string::npos) << bad << ": " << e.body;
+  }
+}
+
 }  // namespace
 }  // namespace tern::server

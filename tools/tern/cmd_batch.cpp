@@ -188,6 +188,7 @@ int cmd_batch(int argc, char** argv) {
     j["prefix_lookup_tokens"] = st.prefix_lookup_tokens;
     j["kv_blocks_total"] = st.kv_blocks_total;
     j["kv_blocks_peak"] = st.kv_blocks_peak;
+    j["kv_blocks_evicted"] = st.kv_blocks_evicted;
     j["block_size"] = st.block_size;
     j["kv_block_bytes"] = st.kv_block_bytes;
     j["n_ctx"] = n_ctx;
