@@ -56,6 +56,10 @@ __attribute__((always_inline)) inline void store16(float* p, f32x16 v) { __built
 constexpr int kKvTile = kAttentionTile;  // positions per score tile (the code assumes 64)
 static_assert(kKvTile == 64);
 constexpr int kRowBlock = 4;  // query rows sharing each key/value load
+// Below AVX-512: 16-lane groups per pass for R rows, so that R x groups
+// f32x16 accumulators are 8 ymm (4 groups for one row, 2 for two, 1 for more).
+template <int R>
+constexpr int kAccGroups = R >= 3 ? 1 : 4 / R;
 
 // exp for softmax weights: arguments are <= 0. A polynomial with range
 // reduction (2^k * e^r) that vectorises, accurate to ~1e-7 relative.
@@ -394,7 +398,12 @@ __attribute__((always_inline)) inline int pv_rows(int hd, int n_pos, const void*
                                                   const float (*sc)[kKvTile], const bool* live, const float* corr,
                                                   float* o, int g, const Q8Scales* q8) {
   int i0 = 0;
+#if defined(__AVX512F__)
   for (; i0 + 64 <= hd; i0 += 64) pv_lanes<4, F, kFold, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
+#else  // R x 4 accumulators do not fit the registers (qk_rows): R x kAccGroups
+  constexpr int NV = kAccGroups<R>;
+  for (; i0 + 16 * NV <= hd; i0 += 16 * NV) pv_lanes<NV, F, kFold, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
+#endif
   for (; i0 + 16 <= hd; i0 += 16) pv_lanes<1, F, kFold, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
   return i0;
 }
@@ -479,6 +488,30 @@ template <int R>
 __attribute__((always_inline)) inline void qk_rows(const float* k_t, const float* const* q, int hd,
                                                    float (*sc)[kKvTile], const TilePrefetch* pf, int g,
                                                    const Q8Scales* q8) {
+#if !defined(__AVX512F__)
+  // Below AVX-512 an f32x16 is two registers (AVX2) or four (SSE): R x 4 of
+  // them cannot stay in 16 registers, and GCC spilled them every step. So NC
+  // 16-position groups of the tile at a time, R x NC accumulators (8 ymm: enough
+  // independent chains to hide the FMA latency when R is 1, as in decode) —
+  // the same sum in the same order for every score.
+  if (!q8) {
+    constexpr int NC = kAccGroups<R>;
+    for (int c0 = 0; c0 < 4; c0 += NC) {
+      f32x16 a[R][NC] = {};
+      for (int i = 0; i < hd; ++i) {
+        if (c0 == 0) prefetch_row(pf, i);
+        f32x16 k[NC];
+        for (int c = 0; c < NC; ++c) k[c] = load16(k_t + i * kKvTile + 16 * (c0 + c));
+        for (int r = 0; r < R; ++r)
+          for (int c = 0; c < NC; ++c) a[r][c] += q[r][i] * k[c];
+      }
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < NC; ++c) store16(sc[r] + 16 * (c0 + c), a[r][c]);
+    }
+    for (int j = hd; pf && j < pf->n; ++j) prefetch_row(pf, j);
+    return;
+  }
+#endif
   f32x16 acc[R][4] = {};
   if (!q8) {
     qk_dims<R>(k_t, q, 0, hd, acc, pf);
