@@ -18,16 +18,21 @@ void attention_mass(const AttentionShape& s, const QueryBlock& b, int32_t from, 
   if (b.window > 0 && (window <= 0 || b.window < window)) window = b.window;
   const size_t head_bytes = kv_head_bytes(s.kv_type, hd),
                row_bytes = head_bytes * static_cast<size_t>(s.n_head_kv);
-  // Every position the runs hold, and its key row.
-  std::vector<int32_t> pos;
-  std::vector<const char*> rows;
+  // Every position the runs hold, and its key row (buffers kept per thread:
+  // this runs for every evicting sequence in every layer of every step).
+  thread_local std::vector<int32_t> pos;
+  thread_local std::vector<const char*> rows;
+  thread_local std::vector<float> keys, w;
+  pos.clear();
+  rows.clear();
   for (const KvRun& r : b.runs)
     for (int32_t j = 0; j < r.n; ++j) {
       pos.push_back(r.pos0 + j);
       rows.push_back(static_cast<const char*>(r.k) + static_cast<size_t>(j) * row_bytes);
     }
   const size_t n = pos.size();
-  std::vector<float> keys(n * static_cast<size_t>(hd)), w(n);
+  keys.resize(n * static_cast<size_t>(hd));
+  w.resize(n);
   for (int kvh = 0; kvh < s.n_head_kv; ++kvh) {
     for (size_t i = 0; i < n; ++i)
       kv_decode_head(s.kv_type, rows[i] + static_cast<size_t>(kvh) * head_bytes, hd, keys.data() + i * hd);

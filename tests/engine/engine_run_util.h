@@ -99,13 +99,18 @@ inline LateArrivalRun run_with_late_arrivals(InlineEngine& core, const std::vect
   return run;
 }
 
-// A greedy request for max_tokens, end-of-text ignored.
-inline GenerationRequest greedy_request(std::vector<TokenId> prompt, int max_tokens) {
+// A greedy request for max_tokens, end-of-text ignored, with its own streaming
+// and KV eviction settings when given.
+inline GenerationRequest greedy_request(std::vector<TokenId> prompt, int max_tokens,
+                                        std::optional<StreamingParams> streaming = std::nullopt,
+                                        std::optional<KvEvictParams> kv_evict = std::nullopt) {
   GenerationRequest r;
   r.prompt_tokens = std::move(prompt);
   r.max_tokens = max_tokens;
   r.ignore_eos = true;
   r.sampling.temperature = 0.0f;
+  r.streaming = streaming;
+  r.kv_evict = kv_evict;
   return r;
 }
 

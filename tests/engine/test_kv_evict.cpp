@@ -13,12 +13,6 @@
 namespace tern {
 namespace {
 
-GenerationRequest greedy(std::vector<TokenId> prompt, int max_tokens, std::optional<KvEvictParams> e) {
-  GenerationRequest r = test::greedy_request(std::move(prompt), max_tokens);
-  r.kv_evict = e;
-  return r;
-}
-
 KvEvictParams h2o(int budget, int recent) { return {KvEvictMode::H2o, budget, recent}; }
 KvEvictParams snapkv(int budget, int window) { return {KvEvictMode::SnapKv, budget, window}; }
 
@@ -28,9 +22,9 @@ TEST(KvEvictEngine, H2oKeepsItsBudgetAndIsNormalGenerationUntilItEvicts) {
   TERN_REQUIRE_STORIES();
   EngineConfig c = test::base_config();
   auto plain = test::make_core(c);
-  const auto normal = test::run_all(*plain, {greedy({1}, 450, std::nullopt)});
+  const auto normal = test::run_all(*plain, {test::greedy_request({1}, 450)});
   auto core = test::make_core(c);
-  const auto out = test::run_all(*core, {greedy({1}, 450, h2o(128, 32))});
+  const auto out = test::run_all(*core, {test::greedy_request({1}, 450, std::nullopt, h2o(128, 32))});
   ASSERT_EQ(out[0].tokens.size(), 450u);
   EXPECT_EQ(std::vector<TokenId>(out[0].tokens.begin(), out[0].tokens.begin() + 128),
             std::vector<TokenId>(normal[0].tokens.begin(), normal[0].tokens.begin() + 128));
@@ -47,11 +41,12 @@ TEST(KvEvictEngine, SnapKvCutsThePromptOnceAndKeepsWhatDecodeAdds) {
   TERN_REQUIRE_STORIES();
   EngineConfig c = test::base_config();
   auto core = test::make_core(c);
-  const auto out = test::run_all(*core, {greedy(test::story_prompt(300), 60, snapkv(128, 32))});
+  const auto out = test::run_all(
+      *core, {test::greedy_request(test::story_prompt(300), 60, std::nullopt, snapkv(128, 32))});
   ASSERT_EQ(out[0].tokens.size(), 60u);
   EXPECT_EQ(core->stats().kv_blocks_evicted, 19 - 8);
   auto h2o_core = test::make_core(c);
-  test::run_all(*h2o_core, {greedy(test::story_prompt(300), 60, h2o(128, 32))});
+  test::run_all(*h2o_core, {test::greedy_request(test::story_prompt(300), 60, std::nullopt, h2o(128, 32))});
   EXPECT_GT(h2o_core->stats().kv_blocks_evicted, 19 - 8) << "H2O goes on evicting as decode adds blocks";
 }
 
@@ -65,7 +60,8 @@ TEST(KvEvictEngine, BatchInvariant) {
     std::optional<KvEvictParams> e;
     if (i % 3 == 0) e = h2o(96, 24);
     if (i % 3 == 1) e = snapkv(112, 40);
-    reqs.push_back(greedy(test::story_prompt(prompts[i]), 160 + 10 * static_cast<int>(i), e));
+    reqs.push_back(test::greedy_request(test::story_prompt(prompts[i]), 160 + 10 * static_cast<int>(i),
+                                        std::nullopt, e));
   }
   EngineConfig c = test::base_config();
   c.max_batched_tokens = 96;  // prompts in several chunks, differently cut when together
@@ -87,14 +83,14 @@ TEST(KvEvictEngine, EvictedPastNeverServesAsCachedPrefix) {
   TERN_REQUIRE_STORIES();
   EngineConfig c = test::base_config();
   auto core = test::make_core(c);
-  const auto first = test::run_all(*core, {greedy({1}, 300, h2o(128, 32))});
+  const auto first = test::run_all(*core, {test::greedy_request({1}, 300, std::nullopt, h2o(128, 32))});
   std::vector<TokenId> prompt{1};
   prompt.insert(prompt.end(), first[0].tokens.begin(), first[0].tokens.begin() + 280);
   const int64_t hits_before = core->stats().prefix_hit_tokens;
-  const auto got = test::run_all(*core, {greedy(prompt, 20, std::nullopt)});
+  const auto got = test::run_all(*core, {test::greedy_request(prompt, 20)});
   EXPECT_LE(core->stats().prefix_hit_tokens - hits_before, 128);
   auto fresh = test::make_core(c);
-  EXPECT_EQ(got[0].tokens, test::run_all(*fresh, {greedy(prompt, 20, std::nullopt)})[0].tokens);
+  EXPECT_EQ(got[0].tokens, test::run_all(*fresh, {test::greedy_request(prompt, 20)})[0].tokens);
 }
 
 TEST(KvEvictEngine, BadSettingsAreRefusedWithTheFigures) {
@@ -105,9 +101,9 @@ TEST(KvEvictEngine, BadSettingsAreRefusedWithTheFigures) {
     ASSERT_FALSE(p.is_ok());
     EXPECT_NE(p.status().message().find(needle), std::string::npos) << p.status().message();
   };
-  refused(greedy({1}, 8, h2o(32, 32)),
+  refused(test::greedy_request({1}, 8, std::nullopt, h2o(32, 32)),
           "keeps 2 KV blocks of 16 positions, and its last 32 positions can span 3");
-  GenerationRequest both = greedy({1}, 8, h2o(128, 32));
+  GenerationRequest both = test::greedy_request({1}, 8, std::nullopt, h2o(128, 32));
   both.streaming = StreamingParams{StreamingMode::Window, 4, 60};
   refused(both, "cannot be combined with streaming '4,60'");
   for (const char* bad : {"h2o", "h2o:128", "h2o:0,4", "h2o:64,-1", "lru:64,4", "snapkv:64,x"}) {

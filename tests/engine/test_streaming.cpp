@@ -15,12 +15,6 @@
 namespace tern {
 namespace {
 
-GenerationRequest greedy(std::vector<TokenId> prompt, int max_tokens, std::optional<StreamingParams> e) {
-  GenerationRequest r = test::greedy_request(std::move(prompt), max_tokens);
-  r.streaming = e;
-  return r;
-}
-
 StreamingParams window(int sinks, int w) { return {StreamingMode::Window, sinks, w}; }
 
 // (Its suite name keeps it out of the TSan job's ^Engine filter: 20,000
@@ -33,14 +27,14 @@ TEST(StreamingEngine, TwentyThousandTokensInConstantKvMemory) {
   EngineConfig c = test::base_config();
   auto core = test::make_core(c);
   ASSERT_TRUE(core);
-  const auto normal = test::run_all(*core, {greedy({1}, 256, std::nullopt)});
+  const auto normal = test::run_all(*core, {test::greedy_request({1}, 256)});
   ASSERT_EQ(normal[0].tokens.size(), 256u);
 
   auto streaming_core = test::make_core(c);
   // Under a sanitizer 4,000 tokens: still eight contexts, the window sliding
   // past every block boundary many times.
   const int n_gen = test::kSanitized ? 4000 : 20000;
-  const auto out = test::run_all(*streaming_core, {greedy({1}, n_gen, window(4, 252))});
+  const auto out = test::run_all(*streaming_core, {test::greedy_request({1}, n_gen, window(4, 252))});
   ASSERT_EQ(out[0].tokens.size(), static_cast<size_t>(n_gen));
   ASSERT_TRUE(out[0].final_output);
   EXPECT_EQ(out[0].final_output->finish, FinishReason::Length);
@@ -60,7 +54,7 @@ TEST(EngineStreaming, BatchAndPreemptionInvariant) {
   std::vector<GenerationRequest> reqs;
   const size_t prompts[] = {1, 9, 40, 130, 700, 3, 77, 600};
   for (size_t i = 0; i < std::size(prompts); ++i)
-    reqs.push_back(greedy(test::story_prompt(prompts[i]), 150 + 20 * static_cast<int>(i), window(4, 60)));
+    reqs.push_back(test::greedy_request(test::story_prompt(prompts[i]), 150 + 20 * static_cast<int>(i), window(4, 60)));
   EngineConfig c = test::base_config();
   std::vector<std::vector<TokenId>> alone;
   for (const GenerationRequest& r : reqs) {
@@ -94,15 +88,15 @@ TEST(StreamingEngine, ContextShiftGeneratesPastTheContext) {
   EngineConfig c = test::base_config();
   c.n_ctx = 512;
   auto core = test::make_core(c);
-  const auto normal = test::run_all(*core, {greedy({1}, 500, std::nullopt)});
+  const auto normal = test::run_all(*core, {test::greedy_request({1}, 500)});
   auto shift_core = test::make_core(c);
-  const auto out = test::run_all(*shift_core, {greedy({1}, 1500, StreamingParams{StreamingMode::Shift, 4, 0})});
+  const auto out = test::run_all(*shift_core, {test::greedy_request({1}, 1500, StreamingParams{StreamingMode::Shift, 4, 0})});
   ASSERT_EQ(out[0].tokens.size(), 1500u);
   EXPECT_EQ(std::vector<TokenId>(out[0].tokens.begin(), out[0].tokens.begin() + 500), normal[0].tokens);
   EXPECT_LE(shift_core->stats().kv_blocks_peak, 512 / 16);
   // Without streaming the same request stops at the context.
   auto plain = test::make_core(c);
-  const auto stopped = test::run_all(*plain, {greedy({1}, 1500, std::nullopt)});
+  const auto stopped = test::run_all(*plain, {test::greedy_request({1}, 1500)});
   ASSERT_TRUE(stopped[0].final_output);
   EXPECT_EQ(stopped[0].final_output->finish, FinishReason::Context);
   EXPECT_LT(stopped[0].tokens.size(), 512u);
@@ -113,15 +107,15 @@ TEST(EngineStreaming, BadSettingsAreRefusedWithTheFigures) {
   EngineConfig c = test::base_config();
   c.n_ctx = 512;
   auto core = test::make_core(c);
-  auto too_wide = core->prepare(greedy({1}, 10, window(4, 600)));
+  auto too_wide = core->prepare(test::greedy_request({1}, 10, window(4, 600)));
   ASSERT_FALSE(too_wide.is_ok());
   EXPECT_NE(too_wide.status().message().find("KV blocks"), std::string::npos) << too_wide.status().message();
-  EXPECT_FALSE(core->prepare(greedy({1}, 10, window(4, 0))).is_ok());
-  EXPECT_FALSE(core->prepare(greedy({1}, 10, window(-1, 10))).is_ok());
+  EXPECT_FALSE(core->prepare(test::greedy_request({1}, 10, window(4, 0))).is_ok());
+  EXPECT_FALSE(core->prepare(test::greedy_request({1}, 10, window(-1, 10))).is_ok());
   // Neither a shift's prompt nor a window's is bounded by the context; a plain one is.
-  EXPECT_TRUE(core->prepare(greedy(test::story_prompt(600), 10, StreamingParams{StreamingMode::Shift, 4, 0})).is_ok());
-  EXPECT_TRUE(core->prepare(greedy(test::story_prompt(600), 10, window(4, 252))).is_ok());
-  EXPECT_FALSE(core->prepare(greedy(test::story_prompt(600), 10, std::nullopt)).is_ok());
+  EXPECT_TRUE(core->prepare(test::greedy_request(test::story_prompt(600), 10, StreamingParams{StreamingMode::Shift, 4, 0})).is_ok());
+  EXPECT_TRUE(core->prepare(test::greedy_request(test::story_prompt(600), 10, window(4, 252))).is_ok());
+  EXPECT_FALSE(core->prepare(test::greedy_request(test::story_prompt(600), 10)).is_ok());
 }
 
 TEST(StreamingText, ParsesAndPrints) {
@@ -156,10 +150,10 @@ TEST(EngineStreaming, LossyBlocksNeverServeAsCachedPrefix) {
   EngineConfig c = test::base_config();
   const std::vector<TokenId> prompt = test::story_prompt(300);
   auto fresh = test::make_core(c);
-  const auto want = test::run_all(*fresh, {greedy(prompt, 24, std::nullopt)});
+  const auto want = test::run_all(*fresh, {test::greedy_request(prompt, 24)});
   auto core = test::make_core(c);
-  test::run_all(*core, {greedy(prompt, 8, window(4, 60))});
-  const auto got = test::run_all(*core, {greedy(prompt, 24, std::nullopt)});
+  test::run_all(*core, {test::greedy_request(prompt, 8, window(4, 60))});
+  const auto got = test::run_all(*core, {test::greedy_request(prompt, 24)});
   EXPECT_EQ(got[0].tokens, want[0].tokens);
   // The exact blocks (positions < 4 + 60) may still serve it.
   EXPECT_LE(core->stats().prefix_hit_tokens, 64);
