@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "../model/model_fixture.h"
+#include "sanitized.h"
 #include "engine/inline_engine.h"
 
 namespace tern::test {
@@ -173,14 +174,20 @@ inline std::string text_sample() {
   return ss.str().substr(0, 20000);
 }
 
-// 32 requests of mixed prompt and output lengths; groups of them share long
-// prefixes (several full blocks) so prefix caching has something to find.
-// Every third is sampled (seeded) unless `greedy_only`, which instead gives
-// some of them penalties and log-probabilities.
-inline std::vector<GenerationRequest> mixed_requests(const Tokenizer& tok, bool greedy_only = false) {
+// `n` (at most 32) requests of mixed prompt and output lengths; groups of them
+// share long prefixes (several full blocks) so prefix caching has something to
+// find. Every third is sampled (seeded) unless `greedy_only`, which instead
+// gives some of them penalties and log-probabilities.
+// The invariance suites' batch (engine, speculation): half of it under a
+// sanitizer — the same paths (chunking, prefix hits, preemption by swap and
+// recompute, sampled and greedy requests) in half the steps; the whole of it
+// in the optimised build.
+inline constexpr int kInvarianceRequests = kSanitized ? 16 : 32;
+
+inline std::vector<GenerationRequest> mixed_requests(const Tokenizer& tok, bool greedy_only = false, int n = 32) {
   const std::vector<TokenId> all = tok.encode(text_sample(), false, false);
   std::vector<GenerationRequest> reqs;
-  for (int i = 0; i < 32; ++i) {
+  for (int i = 0; i < n; ++i) {
     GenerationRequest r;
     const size_t start = static_cast<size_t>(i % 4) * 600;        // 4 shared stories
     const size_t len = 5 + static_cast<size_t>((i * 37) % 150);   // 5 .. 154 prompt tokens

@@ -62,7 +62,7 @@ TEST_P(EngineInvariance, TokensMatchRunningAlone) {
   alone_cfg.kv_type = ic.kv;
   auto alone = make_core(alone_cfg);
   ASSERT_TRUE(alone);
-  const auto reqs = mixed_requests(alone->tokenizer());
+  const auto reqs = mixed_requests(alone->tokenizer(), false, test::kInvarianceRequests);
   const auto expected = run_all(*alone, reqs);
 
   EngineConfig c = base_config();

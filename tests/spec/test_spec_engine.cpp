@@ -106,7 +106,7 @@ TEST_P(SpecInvariance, GreedyTokensAndLogprobsMatchNoSpeculation) {
   plain_cfg.prefix_caching = false;
   auto plain = make_core(plain_cfg);
   ASSERT_TRUE(plain);
-  const auto reqs = test::mixed_requests(plain->tokenizer(), /*greedy_only=*/true);
+  const auto reqs = test::mixed_requests(plain->tokenizer(), /*greedy_only=*/true, test::kInvarianceRequests);
   const auto expected = run_all(*plain, reqs);
 
   const std::string proposer = sc.proposer;
