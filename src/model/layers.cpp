@@ -33,7 +33,7 @@ void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, con
   // layer keeps the model's): the queries are also rotated at their sink positions.
   const bool windows = !p.in.windows.empty() && lh.sliding_window == 0;
   const bool sinks = windows && std::any_of(p.in.windows.begin(), p.in.windows.end(),
-                                            [](const SeqWindow& w) { return w.n_sink > 0; });
+                                            [](const SeqWindow& sw) { return sw.n_sink > 0; });
   float* q_sink = nullptr;
   if (sinks) {
     q_sink = be.scratch(backend::Slot::QSink, p.n * q_dim);  // [n][n_head][head_dim]
@@ -50,7 +50,7 @@ void attention(const Pass& p, const LayerWeights& l, const LayerHParams& lh, con
                                 pool.type};
   shape.softcap = hp.attn_softcap;
   backend::AttentionInput ai{pool, l.kv_index, p.spans, p.tables[g], p.in.parent, p.in.positions,
-                             p.in.kv[g].slots, {}, nullptr};
+                             p.in.kv[g].slots, {}, nullptr, {}};
   if (windows) {
     ai.windows = p.in.windows;
     ai.q_sink = q_sink;

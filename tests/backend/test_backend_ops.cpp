@@ -648,7 +648,7 @@ TEST_F(BackendOps, AttentionOverBlockTables) {
       std::vector<std::span<const int32_t>> table_spans(tables.begin(), tables.end());
       auto q = random_floats(static_cast<size_t>(n_tokens) * kQRow, 99, 2.0f);  // scores spread over several units
       const kernels::AttentionShape shape{kHead, kKvHead, kHeadDim, 1.0f / std::sqrt(float(kHeadDim)), window, type};
-      const AttentionInput in{pool.view, kLayer, spans, table_spans, {}, {}, {}, {}, nullptr};
+      const AttentionInput in{pool.view, kLayer, spans, table_spans, {}, {}, {}, {}, nullptr, {}};
       std::vector<float> out_cpu(q.size(), -7.0f), out_ref(q.size(), -7.0f);
       cpu_->attention(shape, in, q.data(), out_cpu.data());
       ref_->attention(shape, in, q.data(), out_ref.data());
