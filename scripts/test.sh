@@ -26,8 +26,8 @@ san_flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-
 echo "== ASan + UBSan build =="
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_suite "$root/build-asan" "${san_flags[@]}" "-DTERN_SANITIZE=address;undefined"
-echo "== TSan build (threaded parts: core thread pool, engine, server) =="
+echo "== TSan build (threaded parts: core thread pool, engine, server, C API) =="
 export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
 cmake -S "$root" -B "$root/build-tsan" -G Ninja "${san_flags[@]}" -DTERN_SANITIZE=thread >/dev/null
-cmake --build "$root/build-tsan" -j "$jobs" --target test_core test_engine test_server
-ctest --test-dir "$root/build-tsan" -j "$jobs" --output-on-failure --timeout 900 -R '^(ThreadPool|Engine|Server)'
+cmake --build "$root/build-tsan" -j "$jobs" --target test_core test_engine test_server test_capi
+ctest --test-dir "$root/build-tsan" -j "$jobs" --output-on-failure --timeout 900 -R '^(ThreadPool|Engine|Server|CApi)'
