@@ -46,6 +46,13 @@ struct EngineConfig {
   // Size the pool for exactly max_num_seqs full contexts instead (`tern run`:
   // one sequence); refused, naming the context, when memory cannot hold it.
   bool kv_exact_contexts = false;
+  // Small-memory operation. max_rss_bytes > 0: the KV pool is sized (and
+  // kv_memory_bytes capped) so that the process's resident memory stays under
+  // it — the weights, the rest of the process and the activations counted
+  // first; refused, with the figures, when not even one context fits.
+  int64_t max_rss_bytes = 0;
+  bool use_mmap = true;  // false: the model file is read into memory instead of mapped
+  bool mlock = false;    // pin what the forward pass reads (weights, packed copies) in RAM
   int block_size = 16;
   KvType kv_type = KvType::F16;
   bool prefix_caching = true;

@@ -102,6 +102,9 @@ typedef struct tern_engine_params {
   int64_t kv_memory_bytes;     /* the KV cache's memory; 0: a quarter of free RAM, capped at max_num_seqs contexts */
   const char* kv_type;         /* "f16" (NULL: this), "f32", "q8_0", "q4_0", "fp8" */
   int32_t prefix_caching;      /* 1 (default): requests share the K/V of common prompt prefixes */
+  int64_t max_rss_bytes;       /* > 0: the KV cache is sized to keep resident memory under this; 0: no bound */
+  int32_t use_mmap;            /* 1 (default): map the file; 0: read it into memory */
+  int32_t mlock;               /* 1: pin the weights in RAM (needs room under RLIMIT_MEMLOCK); 0 (default) */
 } tern_engine_params;
 
 TERN_API void tern_engine_params_init(tern_engine_params* params);

@@ -30,6 +30,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/ids.h"
 #include "tern/config.h"
@@ -142,6 +143,10 @@ class Backend {
   virtual const float* upload(std::span<const float> v) = 0;
   // Bytes of matrices held in a prepared (packed) form.
   virtual uint64_t prepared_bytes() const = 0;
+  // What prepare_matrix() packed: the source bytes (no longer read) and the
+  // packed copies (read instead) — what --mlock locks in place of the sources.
+  virtual std::vector<std::span<const uint8_t>> packed_sources() const { return {}; }
+  virtual std::vector<std::span<const uint8_t>> packed_buffers() const { return {}; }
 
   // ---- memory ----
   // A buffer of at least n floats for `slot`, reused by later passes; its

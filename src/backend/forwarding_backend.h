@@ -20,6 +20,8 @@ class ForwardingBackend : public Backend {
   void prepare_matrix(kernels::WeightView& w) override { inner_->prepare_matrix(w); }
   const float* upload(std::span<const float> v) override { return inner_->upload(v); }
   uint64_t prepared_bytes() const override { return inner_->prepared_bytes(); }
+  std::vector<std::span<const uint8_t>> packed_sources() const override { return inner_->packed_sources(); }
+  std::vector<std::span<const uint8_t>> packed_buffers() const override { return inner_->packed_buffers(); }
   float* scratch(Slot slot, int64_t n) override { return inner_->scratch(slot, n); }
   void trim() override { inner_->trim(); }
   void to_host(const float* src, float* dst, int64_t n) override { inner_->to_host(src, dst, n); }

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/kv_format.h"
+#include "core/memory_info.h"
 #include "core/mmap.h"
 #include "model/batch_runner.h"
 
@@ -208,17 +209,6 @@ Result<BenchResult> run_bench(const Model& model, const BenchOptions& o,
     r.batched.push_back({b, steps, st.mean, st.std});
   }
   return r;
-}
-
-int64_t resident_bytes() {
-  std::FILE* f = std::fopen("/proc/self/status", "r");
-  if (!f) return 0;
-  char line[256];
-  long long kb = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "VmRSS: %lld kB", &kb) == 1) break;
-  std::fclose(f);
-  return kb * 1024;
 }
 
 Result<uint64_t> hash_file(const std::string& path) {

@@ -65,9 +65,6 @@ struct BenchResult {
   int64_t kv_bytes = 0;           // the single-sequence KV cache (BenchOptions::kv_type, pp/tg context)
 };
 
-// The process's resident set now (VmRSS), 0 where unavailable.
-int64_t resident_bytes();
-
 // progress(label): called before each measured phase (for a terminal status line).
 Result<BenchResult> run_bench(const Model& model, const BenchOptions& options,
                               const std::function<void(const std::string&)>& progress = {});

@@ -114,6 +114,9 @@ void tern_engine_params_init(tern_engine_params* params) {
   params->kv_memory_bytes = 0;
   params->kv_type = nullptr;
   params->prefix_caching = d.prefix_caching ? 1 : 0;
+  params->max_rss_bytes = 0;
+  params->use_mmap = d.use_mmap ? 1 : 0;
+  params->mlock = d.mlock ? 1 : 0;
 }
 
 tern_status tern_engine_create(const tern_model* model, const tern_engine_params* given, tern_engine** out) {
@@ -127,6 +130,7 @@ tern_status tern_engine_create(const tern_model* model, const tern_engine_params
     if (p.n_threads < 0) return fail(TERN_E_INVALID_ARGUMENT, "n_threads must be >= 0 (0: every core)");
     if (p.n_ctx < 0) return fail(TERN_E_INVALID_ARGUMENT, "n_ctx must be >= 0 (0: the model's)");
     if (p.kv_memory_bytes < 0) return fail(TERN_E_INVALID_ARGUMENT, "kv_memory_bytes must be >= 0");
+    if (p.max_rss_bytes < 0) return fail(TERN_E_INVALID_ARGUMENT, "max_rss_bytes must be >= 0 (0: no bound)");
     EngineConfig c;
     c.model_path = model->path;
     c.n_threads = p.n_threads;
@@ -135,6 +139,9 @@ tern_status tern_engine_create(const tern_model* model, const tern_engine_params
     c.max_batched_tokens = p.max_batched_tokens;
     c.kv_memory_bytes = p.kv_memory_bytes;
     c.prefix_caching = p.prefix_caching != 0;
+    c.max_rss_bytes = p.max_rss_bytes;
+    c.use_mmap = p.use_mmap != 0;
+    c.mlock = p.mlock != 0;
     if (p.kv_type) {
       auto kv = parse_kv_type(p.kv_type);
       if (!kv)

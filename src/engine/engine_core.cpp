@@ -128,13 +128,51 @@ Result<int> pool_blocks(const EngineConfig& config, uint64_t block_bytes, int32_
   return static_cast<int>(n_blocks);
 }
 
+// --max-rss: the KV memory left once the weights (packed copies and what is
+// read in place, counted whole), the rest of the process as it is now and an
+// estimate of one step's activations are counted, less a margin for the
+// allocator and threads. Capped at max_num_seqs full contexts (and at
+// --kv-memory when given); refused when not even one context fits.
+Result<int64_t> kv_bytes_under_max_rss(const EngineConfig& config, const Model& model, int32_t n_ctx,
+                                       uint64_t block_bytes) {
+  const HParams& hp = model.hparams();
+  const int64_t weights = static_cast<int64_t>(model.packed_bytes() + model.in_place_bytes());
+  // Resident now, less the weights' pages already in it (counted above in full).
+  const int64_t process = std::max<int64_t>(0, resident_bytes() - static_cast<int64_t>(model.packed_bytes()));
+  const int64_t activations =
+      4 * (static_cast<int64_t>(config.max_batched_tokens) * (8 * hp.n_embd + 3 * std::max(hp.n_ff, hp.n_embd)) +
+           2 * static_cast<int64_t>(config.max_num_seqs) * hp.n_vocab);
+  constexpr int64_t kMargin = int64_t{16} << 20;
+  const int64_t left = config.max_rss_bytes - weights - process - activations - kMargin;
+  const int64_t per_seq = (static_cast<int64_t>(n_ctx) + config.block_size - 1) / config.block_size *
+                          static_cast<int64_t>(block_bytes);
+  if (left < per_seq) {
+    const auto mib = [](int64_t b) { return format_bytes(static_cast<uint64_t>(std::max<int64_t>(0, b))); };
+    return error(ErrorKind::InvalidArgument,
+                 "--max-rss " + mib(config.max_rss_bytes) + " leaves " + mib(left) + " for the KV cache after the weights (" +
+                     mib(weights) + "), the rest of the process (" + mib(process) + "), one step's activations (~" +
+                     mib(activations) + ") and a 16 MiB margin: less than one sequence's context of " +
+                     std::to_string(n_ctx) + " tokens (" + mib(per_seq) +
+                     "); raise --max-rss, lower -c or --max-batched-tokens");
+  }
+  int64_t kv = std::min(left, per_seq * std::max(1, config.max_num_seqs));
+  if (config.kv_memory_bytes > 0) kv = std::min(kv, config.kv_memory_bytes);
+  TERN_LOG_INFO("engine: --max-rss %s: KV cache %s (weights %s, process %s, activations ~%s)",
+                format_bytes(static_cast<uint64_t>(config.max_rss_bytes)).c_str(), format_bytes(static_cast<uint64_t>(kv)).c_str(),
+                format_bytes(static_cast<uint64_t>(weights)).c_str(), format_bytes(static_cast<uint64_t>(process)).c_str(),
+                format_bytes(static_cast<uint64_t>(activations)).c_str());
+  return kv;
+}
+
 }  // namespace
 
 EngineCore::~EngineCore() = default;
 
-Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& config) {
+Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& config_in) {
   std::unique_ptr<EngineCore> core(new EngineCore());
+  EngineConfig config = config_in;  // --max-rss sets the KV memory below
   core->config_ = config;
+  if (config.max_rss_bytes < 0) return error(ErrorKind::InvalidArgument, "--max-rss must be >= 0 (0: no bound)");
   if (config.block_size < 1 || config.block_size > 1024)
     return error(ErrorKind::InvalidArgument, "block size must be in [1, 1024]");
   if (config.max_num_seqs < 1) return error(ErrorKind::InvalidArgument, "max_num_seqs must be >= 1");
@@ -142,9 +180,15 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
     return error(ErrorKind::InvalidArgument, "spec_tree (candidates per position) must be in 1.." + std::to_string(kMaxSpecTree));
   if (config.max_batched_tokens < 1) return error(ErrorKind::InvalidArgument, "max_batched_tokens must be >= 1");
 
-  auto model = Model::load(config.model_path, backend::make_backend(config.backend, config.n_threads));
+  auto model = Model::load(config.model_path, backend::make_backend(config.backend, config.n_threads),
+                           MapOptions{config.use_mmap});
   TERN_RETURN_IF_ERROR(model.status());
   core->model_ = std::move(model).value();
+  if (config.mlock) {
+    auto locked = core->model_->lock_memory();
+    TERN_RETURN_IF_ERROR(locked.status());
+    TERN_LOG_INFO("engine: %s of weights locked in memory", format_bytes(*locked).c_str());
+  }
   auto tokenizer = Tokenizer::from_gguf(core->model_->file());
   TERN_RETURN_IF_ERROR(tokenizer.status());
   core->tokenizer_ = std::move(tokenizer).value();
@@ -158,6 +202,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig& confi
   std::vector<KvCacheSpec> specs = core->model_->kv_specs(config.kv_type);
   const uint64_t block_bytes = block_bytes_of(specs, config.block_size);
   const uint64_t state_slot_bytes = state_slot_bytes_of(specs);
+  if (config.max_rss_bytes > 0) {
+    auto kv = kv_bytes_under_max_rss(config, *core->model_, core->n_ctx_, block_bytes);
+    TERN_RETURN_IF_ERROR(kv.status());
+    config.kv_memory_bytes = *kv;
+    core->config_.kv_memory_bytes = *kv;
+  }
   auto n_states = state_slots(config, state_slot_bytes, block_bytes);
   TERN_RETURN_IF_ERROR(n_states.status());
   // Recurrent layers: prompt-state snapshots one every kStateSnapshotBlocks

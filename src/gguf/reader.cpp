@@ -231,8 +231,8 @@ std::string TensorInfo::shape_string() const {
   return s + "]";
 }
 
-Result<GgufFile> GgufFile::open(const std::string& path) {
-  auto mapped = MappedFile::open(path);
+Result<GgufFile> GgufFile::open(const std::string& path, const MapOptions& options) {
+  auto mapped = MappedFile::open(path, options);
   if (!mapped) return mapped.status();
   GgufFile file;
   file.mapping_ = std::make_shared<MappedFile>(std::move(mapped).value());

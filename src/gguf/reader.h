@@ -43,7 +43,7 @@ struct TensorInfo {
 
 class GgufFile {
  public:
-  static Result<GgufFile> open(const std::string& path);
+  static Result<GgufFile> open(const std::string& path, const MapOptions& options = {});
   // Parses an in-memory image (tests, fuzzing). The bytes are owned by the result.
   static Result<GgufFile> from_bytes(std::vector<uint8_t> bytes);
 
@@ -63,7 +63,7 @@ class GgufFile {
   uint64_t file_size() const { return bytes_.size(); }
   // True when the tensor data is a mapping of a file: its pages can be dropped
   // and are read back from the file (not so for an in-memory image).
-  bool file_backed() const { return mapping_ != nullptr || view_file_backed_; }
+  bool file_backed() const { return mapping_ ? mapping_->file_backed() : view_file_backed_; }
 
   const std::vector<std::pair<std::string, Value>>& metadata() const { return kv_; }
   const Value* find(const std::string& key) const;

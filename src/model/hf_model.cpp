@@ -148,8 +148,11 @@ Result<Metadata> read_tokenizer_metadata(const std::string& dir) {
   return read_hf_tokenizer(dir);
 }
 
-Result<gguf::GgufFile> open_model_file(const std::string& path) {
-  if (!is_hf_dir(path)) return gguf::GgufFile::open(path);
+Result<gguf::GgufFile> open_model_file(const std::string& path, const MapOptions& options) {
+  if (!is_hf_dir(path)) return gguf::GgufFile::open(path, options);
+  if (!options.mmap)
+    return error(ErrorKind::Unsupported, path + ": --no-mmap takes a GGUF file; convert the Hugging Face directory "
+                                               "first (tern convert --from hf " + path + " -o MODEL.gguf)");
   auto tokenizer = read_tokenizer_metadata(path);
   if (!tokenizer) return tokenizer.status();
   return open_hf_view(path, std::move(tokenizer).value());

@@ -113,8 +113,9 @@ bool keeps_fp8_codes(const PlannedTensor& t);
 Result<Metadata> read_tokenizer_metadata(const std::string& dir);
 
 // What -m accepts: an HF directory (is_hf_dir) as its view with its tokenizer
-// keys, anything else as a GGUF file.
-Result<gguf::GgufFile> open_model_file(const std::string& path);
+// keys, anything else as a GGUF file. options (--no-mmap) apply to GGUF files;
+// a directory given options other than the defaults is refused.
+Result<gguf::GgufFile> open_model_file(const std::string& path, const MapOptions& options = {});
 
 // The model as a GgufFile view: the plan's metadata, then `tokenizer` keys.
 Result<gguf::GgufFile> open_hf_view(const std::string& dir, Metadata tokenizer);

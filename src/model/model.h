@@ -58,7 +58,8 @@ struct Batch {
 class Model {
  public:
   // backend: prepares the weights and runs forward(); null = a CPU backend on every core.
-  static Result<std::unique_ptr<Model>> load(const std::string& path, std::shared_ptr<backend::Backend> backend = nullptr);
+  static Result<std::unique_ptr<Model>> load(const std::string& path, std::shared_ptr<backend::Backend> backend = nullptr,
+                                              const MapOptions& options = {});
   static Result<std::unique_ptr<Model>> from_gguf(gguf::GgufFile file, std::shared_ptr<backend::Backend> backend = nullptr);
 
   const HParams& hparams() const { return hp_; }
@@ -79,6 +80,13 @@ class Model {
   std::span<const uint64_t> expert_tokens() const { return expert_tokens_; }
   // Bytes of matrices the backend holds in a prepared (packed) form.
   uint64_t packed_bytes() const { return backend_->prepared_bytes(); }
+  // Pins what forward() reads in RAM (--mlock): the packed copies, and every
+  // tensor's bytes that were not packed (never the packed sources, which are
+  // no longer read). Returns the bytes locked.
+  Result<uint64_t> lock_memory() const;
+  // Bytes of the file's tensors read in place (not packed): with packed_bytes(),
+  // the weights' share of resident memory once every page has been read.
+  uint64_t in_place_bytes() const;
 
   // logits: resized to [n_out][n_vocab], one row per in.logits_rows entry.
   // hidden (when given): resized to [n_hidden][n_embd], the final hidden state

@@ -435,9 +435,10 @@ void Model::prepare_weights() {
   for (VectorWeight* v : {&output_norm_, &rope_freqs_, &rope_long_, &rope_short_}) up(*v);
 }
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path, std::shared_ptr<backend::Backend> backend) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, std::shared_ptr<backend::Backend> backend,
+                                           const MapOptions& options) {
   // A Hugging Face checkpoint directory is opened as the GGUF it converts to (model/hf_model.h).
-  auto file = hf::open_model_file(path);
+  auto file = hf::open_model_file(path, options);
   if (!file) return file.status();
   auto model = from_gguf(std::move(file).value(), std::move(backend));
   if (!model) return model.status().with_context(path);
@@ -461,6 +462,50 @@ Result<std::unique_ptr<Model>> Model::from_gguf(gguf::GgufFile file, std::shared
   model->assign_kv_groups();
   model->prepare_weights();
   return model;
+}
+
+namespace {
+
+// The parts of each tensor's bytes outside every packed source, in order:
+// what forward() reads in place.
+template <typename F>
+void for_each_in_place(const gguf::GgufFile& file, std::vector<std::span<const uint8_t>> packed, F&& f) {
+  std::sort(packed.begin(), packed.end(), [](auto a, auto b) { return a.data() < b.data(); });
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const uint8_t* p = t.data;
+    const uint8_t* end = t.data + t.n_bytes;
+    auto it = std::lower_bound(packed.begin(), packed.end(), p,
+                               [](std::span<const uint8_t> s, const uint8_t* q) { return s.data() + s.size() <= q; });
+    for (; it != packed.end() && it->data() < end && p < end; ++it) {
+      if (it->data() > p) f(std::span<const uint8_t>(p, it->data()));
+      p = std::max(p, it->data() + it->size());
+    }
+    if (p < end) f(std::span<const uint8_t>(p, end));
+  }
+}
+
+}  // namespace
+
+Result<uint64_t> Model::lock_memory() const {
+  uint64_t locked = 0;
+  for (std::span<const uint8_t> b : backend_->packed_buffers()) {
+    TERN_RETURN_IF_ERROR(lock_in_memory(b, "packed weights"));
+    locked += b.size();
+  }
+  Status st;
+  for_each_in_place(file_, backend_->packed_sources(), [&](std::span<const uint8_t> b) {
+    if (!st) return;
+    st = lock_in_memory(b, "weights");
+    locked += b.size();
+  });
+  TERN_RETURN_IF_ERROR(st);
+  return locked;
+}
+
+uint64_t Model::in_place_bytes() const {
+  uint64_t n = 0;
+  for_each_in_place(file_, backend_->packed_sources(), [&](std::span<const uint8_t> b) { n += b.size(); });
+  return n;
 }
 
 }  // namespace tern

@@ -330,6 +330,32 @@ TEST(CApi, AnOlderSmallerParamsStructKeepsTheDefaultsPastItsEnd) {
   EXPECT_EQ(got.tokens, std::vector<int32_t>(golden.begin() + 1, golden.begin() + 7));
 }
 
+TEST(CApi, SmallMemoryOptions) {
+  TERN_REQUIRE_STORIES();
+  ModelHandle m{load_stories()};
+  ASSERT_TRUE(m.m);
+  tern_engine_params ep;
+  tern_engine_params_init(&ep);
+  EXPECT_EQ(ep.use_mmap, 1);
+  EXPECT_EQ(ep.mlock, 0);
+  EXPECT_EQ(ep.max_rss_bytes, 0);
+  ep.use_mmap = 0;  // the file read into memory: the same text
+  EngineHandle e;
+  ASSERT_EQ(tern_engine_create(m.m, &ep, &e.e), TERN_OK) << tern_last_error();
+  const tern_request_params p = greedy(20);
+  tern_request_id id = 0;
+  ASSERT_EQ(tern_engine_add(e.e, "", 0, nullptr, 0, &p, nullptr, nullptr, &id), TERN_OK);
+  const std::vector<int> golden = tern::test::golden_ids();
+  EXPECT_EQ(poll_all(e.e, id).tokens, std::vector<int32_t>(golden.begin() + 1, golden.begin() + 21));
+  tern_engine_params_init(&ep);
+  ep.max_rss_bytes = 1 << 20;  // less than the process already holds
+  tern_engine* none = nullptr;
+  EXPECT_EQ(tern_engine_create(m.m, &ep, &none), TERN_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tern_last_error()).find("leaves"), std::string::npos) << tern_last_error();
+  ep.max_rss_bytes = -1;
+  EXPECT_EQ(tern_engine_create(m.m, &ep, &none), TERN_E_INVALID_ARGUMENT);
+}
+
 // Requests from several threads at once, each polled by its own thread, get
 // what each gets alone.
 TEST(CApi, ConcurrentRequestsGetWhatEachGetsAlone) {

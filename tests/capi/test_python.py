@@ -40,6 +40,13 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(self.model.tokenize("Once upon", add_special=False), [403, 407])
         self.assertEqual((self.model.n_vocab, self.model.bos, self.model.eos, self.model.arch), (512, 1, 2, "llama"))
 
+    def test_engine_options(self):
+        with tern.Engine(self.model, max_num_seqs=1, use_mmap=False) as engine:
+            self.assertEqual(engine.generate([1], max_tokens=20, temperature=0).tokens, GOLDEN_IDS[1:21])
+        with self.assertRaises(tern.TernError) as e:
+            tern.Engine(self.model, max_rss_bytes=1 << 20)
+        self.assertIn("leaves", str(e.exception))
+
     def test_completion_figures_and_token_prompt(self):
         with tern.Engine(self.model, max_num_seqs=2) as engine:
             c = engine.generate([1], max_tokens=20, temperature=0)

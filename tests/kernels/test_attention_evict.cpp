@@ -156,8 +156,9 @@ TEST(AttentionEvict, MassIsTheSoftmaxWeightsEachPositionReceives) {
               << "position " << p << " from " << from << " window " << window;
           if (std::find_if(s.runs.begin(), s.runs.end(), [&](const KvRun& r) {
                 return static_cast<int32_t>(p) >= r.pos0 && static_cast<int32_t>(p) < r.pos0 + r.n;
-              }) == s.runs.end())
+              }) == s.runs.end()) {
             EXPECT_EQ(mass[p], 5u) << "an evicted position received mass";
+          }
         }
         const int rows = from == 0 ? n_q : 700 - static_cast<int>(from);
         EXPECT_NEAR(total, rows * 8.0, 1e-3) << "each row and head gives a weight of 1 in all";

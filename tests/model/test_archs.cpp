@@ -305,6 +305,32 @@ TEST(Archs, PackedWeightsGiveIdenticalLogits) {
   }
 }
 
+// What --mlock locks and --max-rss counts: every tensor byte read in place,
+// and instead of a packed matrix's source bytes its packed copy.
+TEST(Archs, InPlaceBytesAreTheTensorsLessWhatWasPacked) {
+  const SyntheticModel sm = test::make_synthetic(wide_spec(12));
+  for (bool pack : {false, true}) {
+    SCOPED_TRACE(pack ? "packed" : "in place");
+    auto file = test::to_gguf(sm, GgmlType::Q8_0);
+    ASSERT_TRUE(file);
+    uint64_t tensor_bytes = 0;
+    for (const gguf::TensorInfo& t : file->tensors()) tensor_bytes += t.n_bytes;
+    auto model = Model::from_gguf(std::move(file).value(), backend::make_cpu_backend(2, pack));
+    ASSERT_TRUE(model);
+    const Model& m = *model.value();
+    uint64_t sources = 0;
+    for (std::span<const uint8_t> s : m.backend().packed_sources()) sources += s.size();
+    EXPECT_EQ(m.in_place_bytes() + sources, tensor_bytes);
+    if (!pack) {
+      EXPECT_EQ(sources, 0u);
+    }
+    auto locked = m.lock_memory();
+    if (!locked && locked.status().kind() == ErrorKind::Unavailable) continue;  // a locked-memory limit below the model
+    ASSERT_TRUE(locked) << locked.status().message();
+    EXPECT_EQ(*locked, m.in_place_bytes() + m.packed_bytes());
+  }
+}
+
 // ---- Malformed files: a Status with a kind and a message naming the culprit.
 
 TEST(ArchsBadFiles, ControlLoads) { EXPECT_TRUE(load_status(test::make_synthetic(SynthSpec{})).is_ok()); }

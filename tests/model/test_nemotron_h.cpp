@@ -193,11 +193,16 @@ TEST(NemotronH, MatchesTheDoubleReferenceAndEachPartIsNeeded) {
       const char* what;
       Terms terms;
     };
-    const Off offs[] = {{"no RoPE", {.rope = true}},
-                        {"relu^2", {.relu2 = false}},
-                        {"attention to earlier tokens", {.history = false}},
-                        {"the mixer's groups", {.mixer = {.groups = false}}},
-                        {"the mixer's D skip", {.mixer = {.d_skip = false}}}};
+    const auto with = [](auto change) {
+      Terms t;
+      change(t);
+      return t;
+    };
+    const Off offs[] = {{"no RoPE", with([](Terms& t) { t.rope = true; })},
+                        {"relu^2", with([](Terms& t) { t.relu2 = false; })},
+                        {"attention to earlier tokens", with([](Terms& t) { t.history = false; })},
+                        {"the mixer's groups", with([](Terms& t) { t.mixer.groups = false; })},
+                        {"the mixer's D skip", with([](Terms& t) { t.mixer.d_skip = false; })}};
     for (const Off& off : offs)
       EXPECT_GT(rel_diff(got, ref.logits(tokens, off.terms)), 100 * kBudget) << off.what << " is not checked";
   }

@@ -16,6 +16,7 @@
 #include "commands.h"
 #include "core/input_file.h"
 #include "core/json.h"
+#include "core/memory_info.h"
 #include "engine_flags.h"
 #include "eval/kl_divergence.h"
 #include "output.h"
@@ -204,6 +205,7 @@ int cmd_batch(int argc, char** argv) {
     j["state_slots_peak"] = st.state_slots_peak;
     j["state_slot_bytes"] = st.state_slot_bytes;
     j["state_bytes_total"] = st.state_bytes_total;
+    j["rss_peak_bytes"] = peak_resident_bytes();  // the process's high-water mark (VmHWM), load included
     Status written = stats_out->write(j.dump(2) + "\n");
     if (written) written = stats_out->commit();
     if (!written) return report(written.with_context("batch"));

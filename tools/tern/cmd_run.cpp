@@ -8,7 +8,10 @@
 #include "args.h"
 #include "backend_flag.h"
 #include "commands.h"
+#include "core/format_bytes.h"
 #include "core/input_file.h"
+#include "core/memory_info.h"
+#include "core/mmap.h"
 #include "backend/backend.h"
 #include "engine/generate.h"
 #include "engine/streaming.h"
@@ -16,6 +19,22 @@
 #include "output.h"
 
 namespace tern::cli {
+namespace {
+
+// --cold: the model file out of the page cache, and how much of it was (and is) there.
+Status start_cold(const std::string& path) {
+  auto before = page_cache_share(path);
+  if (!before) return before.status().with_context("run: --cold takes a model file");
+  TERN_RETURN_IF_ERROR(drop_from_page_cache(path));
+  auto after = page_cache_share(path);
+  if (!after) return after.status();
+  std::fprintf(stderr, "tern: cold start: %.1f%% of the model file was in the page cache, %.1f%% after dropping it\n",
+               100.0 * *before, 100.0 * *after);
+  return Status::ok();
+}
+
+}  // namespace
+
 
 int cmd_run(int argc, char** argv) {
   std::string model_path, prompt, prompt_file, stop, backend_name = "cpu", draft, grammar_file, schema_file, regex;
@@ -26,7 +45,8 @@ int cmd_run(int argc, char** argv) {
   SamplingParams sp;
   ArgParser args("run", "tern run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p P] "
                         "[--seed S] [-t THREADS] [--draft ngram [--spec-k K] [--spec-tree W]] [--echo] "
-                        "[--grammar-file F | --json-schema-file F | --regex R | --json] [--streaming SINKS,WINDOW | shift[:SINKS]] [--kv-evict h2o:B,R | snapkv:B,W]");
+                        "[--grammar-file F | --json-schema-file F | --regex R | --json] [--streaming SINKS,WINDOW | shift[:SINKS]] [--kv-evict h2o:B,R | snapkv:B,W] "
+                        "[--max-rss BYTES] [--mlock] [--no-mmap] [--cold]");
   args.add("-m,--model", &model_path, "GGUF model file");
   args.add("-p,--prompt", &prompt, "prompt text (empty = BOS only)");
   args.add("-f,--file", &prompt_file, "read the prompt from a file (regular file, up to 1 GiB)");
@@ -55,6 +75,10 @@ int cmd_run(int argc, char** argv) {
   args.add_flag("--ignore-eos", &ignore_eos, "keep generating after end-of-text tokens");
   args.add("--streaming", &streaming, EngineFlags::kStreamingHelp);
   args.add("--kv-evict", &kv_evict, EngineFlags::kKvEvictHelp);
+  MemoryFlags memory;
+  memory.add_to(args);
+  bool cold = false;
+  args.add_flag("--cold", &cold, "drop the model file from the page cache first: load and first-token times as after a reboot");
   seed = SamplingParams{}.seed;
   if (auto s = args.parse(argc, argv); !s) return report(s);
   if (args.help_requested()) {
@@ -73,6 +97,9 @@ int cmd_run(int argc, char** argv) {
   sp.seed = have_seed ? seed : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   if (auto st = sp.validate(); !st) return report(st);
 
+  if (cold) {
+    if (auto st = start_cold(model_path); !st) return report(st);
+  }
   // One sequence through the serving engine: the same input processor,
   // scheduler, runner and output processor as `tern batch` and `tern serve`.
   const auto t0 = std::chrono::steady_clock::now();
@@ -87,6 +114,7 @@ int cmd_run(int argc, char** argv) {
   auto evict = parse_kv_evict(kv_evict);
   if (!evict) return report(evict.status());
   cfg.kv_evict = *evict;
+  if (auto st = memory.apply(cfg); !st) return report(st);
   auto engine = Engine::create(cfg);
   if (!engine) return report(engine.status());
   const double load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -122,6 +150,8 @@ int cmd_run(int argc, char** argv) {
                load_ms, r.n_prompt, r.prompt_ms, r.prompt_ms > 0 ? r.n_prompt * 1000.0 / r.prompt_ms : 0.0,
                r.tokens.size(), r.generate_ms, r.generate_ms > 0 ? (n_gen - 1) * 1000.0 / r.generate_ms : 0.0,
                (*engine)->n_threads(), finish_reason_name(r.finish));
+  std::fprintf(stderr, "tern: first token %.1f ms after the start of loading | peak resident memory %s\n",
+               load_ms + r.prompt_ms, format_bytes(static_cast<uint64_t>(peak_resident_bytes())).c_str());
   if (cfg.spec != SpecMethod::None) {
     const EngineStats st = (*engine)->stats();
     std::fprintf(stderr, "tern: speculative (%s, k <= %d): %lld proposed, %lld accepted (%.1f%%)\n", draft.c_str(),

@@ -33,6 +33,7 @@ void EngineFlags::add_to(ArgParser& args) {
   args.add("--spec-tree", &spec_tree, kSpecTreeHelp);
   args.add("--streaming", &streaming, kStreamingHelp);
   args.add("--kv-evict", &kv_evict, kKvEvictHelp);
+  memory.add_to(args);
 }
 
 Status apply_spec_flags(const std::string& draft, int spec_k, int spec_tree, EngineConfig& c) {
@@ -54,13 +55,12 @@ Status apply_spec_flags(const std::string& draft, int spec_k, int spec_tree, Eng
   return Status::ok();
 }
 
-Status parse_kv_memory(const std::string& text, EngineConfig& config) {
-  if (text.empty()) return Status::ok();
+Result<SizeArg> parse_size(const std::string& flag, const std::string& text, bool fraction_allowed) {
+  const std::string expected = fraction_allowed ? "expected bytes (4G, 512M) or a fraction (0.25)" : "expected bytes (4G, 512M)";
   const char* s = text.c_str();
   char* end = nullptr;
   const double v = std::strtod(s, &end);
-  if (end == s || !(v > 0))
-    return error(ErrorKind::InvalidArgument, "--kv-memory '" + text + "': expected bytes (4G, 512M) or a fraction (0.25)");
+  if (end == s || !(v > 0)) return error(ErrorKind::InvalidArgument, flag + " '" + text + "': " + expected);
   std::string suffix(end);
   for (char& c : suffix) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   if (suffix == "B") suffix.clear();
@@ -72,21 +72,46 @@ Status parse_kv_memory(const std::string& text, EngineConfig& config) {
   else if (suffix == "M") mult = 1024.0 * 1024;
   else if (suffix == "G") mult = 1024.0 * 1024 * 1024;
   else if (suffix == "T") mult = 1024.0 * 1024 * 1024 * 1024;
-  else return error(ErrorKind::InvalidArgument, "--kv-memory '" + text + "': unknown unit '" + std::string(end) + "'");
-  if (mult == 0) {  // a fraction of available RAM
-    if (v > 1.0) return error(ErrorKind::InvalidArgument, "--kv-memory '" + text + "': a fraction must be <= 1");
-    config.kv_memory_bytes = 0;
-    config.kv_memory_fraction = v;
-    return Status::ok();
+  else return error(ErrorKind::InvalidArgument, flag + " '" + text + "': unknown unit '" + std::string(end) + "'");
+  if (mult == 0) {  // a fraction
+    if (!fraction_allowed) return error(ErrorKind::InvalidArgument, flag + " '" + text + "': " + expected);
+    if (v > 1.0) return error(ErrorKind::InvalidArgument, flag + " '" + text + "': a fraction must be <= 1");
+    return SizeArg{0, v};
   }
   if (!(v * mult < 0x1p62))  // no machine has 4 EiB; the cast of a larger double would be undefined
-    return error(ErrorKind::InvalidArgument, "--kv-memory '" + text + "' is implausibly large");
-  config.kv_memory_bytes = static_cast<int64_t>(v * mult);
+    return error(ErrorKind::InvalidArgument, flag + " '" + text + "' is implausibly large");
+  return SizeArg{static_cast<int64_t>(v * mult), 0};
+}
+
+Status parse_kv_memory(const std::string& text, EngineConfig& config) {
+  if (text.empty()) return Status::ok();
+  auto size = parse_size("--kv-memory", text, /*fraction_allowed=*/true);
+  TERN_RETURN_IF_ERROR(size.status());
+  config.kv_memory_bytes = size->bytes;
+  if (size->bytes == 0) config.kv_memory_fraction = size->fraction;
+  return Status::ok();
+}
+
+void MemoryFlags::add_to(ArgParser& args) {
+  args.add("--max-rss", &max_rss, "bound on resident memory (4G, 900M): the KV cache is sized to keep the process under it, after the weights and activations");
+  args.add_flag("--mlock", &mlock, "pin the weights in RAM (never paged out; needs `ulimit -l` room)");
+  args.add_flag("--no-mmap", &no_mmap, "read the model file into memory instead of mapping it");
+}
+
+Status MemoryFlags::apply(EngineConfig& c) const {
+  c.mlock = mlock;
+  c.use_mmap = !no_mmap;
+  c.max_rss_bytes = 0;
+  if (max_rss.empty()) return Status::ok();
+  auto size = parse_size("--max-rss", max_rss, /*fraction_allowed=*/false);
+  TERN_RETURN_IF_ERROR(size.status());
+  c.max_rss_bytes = size->bytes;
   return Status::ok();
 }
 
 Status EngineFlags::apply(EngineConfig& c) const {
   TERN_RETURN_IF_ERROR(parse_kv_memory(kv_memory, c));
+  TERN_RETURN_IF_ERROR(memory.apply(c));
   const std::optional<KvType> kv = parse_kv_type(kv_type);
   if (!kv) return error(ErrorKind::InvalidArgument, "--kv-type '" + kv_type + "': expected " + kv_type_choices());
   if (n_threads < 0) return error(ErrorKind::InvalidArgument, "-t must be >= 1");

@@ -10,6 +10,15 @@
 
 namespace tern::cli {
 
+// Small-memory operation (shared with `tern run`): --max-rss, --mlock, --no-mmap.
+struct MemoryFlags {
+  std::string max_rss;  // "900M", "4G"
+  bool mlock = false;
+  bool no_mmap = false;
+  void add_to(ArgParser& args);
+  Status apply(EngineConfig& config) const;
+};
+
 struct EngineFlags {
   std::string kv_memory;        // "4G", "512M", "1073741824" or a fraction "0.3"
   std::string kv_type = "f16";
@@ -29,6 +38,7 @@ struct EngineFlags {
   int spec_tree = 1;
   std::string streaming = "off";  // engine/streaming.h's text form
   std::string kv_evict = "off";   // the same file's eviction form
+  MemoryFlags memory;
 
   static constexpr const char* kStreamingHelp = "generation past the context in constant KV memory: SINKS,WINDOW keeps the first SINKS positions and the last WINDOW (StreamingLLM, e.g. 4,1020), shift[:SINKS] drops the older half after the sinks when the context is full (context shift), off (default)";
   static constexpr const char* kKvEvictHelp = "lossy KV eviction by importance, in whole KV blocks: h2o:BUDGET,RECENT keeps at most BUDGET positions once the prompt is in, the last RECENT and the blocks attended to most (H2O heavy hitters); snapkv:BUDGET,WINDOW chooses once after the prompt by its last WINDOW queries (SnapKV); off (default)";
@@ -45,7 +55,14 @@ struct EngineFlags {
 // --draft, --spec-k and --spec-tree into `config` (shared with `tern run`).
 Status apply_spec_flags(const std::string& draft, int spec_k, int spec_tree, EngineConfig& config);
 
-// "4G" / "512M" / "64K" / "123" (bytes) or "0.25" (fraction of available RAM).
+// "4G" / "512M" / "64K" / "123" (bytes, units of 1024) or, where allowed, "0.25" (a fraction).
+struct SizeArg {
+  int64_t bytes = 0;     // 0 when a fraction was given
+  double fraction = 0;
+};
+Result<SizeArg> parse_size(const std::string& flag, const std::string& text, bool fraction_allowed);
+
+// --kv-memory: bytes or a fraction of available RAM.
 Status parse_kv_memory(const std::string& text, EngineConfig& config);
 
 // --grammar-file F (GBNF), --json-schema-file F, --regex R, --json: at most

@@ -44,7 +44,7 @@ class TernError(Exception):
 class _EngineParams(Structure):
     _fields_ = [("struct_size", c_uint32), ("n_threads", c_int32), ("n_ctx", c_int32), ("max_num_seqs", c_int32),
                 ("max_batched_tokens", c_int32), ("kv_memory_bytes", c_int64), ("kv_type", c_char_p),
-                ("prefix_caching", c_int32)]
+                ("prefix_caching", c_int32), ("max_rss_bytes", c_int64), ("use_mmap", c_int32), ("mlock", c_int32)]
 
 
 class _RequestParams(Structure):
@@ -333,13 +333,14 @@ class Engine(_Owned):
     _what = "engine"
 
     def __init__(self, model, n_threads=0, n_ctx=0, max_num_seqs=64, max_batched_tokens=512, kv_memory_bytes=0,
-                 kv_type=None, prefix_caching=True):
+                 kv_type=None, prefix_caching=True, max_rss_bytes=0, use_mmap=True, mlock=False):
         p = _EngineParams()
         _c().tern_engine_params_init(byref(p))
         p.n_threads, p.n_ctx, p.max_num_seqs = n_threads, n_ctx, max_num_seqs
         p.max_batched_tokens, p.kv_memory_bytes = max_batched_tokens, kv_memory_bytes
         p.kv_type = kv_type.encode() if kv_type else None
         p.prefix_caching = int(prefix_caching)
+        p.max_rss_bytes, p.use_mmap, p.mlock = max_rss_bytes, int(use_mmap), int(mlock)
         handle = c_void_p()
         _check(_c().tern_engine_create(model._handle(), byref(p), byref(handle)))
         self._h = handle

@@ -75,12 +75,16 @@ class CpuBackend final : public HostBackend {
     populate_pages(w.data, file_bytes);
     kernels::pack_weights(*k, w, buf, &pool_);
     packed_.emplace_back(static_cast<uint8_t*>(buf));
+    packed_spans_.emplace_back(static_cast<const uint8_t*>(buf), bytes);
+    packed_sources_.emplace_back(static_cast<const uint8_t*>(w.data), file_bytes);
     w.packed = buf;
     packed_bytes_ += bytes;
     if (w.file_backed) release_pages(w.data, file_bytes);
   }
   const float* upload(std::span<const float> v) override { return v.data(); }
   uint64_t prepared_bytes() const override { return packed_bytes_; }
+  std::vector<std::span<const uint8_t>> packed_sources() const override { return packed_sources_; }
+  std::vector<std::span<const uint8_t>> packed_buffers() const override { return packed_spans_; }
 
   void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) override {
     rows(n_rows, n, [&](int64_t t) { kernels::rms_norm(x + t * n, weight, y + t * n, n, eps); });
@@ -217,6 +221,7 @@ class CpuBackend final : public HostBackend {
   ThreadPool pool_;
   bool pack_;
   std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;  // owners of WeightView::packed
+  std::vector<std::span<const uint8_t>> packed_spans_, packed_sources_;  // the same, and what each was packed from
   uint64_t packed_bytes_ = 0;
   std::vector<kernels::QueryBlock> blocks_;  // attention's per-call list, reused
   std::vector<kernels::ExpertMatmulJob> expert_jobs_;  // matmul_experts' per-call list, reused
