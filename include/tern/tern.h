@@ -89,6 +89,21 @@ TERN_API tern_status tern_tokenize(const tern_model* model, const char* text, si
 TERN_API tern_status tern_detokenize(const tern_model* model, const int32_t* tokens, size_t n_tokens, char* text,
                                      size_t capacity, size_t* len);
 
+/* ---- Chat --------------------------------------------------------------- */
+
+typedef struct tern_chat_message {
+  const char* role;    /* "system", "user", "assistant", "tool" */
+  const char* content; /* UTF-8, NUL-terminated */
+} tern_chat_message;
+
+/* The prompt text the model's chat template (GGUF tokenizer.chat_template;
+ * ChatML when the file has none) renders for these messages; with
+ * add_generation_prompt the assistant's turn is opened at the end. The same
+ * buffer contract as tern_detokenize. A template's own refusal ("roles must
+ * alternate") comes back as TERN_E_INVALID_ARGUMENT with its message. */
+TERN_API tern_status tern_chat_prompt(const tern_model* model, const tern_chat_message* messages, size_t n_messages,
+                                      int add_generation_prompt, char* text, size_t capacity, size_t* len);
+
 /* ---- Engines ------------------------------------------------------------ */
 
 typedef struct tern_engine tern_engine;
@@ -178,6 +193,14 @@ typedef void (*tern_output_fn)(const tern_output* output, void* user_data);
 TERN_API tern_status tern_engine_add(tern_engine* engine, const char* prompt, size_t prompt_len,
                                      const int32_t* tokens, size_t n_tokens, const tern_request_params* params,
                                      tern_output_fn on_output, void* user_data, tern_request_id* id);
+
+/* A chat request: the messages rendered by the model's chat template with the
+ * assistant's turn opened, and tokenized so that special-token text inside the
+ * messages stays text (only the template's own control tokens are special).
+ * Otherwise as tern_engine_add. */
+TERN_API tern_status tern_engine_add_chat(tern_engine* engine, const tern_chat_message* messages, size_t n_messages,
+                                          const tern_request_params* params, tern_output_fn on_output, void* user_data,
+                                          tern_request_id* id);
 
 /* The next output of a request added without a callback: waits up to
  * timeout_ms (0: does not wait; < 0: waits as long as it takes) and says

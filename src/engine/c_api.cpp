@@ -9,6 +9,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/c_api_chat.h"
 #include "engine/c_api_model.h"
 #include "engine/c_api_util.h"
 #include "model/hf_model.h"
@@ -118,8 +119,9 @@ tern_status tern_model_load(const char* path, tern_model** out) {
     if (!file) return fail(file.status());
     auto tokenizer = Tokenizer::from_gguf(*file);
     if (!tokenizer) return fail(tokenizer.status().with_context(path));
-    std::string arch;
+    std::string arch, chat_template;
     int32_t n_ctx_train = 0;
+    if (auto t = file->get_string("tokenizer.chat_template")) chat_template = *t;
     if (auto a = file->get_string("general.architecture")) {
       arch = *a;
       auto ctx = file->get_u64_or(arch + ".context_length", 0);
@@ -131,6 +133,7 @@ tern_status tern_model_load(const char* path, tern_model** out) {
     handle->tokenizer = std::move(tokenizer).value();
     handle->arch = std::move(arch);
     handle->n_ctx_train = n_ctx_train;
+    handle->chat_template = std::move(chat_template);
     publish(handle, out);
     return TERN_OK;
   });
@@ -193,6 +196,29 @@ tern_status tern_detokenize(const tern_model* model, const int32_t* tokens, size
       return fail(TERN_E_BUFFER_TOO_SMALL, "tern_detokenize: " + std::to_string(s.size()) + " bytes, room for " +
                                                std::to_string(capacity));
     if (!s.empty()) std::memcpy(text, s.data(), s.size());
+    return TERN_OK;
+  });
+}
+
+tern_status tern_chat_prompt(const tern_model* model, const tern_chat_message* messages, size_t n_messages,
+                             int add_generation_prompt, char* text, size_t capacity, size_t* len) {
+  return guard([&] {
+    if (!is_live(model)) return bad_handle("tern_chat_prompt: model");
+    if (!len) return fail(TERN_E_INVALID_ARGUMENT, "tern_chat_prompt: len is NULL");
+    if (!text && capacity > 0) return fail(TERN_E_INVALID_ARGUMENT, "tern_chat_prompt: text is NULL with capacity > 0");
+    const Tokenizer& tok = *model->tokenizer;
+    ChatRender how;
+    how.template_source = model->chat_template;
+    if (tok.bos_id() >= 0) how.bos_token = tok.token_text(tok.bos_id());
+    if (tok.eos_id() >= 0) how.eos_token = tok.token_text(tok.eos_id());
+    how.add_generation_prompt = add_generation_prompt != 0;
+    auto s = render_chat(messages, n_messages, how);
+    if (!s) return fail(s.status().with_context("tern_chat_prompt"));
+    *len = s->size();
+    if (s->size() > capacity)
+      return fail(TERN_E_BUFFER_TOO_SMALL, "tern_chat_prompt: " + std::to_string(s->size()) + " bytes, room for " +
+                                               std::to_string(capacity));
+    if (!s->empty()) std::memcpy(text, s->data(), s->size());
     return TERN_OK;
   });
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/kv_format.h"
+#include "engine/c_api_chat.h"
 #include "engine/c_api_model.h"
 #include "engine/c_api_util.h"
 #include "tern/engine.h"
@@ -71,7 +72,10 @@ tern_output view_of(const RequestOutput& o) {
   return v;
 }
 
-tern_status request_of(const tern_request_params& p, GenerationRequest& r) {
+tern_status request_of(const tern_request_params* given, GenerationRequest& r) {
+  tern_request_params p;
+  tern_request_params_init(&p);
+  if (tern_status s = read_params(given, p, "tern_request_params"); s != TERN_OK) return s;
   if (p.max_tokens < 0) return fail(TERN_E_INVALID_ARGUMENT, "max_tokens must be >= 0");
   if (p.n_stop > 0 && !p.stop) return fail(TERN_E_INVALID_ARGUMENT, "stop is NULL with n_stop > 0");
   r.max_tokens = p.max_tokens;
@@ -91,6 +95,43 @@ tern_status request_of(const tern_request_params& p, GenerationRequest& r) {
     if (!p.stop[i]) return fail(TERN_E_INVALID_ARGUMENT, "stop[" + std::to_string(i) + "] is NULL");
     r.stop.emplace_back(p.stop[i]);
   }
+  return TERN_OK;
+}
+
+// Queues r with its outputs going to on_output, or (NULL) to a queue tern_engine_poll reads.
+tern_status add(tern_engine& engine, GenerationRequest r, tern_output_fn on_output, void* user_data,
+                tern_request_id& id) {
+  OutputCallback callback;
+  std::shared_ptr<Polled> polled;
+  if (on_output) {
+    callback = [on_output, user_data](const RequestOutput& o) {
+      const tern_output v = view_of(o);
+      on_output(&v, user_data);
+    };
+  } else {
+    polled = std::make_shared<Polled>();
+    callback = [&engine, polled](const RequestOutput& o) {
+      {
+        std::lock_guard lock(engine.mu);
+        polled->queue.push_back(o);
+        if (o.finish) polled->finished = true;
+      }
+      engine.cv.notify_all();
+    };
+  }
+  // Outputs that come before the entry below wait in `polled`; the caller cannot poll before we return.
+  auto added = engine.engine->add_request(std::move(r), std::move(callback));
+  if (!added) return fail(added.status());
+  if (polled) {
+    try {
+      std::lock_guard lock(engine.mu);
+      engine.polled.emplace(added->value, std::move(polled));
+    } catch (...) {  // out of memory: nobody could read its outputs
+      engine.engine->cancel(*added);
+      throw;
+    }
+  }
+  id = added->value;
   return TERN_OK;
 }
 
@@ -196,48 +237,41 @@ tern_status tern_engine_add(tern_engine* engine, const char* prompt, size_t prom
     *id = 0;
     if (!tokens && !prompt) return fail(TERN_E_INVALID_ARGUMENT, "tern_engine_add: neither a prompt nor tokens");
     if (tokens && n_tokens == 0) return fail(TERN_E_INVALID_ARGUMENT, "tern_engine_add: tokens given but n_tokens is 0");
-    tern_request_params p;
-    tern_request_params_init(&p);
-    if (tern_status s = read_params(given, p, "tern_request_params"); s != TERN_OK) return s;
     GenerationRequest r;
-    if (tern_status s = request_of(p, r); s != TERN_OK) return s;
+    if (tern_status s = request_of(given, r); s != TERN_OK) return s;
     if (tokens) {
       r.prompt_tokens.assign(tokens, tokens + n_tokens);
     } else {
       r.prompt.assign(prompt, prompt_len);
     }
-    OutputCallback callback;
-    std::shared_ptr<Polled> polled;
-    if (on_output) {
-      callback = [on_output, user_data](const RequestOutput& o) {
-        const tern_output v = view_of(o);
-        on_output(&v, user_data);
-      };
-    } else {
-      polled = std::make_shared<Polled>();
-      callback = [engine, polled](const RequestOutput& o) {
-        {
-          std::lock_guard lock(engine->mu);
-          polled->queue.push_back(o);
-          if (o.finish) polled->finished = true;
-        }
-        engine->cv.notify_all();
-      };
-    }
-    // Outputs that come before the entry below wait in `polled`; the caller cannot poll before we return.
-    auto added = engine->engine->add_request(std::move(r), std::move(callback));
-    if (!added) return fail(added.status());
-    if (polled) {
-      try {
-        std::lock_guard lock(engine->mu);
-        engine->polled.emplace(added->value, std::move(polled));
-      } catch (...) {  // out of memory: nobody could read its outputs
-        engine->engine->cancel(*added);
-        throw;
-      }
-    }
-    *id = added->value;
-    return TERN_OK;
+    return add(*engine, std::move(r), on_output, user_data, *id);
+  });
+}
+
+tern_status tern_engine_add_chat(tern_engine* engine, const tern_chat_message* messages, size_t n_messages,
+                                 const tern_request_params* given, tern_output_fn on_output, void* user_data,
+                                 tern_request_id* id) {
+  return guard([&] {
+    if (!is_live(engine)) return bad_handle("tern_engine_add_chat: engine");
+    if (!id) return fail(TERN_E_INVALID_ARGUMENT, "tern_engine_add_chat: id is NULL");
+    *id = 0;
+    GenerationRequest r;
+    if (tern_status s = request_of(given, r); s != TERN_OK) return s;
+    const Engine& e = *engine->engine;
+    const ModelInfo info = e.model_info();
+    ChatRender how;
+    how.template_source = info.chat_template;
+    how.bos_token = info.bos_token;
+    how.eos_token = info.eos_token;
+    // Special-token text inside a message stays text; the template's own control tokens keep their meaning.
+    how.client_text = [&e](std::string_view t) { return e.quote_special(std::string(t)); };
+    auto text = render_chat(messages, n_messages, how);
+    if (!text) return fail(text.status().with_context("tern_engine_add_chat"));
+    // Templates that write BOS themselves must not get a second one.
+    const bool has_bos = !info.bos_token.empty() && text->rfind(info.bos_token, 0) == 0;
+    r.prompt_tokens = e.tokenize(*text, !has_bos, /*quoted=*/true);
+    if (r.prompt_tokens.empty()) return fail(TERN_E_INVALID_ARGUMENT, "tern_engine_add_chat: the rendered prompt has no tokens");
+    return add(*engine, std::move(r), on_output, user_data, *id);
   });
 }
 

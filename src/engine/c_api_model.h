@@ -14,4 +14,5 @@ struct tern_model {
   std::unique_ptr<tern::Tokenizer> tokenizer;
   std::string arch;         // "" for a vocabulary-only file
   int32_t n_ctx_train = 0;  // 0 when the file does not say
+  std::string chat_template;  // tokenizer.chat_template; "" when the file has none (ChatML is used)
 };

@@ -356,6 +356,40 @@ TEST(CApi, SmallMemoryOptions) {
   EXPECT_EQ(tern_engine_create(m.m, &ep, &none), TERN_E_INVALID_ARGUMENT);
 }
 
+TEST(CApi, ChatPromptAndChatRequests) {
+  TERN_REQUIRE_STORIES();
+  ModelHandle m{load_stories()};
+  ASSERT_TRUE(m.m);
+  // stories260K carries no chat template: ChatML.
+  const tern_chat_message chat[] = {{"system", "Be brief."}, {"user", "Tell me a story."}};
+  size_t len = 0;
+  EXPECT_EQ(tern_chat_prompt(m.m, chat, 2, 1, nullptr, 0, &len), TERN_E_BUFFER_TOO_SMALL);
+  std::string text(len, '\0');
+  ASSERT_EQ(tern_chat_prompt(m.m, chat, 2, 1, text.data(), text.size(), &len), TERN_OK) << tern_last_error();
+  EXPECT_EQ(text, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nTell me a story.<|im_end|>\n"
+                  "<|im_start|>assistant\n");
+  const tern_chat_message bad[] = {{"user", "Hi"}, {nullptr, "x"}};
+  EXPECT_EQ(tern_chat_prompt(m.m, bad, 2, 1, nullptr, 0, &len), TERN_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tern_last_error()).find("messages[1].role"), std::string::npos) << tern_last_error();
+  EXPECT_EQ(tern_chat_prompt(m.m, chat, 0, 1, nullptr, 0, &len), TERN_E_INVALID_ARGUMENT);
+
+  // A chat request runs that prompt (BOS added, as the model wants): the same tokens as adding its ids.
+  EngineHandle e{start(m.m)};
+  ASSERT_TRUE(e.e);
+  std::vector<int32_t> ids(1024);
+  size_t n = 0;
+  ASSERT_EQ(tern_tokenize(m.m, text.data(), text.size(), 1, ids.data(), ids.size(), &n), TERN_OK);
+  ids.resize(n);
+  const tern_request_params p = greedy(12);
+  tern_request_id by_chat = 0, by_ids = 0;
+  ASSERT_EQ(tern_engine_add_chat(e.e, chat, 2, &p, nullptr, nullptr, &by_chat), TERN_OK) << tern_last_error();
+  ASSERT_EQ(tern_engine_add(e.e, nullptr, 0, ids.data(), ids.size(), &p, nullptr, nullptr, &by_ids), TERN_OK);
+  const Polled a = poll_all(e.e, by_chat), b = poll_all(e.e, by_ids);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.tokens.size(), 12u);
+  EXPECT_EQ(tern_engine_add_chat(e.e, bad, 2, &p, nullptr, nullptr, &by_chat), TERN_E_INVALID_ARGUMENT);
+}
+
 // Requests from several threads at once, each polled by its own thread, get
 // what each gets alone.
 TEST(CApi, ConcurrentRequestsGetWhatEachGetsAlone) {

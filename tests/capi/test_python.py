@@ -40,6 +40,16 @@ class BindingTest(unittest.TestCase):
         self.assertEqual(self.model.tokenize("Once upon", add_special=False), [403, 407])
         self.assertEqual((self.model.n_vocab, self.model.bos, self.model.eos, self.model.arch), (512, 1, 2, "llama"))
 
+    def test_chat(self):
+        messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Tell me a story."}]
+        prompt = self.model.chat_prompt(messages)
+        self.assertEqual(prompt, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nTell me a story."
+                                 "<|im_end|>\n<|im_start|>assistant\n")
+        reply = self.model.chat(messages, max_tokens=12, temperature=0)
+        self.assertEqual(reply, self.model.generate(self.model.tokenize(prompt), max_tokens=12, temperature=0))
+        with self.assertRaises(tern.TernError):
+            self.model.chat_prompt([])
+
     def test_engine_options(self):
         with tern.Engine(self.model, max_num_seqs=1, use_mmap=False) as engine:
             self.assertEqual(engine.generate([1], max_tokens=20, temperature=0).tokens, GOLDEN_IDS[1:21])

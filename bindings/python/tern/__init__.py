@@ -62,6 +62,18 @@ class _Output(Structure):
                 ("ttft_ms", c_double), ("e2e_ms", c_double)]
 
 
+class _ChatMessage(Structure):
+    _fields_ = [("role", c_char_p), ("content", c_char_p)]
+
+
+def _chat_messages(messages):
+    """[{"role": ..., "content": ...}] or [(role, content)] as a C array (and the bytes it points into)."""
+    pairs = [(m["role"], m["content"]) if isinstance(m, dict) else tuple(m) for m in messages]
+    encoded = [(r.encode("utf-8"), c.encode("utf-8")) for r, c in pairs]
+    array = (_ChatMessage * max(1, len(encoded)))(*[_ChatMessage(r, c) for r, c in encoded])
+    return array, len(encoded), encoded
+
+
 class _Stats(Structure):
     _fields_ = [("n_waiting", c_int32), ("n_running", c_int32), ("n_swapped", c_int32),
                 ("kv_blocks_total", c_int32), ("kv_blocks_used", c_int32), ("n_ctx", c_int32),
@@ -99,6 +111,10 @@ def _load():
         "tern_model_arch": (c_char_p, [c_void_p]),
         "tern_tokenize": (c_int, [c_void_p, c_char_p, c_size_t, c_int, POINTER(c_int32), c_size_t, POINTER(c_size_t)]),
         "tern_detokenize": (c_int, [c_void_p, POINTER(c_int32), c_size_t, c_char_p, c_size_t, POINTER(c_size_t)]),
+        "tern_chat_prompt": (c_int, [c_void_p, POINTER(_ChatMessage), c_size_t, c_int, c_char_p, c_size_t,
+                                     POINTER(c_size_t)]),
+        "tern_engine_add_chat": (c_int, [c_void_p, POINTER(_ChatMessage), c_size_t, POINTER(_RequestParams), c_void_p,
+                                         c_void_p, POINTER(c_uint64)]),
         "tern_engine_params_init": (None, [POINTER(_EngineParams)]),
         "tern_engine_create": (c_int, [c_void_p, POINTER(_EngineParams), POINTER(c_void_p)]),
         "tern_engine_free": (None, [c_void_p]),
@@ -137,6 +153,24 @@ def _check(code):
 def version():
     """libtern's version string."""
     return _c().tern_version().decode()
+
+
+def _request_params(max_tokens=128, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repetition_penalty=1.0,
+                    frequency_penalty=0.0, presence_penalty=0.0, seed=None, ignore_eos=False, add_special=True,
+                    logprobs=False, priority=0, stop=()):
+    p = _RequestParams()
+    _c().tern_request_params_init(byref(p))
+    p.max_tokens, p.temperature, p.top_k, p.top_p, p.min_p = max_tokens, temperature, top_k, top_p, min_p
+    p.repetition_penalty, p.frequency_penalty = repetition_penalty, frequency_penalty
+    p.presence_penalty, p.priority = presence_penalty, priority
+    if seed is not None:
+        p.seed = seed
+    p.ignore_eos, p.add_special, p.logprobs = int(ignore_eos), int(add_special), int(logprobs)
+    if isinstance(stop, str):
+        stop = [stop]
+    stops = (c_char_p * max(1, len(stop)))(*[s.encode("utf-8") for s in stop])
+    p.stop, p.n_stop = ctypes.cast(stops, POINTER(c_char_p)), len(stop)
+    return p, stops  # the strings must live until the call returns
 
 
 class Output:
@@ -260,6 +294,22 @@ class Model(_Owned):
     def detokenize(self, tokens):
         return self.detokenize_bytes(tokens).decode("utf-8", "replace")
 
+    def chat_prompt(self, messages, add_generation_prompt=True):
+        """The prompt text the model's chat template (ChatML when it has none) renders for messages."""
+        array, n, _keep = _chat_messages(messages)
+        size = c_size_t(0)
+        code = _c().tern_chat_prompt(self._handle(), array, n, int(add_generation_prompt), None, 0, byref(size))
+        if code not in (_OK, _E_BUFFER_TOO_SMALL):
+            _check(code)
+        buf = ctypes.create_string_buffer(max(1, size.value))
+        _check(_c().tern_chat_prompt(self._handle(), array, n, int(add_generation_prompt), buf, size.value,
+                                     byref(size)))
+        return buf.raw[:size.value].decode("utf-8", "replace")
+
+    def chat(self, messages, **params):
+        """The assistant's reply to messages ([{"role", "content"}]); parameters as Engine.submit's."""
+        return self._default_engine().submit_chat(messages, **params).result().text
+
     def generate(self, prompt="", **params):
         """The completion of one prompt (text or token ids); parameters as Engine.submit's."""
         return self._default_engine().submit(prompt, **params).result().text
@@ -346,22 +396,13 @@ class Engine(_Owned):
         self._h = handle
         self.model = model
 
-    def submit(self, prompt="", max_tokens=128, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05,
-               repetition_penalty=1.0, frequency_penalty=0.0, presence_penalty=0.0, seed=None, ignore_eos=False,
-               add_special=True, logprobs=False, priority=0, stop=()):
-        """Queues a prompt (str, bytes, or a list of token ids); bad parameters raise TernError here."""
-        p = _RequestParams()
-        _c().tern_request_params_init(byref(p))
-        p.max_tokens, p.temperature, p.top_k, p.top_p, p.min_p = max_tokens, temperature, top_k, top_p, min_p
-        p.repetition_penalty, p.frequency_penalty = repetition_penalty, frequency_penalty
-        p.presence_penalty, p.priority = presence_penalty, priority
-        if seed is not None:
-            p.seed = seed
-        p.ignore_eos, p.add_special, p.logprobs = int(ignore_eos), int(add_special), int(logprobs)
-        if isinstance(stop, str):
-            stop = [stop]
-        stops = (c_char_p * max(1, len(stop)))(*[s.encode("utf-8") for s in stop])
-        p.stop, p.n_stop = ctypes.cast(stops, POINTER(c_char_p)), len(stop)
+    def submit(self, prompt="", **params):
+        """Queues a prompt (str, bytes, or a list of token ids); bad parameters raise TernError here.
+
+        Parameters: max_tokens=128, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repetition_penalty=1.0,
+        frequency_penalty=0.0, presence_penalty=0.0, seed=None (random), ignore_eos=False, add_special=True,
+        logprobs=False, priority=0, stop=() (strings)."""
+        p, keep = _request_params(**params)
         rid = c_uint64(0)
         if isinstance(prompt, (list, tuple)):
             ids = (c_int32 * max(1, len(prompt)))(*prompt)
@@ -370,6 +411,14 @@ class Engine(_Owned):
             data = prompt.encode("utf-8") if isinstance(prompt, str) else bytes(prompt)
             code = _c().tern_engine_add(self._handle(), data, len(data), None, 0, byref(p), None, None, byref(rid))
         _check(code)
+        return Request(self, rid.value)
+
+    def submit_chat(self, messages, **params):
+        """Queues chat messages ([{"role", "content"}]) rendered by the model's chat template; as submit."""
+        p, keep = _request_params(**params)
+        array, n, _keep = _chat_messages(messages)
+        rid = c_uint64(0)
+        _check(_c().tern_engine_add_chat(self._handle(), array, n, byref(p), None, None, byref(rid)))
         return Request(self, rid.value)
 
     def generate(self, prompt="", **params):
