@@ -33,6 +33,7 @@ struct tern_engine {
   std::mutex mu;  // polled and every Polled in it
   std::condition_variable cv;
   std::unordered_map<uint64_t, std::shared_ptr<Polled>> polled;
+  int32_t n_ctx = 0;  // the context in force (stats; model_info() would copy the chat template each time)
   // Last member: destroyed first, so its output thread is joined while the above still exist.
   std::unique_ptr<tern::Engine> engine;
 };
@@ -192,8 +193,10 @@ tern_status tern_engine_create(const tern_model* model, const tern_engine_params
     }
     auto engine = Engine::create(c);
     if (!engine) return fail(engine.status());
-    tern_engine* handle = make_handle<tern_engine>();
+    const int32_t n_ctx = (*engine)->model_info().n_ctx;
+    tern_engine* handle = make_handle<tern_engine>();  // what follows only moves: nothing throws
     handle->engine = std::move(engine).value();
+    handle->n_ctx = n_ctx;
     publish(handle, out);
     return TERN_OK;
   });
@@ -341,7 +344,7 @@ tern_status tern_engine_get_stats(const tern_engine* engine, tern_engine_stats* 
     stats->n_swapped = s.n_swapped;
     stats->kv_blocks_total = s.kv_blocks_total;
     stats->kv_blocks_used = s.kv_blocks_used;
-    stats->n_ctx = engine->engine->model_info().n_ctx;
+    stats->n_ctx = engine->n_ctx;
     stats->n_requests_finished = s.n_requests_finished;
     stats->n_tokens_prompt = s.n_tokens_prompt;
     stats->n_tokens_generated = s.n_tokens_generated;
