@@ -1,7 +1,6 @@
 // engine/c_api.cpp — include/tern/tern.h: errors, handles, versions, models
 // and the tokenizer (the engine's half is c_api_engine.cpp).
 #include <algorithm>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -24,6 +23,18 @@ struct Registry {
   std::mutex mu;
   std::unordered_set<const void*> live;
 };
+
+// The size-query contract of tern_tokenize / _detokenize / tern_chat_prompt:
+// the count always written, the items only when they fit.
+template <typename T>
+tern_status copy_out(std::span<const T> items, T* out, size_t capacity, size_t* n, const char* what, const char* unit) {
+  *n = items.size();
+  if (items.size() > capacity)
+    return fail(TERN_E_BUFFER_TOO_SMALL, std::string(what) + ": " + std::to_string(items.size()) + " " + unit +
+                                             ", room for " + std::to_string(capacity));
+  std::copy(items.begin(), items.end(), out);
+  return TERN_OK;
+}
 
 Registry& registry() {
   // Never destroyed: a handle may be freed from another static's destructor.
@@ -165,12 +176,7 @@ tern_status tern_tokenize(const tern_model* model, const char* text, size_t len,
     if (!tokens && capacity > 0) return fail(TERN_E_INVALID_ARGUMENT, "tern_tokenize: tokens is NULL with capacity > 0");
     const std::vector<TokenId> ids =
         model->tokenizer->encode(std::string_view(text ? text : "", len), add_special != 0, add_special != 0);
-    *n_tokens = ids.size();
-    if (ids.size() > capacity)
-      return fail(TERN_E_BUFFER_TOO_SMALL, "tern_tokenize: " + std::to_string(ids.size()) + " tokens, room for " +
-                                               std::to_string(capacity));
-    for (size_t i = 0; i < ids.size(); ++i) tokens[i] = ids[i];
-    return TERN_OK;
+    return copy_out(std::span<const int32_t>(ids), tokens, capacity, n_tokens, "tern_tokenize", "tokens");
   });
 }
 
@@ -191,12 +197,7 @@ tern_status tern_detokenize(const tern_model* model, const int32_t* tokens, size
       ids[i] = tokens[i];
     }
     const std::string s = tok.decode(ids);
-    *len = s.size();
-    if (s.size() > capacity)
-      return fail(TERN_E_BUFFER_TOO_SMALL, "tern_detokenize: " + std::to_string(s.size()) + " bytes, room for " +
-                                               std::to_string(capacity));
-    if (!s.empty()) std::memcpy(text, s.data(), s.size());
-    return TERN_OK;
+    return copy_out(std::span<const char>(s), text, capacity, len, "tern_detokenize", "bytes");
   });
 }
 
@@ -214,12 +215,7 @@ tern_status tern_chat_prompt(const tern_model* model, const tern_chat_message* m
     how.add_generation_prompt = add_generation_prompt != 0;
     auto s = render_chat(messages, n_messages, how);
     if (!s) return fail(s.status().with_context("tern_chat_prompt"));
-    *len = s->size();
-    if (s->size() > capacity)
-      return fail(TERN_E_BUFFER_TOO_SMALL, "tern_chat_prompt: " + std::to_string(s->size()) + " bytes, room for " +
-                                               std::to_string(capacity));
-    if (!s->empty()) std::memcpy(text, s->data(), s->size());
-    return TERN_OK;
+    return copy_out(std::span<const char>(*s), text, capacity, len, "tern_chat_prompt", "bytes");
   });
 }
 

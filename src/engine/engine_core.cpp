@@ -147,12 +147,12 @@ Result<int64_t> kv_bytes_under_max_rss(const EngineConfig& config, const Model& 
   const int64_t per_seq = (static_cast<int64_t>(n_ctx) + config.block_size - 1) / config.block_size *
                           static_cast<int64_t>(block_bytes);
   if (left < per_seq) {
-    const auto mib = [](int64_t b) { return format_bytes(static_cast<uint64_t>(std::max<int64_t>(0, b))); };
+    const auto size = [](int64_t b) { return format_bytes(static_cast<uint64_t>(std::max<int64_t>(0, b))); };
     return error(ErrorKind::InvalidArgument,
-                 "--max-rss " + mib(config.max_rss_bytes) + " leaves " + mib(left) + " for the KV cache after the weights (" +
-                     mib(weights) + "), the rest of the process (" + mib(process) + "), one step's activations (~" +
-                     mib(activations) + ") and a 16 MiB margin: less than one sequence's context of " +
-                     std::to_string(n_ctx) + " tokens (" + mib(per_seq) +
+                 "--max-rss " + size(config.max_rss_bytes) + " leaves " + size(left) + " for the KV cache after the weights (" +
+                     size(weights) + "), the rest of the process (" + size(process) + "), one step's activations (~" +
+                     size(activations) + ") and a 16 MiB margin: less than one sequence's context of " +
+                     std::to_string(n_ctx) + " tokens (" + size(per_seq) +
                      "); raise --max-rss, lower -c or --max-batched-tokens");
   }
   int64_t kv = std::min(left, per_seq * std::max(1, config.max_num_seqs));

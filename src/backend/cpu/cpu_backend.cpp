@@ -74,17 +74,27 @@ class CpuBackend final : public HostBackend {
     const size_t file_bytes = static_cast<size_t>(w.n_rows) * w.row_stride_bytes;
     populate_pages(w.data, file_bytes);
     kernels::pack_weights(*k, w, buf, &pool_);
-    packed_.emplace_back(static_cast<uint8_t*>(buf));
-    packed_spans_.emplace_back(static_cast<const uint8_t*>(buf), bytes);
-    packed_sources_.emplace_back(static_cast<const uint8_t*>(w.data), file_bytes);
+    packed_.push_back({std::unique_ptr<uint8_t, FreeDeleter>(static_cast<uint8_t*>(buf)), bytes,
+                       {static_cast<const uint8_t*>(w.data), file_bytes}});
     w.packed = buf;
-    packed_bytes_ += bytes;
     if (w.file_backed) release_pages(w.data, file_bytes);
   }
   const float* upload(std::span<const float> v) override { return v.data(); }
-  uint64_t prepared_bytes() const override { return packed_bytes_; }
-  std::vector<std::span<const uint8_t>> packed_sources() const override { return packed_sources_; }
-  std::vector<std::span<const uint8_t>> packed_buffers() const override { return packed_spans_; }
+  uint64_t prepared_bytes() const override {
+    uint64_t n = 0;
+    for (const Packed& p : packed_) n += p.bytes;
+    return n;
+  }
+  std::vector<std::span<const uint8_t>> packed_sources() const override {
+    std::vector<std::span<const uint8_t>> v;
+    for (const Packed& p : packed_) v.push_back(p.source);
+    return v;
+  }
+  std::vector<std::span<const uint8_t>> packed_buffers() const override {
+    std::vector<std::span<const uint8_t>> v;
+    for (const Packed& p : packed_) v.emplace_back(p.buf.get(), p.bytes);
+    return v;
+  }
 
   void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) override {
     rows(n_rows, n, [&](int64_t t) { kernels::rms_norm(x + t * n, weight, y + t * n, n, eps); });
@@ -220,9 +230,12 @@ class CpuBackend final : public HostBackend {
 
   ThreadPool pool_;
   bool pack_;
-  std::vector<std::unique_ptr<uint8_t, FreeDeleter>> packed_;  // owners of WeightView::packed
-  std::vector<std::span<const uint8_t>> packed_spans_, packed_sources_;  // the same, and what each was packed from
-  uint64_t packed_bytes_ = 0;
+  struct Packed {
+    std::unique_ptr<uint8_t, FreeDeleter> buf;  // owner of a WeightView::packed
+    size_t bytes;
+    std::span<const uint8_t> source;  // what it was packed from (no longer read)
+  };
+  std::vector<Packed> packed_;
   std::vector<kernels::QueryBlock> blocks_;  // attention's per-call list, reused
   std::vector<kernels::ExpertMatmulJob> expert_jobs_;  // matmul_experts' per-call list, reused
 };
