@@ -81,9 +81,9 @@ int run(int argc, char** argv) {
     else if (a == "--reps") reps = std::atoi(next());
     else if (a == "--level") {
       const std::string l = next();
-      k = kernels::attention_kernels_at(l == "avx2" ? kernels::CpuLevel::Avx2
-                                        : l == "scalar" ? kernels::CpuLevel::Scalar
-                                                        : kernels::CpuLevel::Avx512);
+      k = nullptr;
+      for (kernels::CpuLevel level : kernels::all_cpu_levels())
+        if (l == kernels::cpu_level_name(level)) k = kernels::attention_kernels_at(level);
     } else {
       std::fprintf(stderr, "unknown argument %s\n", a.c_str());
       return 2;

@@ -3,7 +3,8 @@
 // | variable        | values                                   | effect                                      |
 // |-----------------|------------------------------------------|---------------------------------------------|
 // | TERN_LOG_LEVEL  | debug, info, warn (default), error, off  | log verbosity                               |
-// | TERN_CPU_LEVEL  | scalar, avx2, avx512 (default: best)     | caps the kernel level chosen at run time    |
+// | TERN_CPU_LEVEL  | scalar, avx2, avx512 (x86); scalar, neon, | caps the kernel level chosen at run time    |
+// |                 | dotprod, i8mm (ARM64) (default: best)    |                                             |
 // | TERN_PACK       | 0 = off (default on)                     | CPU backend packs matrices into panels      |
 // | TERN_FAULT_IO_STEP | N >= 0 (tests; default off)           | the N-th I/O step of atomic files fails as  |
 // |                 |                                          | a full disk does (core/atomic_file.h)       |

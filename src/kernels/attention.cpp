@@ -13,15 +13,27 @@
 namespace tern::kernels {
 
 extern const AttentionKernels kAttention_scalar;
+#if defined(__x86_64__)
 extern const AttentionKernels kAttention_avx2;
 extern const AttentionKernels kAttention_avx512;
+#elif defined(__aarch64__)
+extern const AttentionKernels kAttention_neon;
+#endif
 
 const AttentionKernels* attention_kernels_at(CpuLevel level) {
   if (!cpu_supports(level)) return nullptr;
   switch (level) {
+#if defined(__x86_64__)
     case CpuLevel::Avx512: return &kAttention_avx512;
     case CpuLevel::Avx2: return &kAttention_avx2;
-    case CpuLevel::Scalar: break;
+#elif defined(__aarch64__)
+    // One table for the three levels: the compiler's NEON code (the integer
+    // dot-product instructions only matter to the matmul kernels).
+    case CpuLevel::Neon:
+    case CpuLevel::NeonDot:
+    case CpuLevel::NeonI8mm: return &kAttention_neon;
+#endif
+    default: break;
   }
   return &kAttention_scalar;
 }

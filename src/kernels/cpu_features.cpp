@@ -8,6 +8,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 namespace tern::kernels {
 
@@ -16,8 +20,23 @@ const char* cpu_level_name(CpuLevel level) {
     case CpuLevel::Scalar: return "scalar";
     case CpuLevel::Avx2: return "avx2";
     case CpuLevel::Avx512: return "avx512";
+    case CpuLevel::Neon: return "neon";
+    case CpuLevel::NeonDot: return "dotprod";
+    case CpuLevel::NeonI8mm: return "i8mm";
   }
   return "?";
+}
+
+const std::vector<CpuLevel>& all_cpu_levels() {
+  static const std::vector<CpuLevel> levels = {
+      CpuLevel::Scalar,
+#if defined(__x86_64__)
+      CpuLevel::Avx2,   CpuLevel::Avx512,
+#elif defined(__aarch64__)
+      CpuLevel::Neon,   CpuLevel::NeonDot, CpuLevel::NeonI8mm,
+#endif
+  };
+  return levels;
 }
 
 const CpuFeatures& cpu_features() {
@@ -38,6 +57,14 @@ const CpuFeatures& cpu_features() {
     c.avx512dq = __builtin_cpu_supports("avx512dq");
     c.avx512vnni = __builtin_cpu_supports("avx512vnni");
     c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+#elif defined(__aarch64__)
+    c.neon = true;  // Advanced SIMD is part of every AArch64 CPU
+#if defined(__linux__)
+    // The kernel's hardware capability bits, as reported for this process.
+    const unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    c.dotprod = (hw & HWCAP_ASIMDDP) != 0;
+    c.i8mm = (hw2 & HWCAP2_I8MM) != 0;
+#endif
 #endif
     return c;
   }();
@@ -59,6 +86,9 @@ std::string CpuFeatures::describe() const {
   add(avx512vnni, "AVX512VNNI");
   add(avx512bf16, "AVX512BF16");
   add(avx_vnni, "AVXVNNI");
+  add(neon, "NEON");
+  add(dotprod, "DOTPROD");
+  add(i8mm, "I8MM");
   return s.empty() ? "none" : s;
 }
 
@@ -69,18 +99,23 @@ bool cpu_supports(CpuLevel level) {
     case CpuLevel::Avx2: return c.avx2 && c.fma && c.f16c;
     case CpuLevel::Avx512:
       return cpu_supports(CpuLevel::Avx2) && c.avx512f && c.avx512bw && c.avx512vl && c.avx512dq && c.avx512vnni;
+    case CpuLevel::Neon: return c.neon;
+    case CpuLevel::NeonDot: return c.neon && c.dotprod;
+    case CpuLevel::NeonI8mm: return c.neon && c.dotprod && c.i8mm;
   }
   return false;
 }
 
 CpuLevel best_cpu_level() {
   static const CpuLevel level = [] {
-    CpuLevel cap = CpuLevel::Avx512;
     const std::string& env = env_config().cpu_level;
-    if (env == "scalar") cap = CpuLevel::Scalar;
-    else if (env == "avx2") cap = CpuLevel::Avx2;
-    for (int l = static_cast<int>(cap); l > 0; --l)
-      if (cpu_supports(static_cast<CpuLevel>(l))) return static_cast<CpuLevel>(l);
+    const std::vector<CpuLevel>& levels = all_cpu_levels();
+    // The cap: the named level (an unknown or other-architecture name caps nothing).
+    size_t cap = levels.size() - 1;
+    for (size_t i = 0; i < levels.size(); ++i)
+      if (env == cpu_level_name(levels[i])) cap = i;
+    for (size_t i = cap + 1; i-- > 0;)
+      if (cpu_supports(levels[i])) return levels[i];
     return CpuLevel::Scalar;
   }();
   return level;

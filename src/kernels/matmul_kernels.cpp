@@ -3,7 +3,11 @@
 #include <cstring>
 
 #include "kernels/w8a8.h"
+#if defined(__x86_64__)
 #include "kernels/x86/x86_kernels.h"
+#elif defined(__aarch64__)
+#include "kernels/arm/arm_impl.h"
+#endif
 #include "quant/quant.h"
 
 namespace tern::kernels {
@@ -58,8 +62,15 @@ const MatmulKernels* matmul_kernels_at(GgmlType weight_type, CpuLevel level) {
   if (!cpu_supports(level)) return nullptr;
   switch (level) {
     case CpuLevel::Scalar: return scalar_kernels(weight_type);
+#if defined(__x86_64__)
     case CpuLevel::Avx2: return x86::avx2_matmul_kernels(weight_type);
     case CpuLevel::Avx512: return x86::avx512_matmul_kernels(weight_type);
+#elif defined(__aarch64__)
+    case CpuLevel::Neon:
+    case CpuLevel::NeonDot:
+    case CpuLevel::NeonI8mm: return arm::neon_matmul_kernels(weight_type, level);
+#endif
+    default: break;
   }
   return nullptr;
 }

@@ -11,7 +11,8 @@ struct MachineLimits {
   double read_bw_gbs = 0;       // streaming read from DRAM (1 GiB buffer), all threads; 512-bit loads
                                 // with software prefetch where the CPU has AVX-512, as the GEMV kernels do
   double peak_gflops_f32 = 0;   // f32 FMA throughput, all threads (2 flops per lane)
-  double peak_gops_int8 = 0;    // vpdpbusd zmm throughput x 64 MACs x 2 ops (0 without AVX-512 VNNI)
+  double peak_gops_int8 = 0;    // int8 dot throughput x 2 ops per MAC: vpdpbusd zmm (AVX-512 VNNI),
+                                // SDOT (Arm dotprod); 0 without either
   double peak_gflops_bf16 = 0;  // vdpbf16ps zmm throughput x 32 MACs x 2 flops (0 without AVX-512 BF16)
 };
 

@@ -105,9 +105,13 @@ std::vector<uint8_t> quantize_activations(const MatmulKernels& k, const Problem&
   return xq;
 }
 
+bool adds_integer_instructions_only(CpuLevel level) {
+  return level == CpuLevel::NeonDot || level == CpuLevel::NeonI8mm;
+}
+
 std::vector<CpuLevel> available_levels() {
   std::vector<CpuLevel> levels;
-  for (CpuLevel l : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512})
+  for (CpuLevel l : all_cpu_levels())
     if (cpu_supports(l)) levels.push_back(l);
   return levels;
 }

@@ -57,6 +57,9 @@ std::vector<double> budgets(const Problem& p, gguf::GgmlType act_type);
 // Quantize every activation row with k.quantize_act: [n_cols][x_stride] bytes.
 std::vector<uint8_t> quantize_activations(const MatmulKernels& k, const Problem& p, size_t x_stride);
 
+// Levels without float kernels of their own (Arm's NeonDot and NeonI8mm).
+bool adds_integer_instructions_only(CpuLevel level);
+
 // The levels this CPU runs, Scalar first.
 std::vector<CpuLevel> available_levels();
 

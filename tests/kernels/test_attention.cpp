@@ -144,7 +144,7 @@ TEST(Attention, MatchesReferenceAcrossShapesSplitsAndLayouts) {
       {8, 1, 128, 0, {3}, {300}, 1 << 20},              // MQA, head_dim 128
       {16, 4, 8, 0, {80}, {0}, 1 << 20},                // more rows than one pass (80 x 4 > 64)
   };
-  for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+  for (CpuLevel level : all_cpu_levels()) {
     const AttentionKernels* k = attention_kernels_at(level);
     if (!k) continue;  // this CPU lacks the level
     SCOPED_TRACE(cpu_level_name(level));
@@ -169,7 +169,7 @@ TEST(Attention, SoftcapMatchesReference) {
       {8, 2, 16, 5, {30}, {10}, 7, 3.0f},                    // with a sliding window
       {8, 2, 16, 0, {20}, {40}, 1 << 20, 50.0f},             // Gemma 2's cap: nearly the identity here
   };
-  for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+  for (CpuLevel level : all_cpu_levels()) {
     const AttentionKernels* k = attention_kernels_at(level);
     if (!k) continue;
     SCOPED_TRACE(cpu_level_name(level));
@@ -198,7 +198,7 @@ TEST(Attention, OutputDoesNotDependOnRunLayout) {
       {6, 3, 32, 0, {5, 1, 1, 20}, {3, 90, 0, 150}, 0},
       {8, 2, 64, 9, {30}, {100}, 0},
   };
-  for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+  for (CpuLevel level : all_cpu_levels()) {
     const AttentionKernels* k = attention_kernels_at(level);
     if (!k) continue;
     SCOPED_TRACE(cpu_level_name(level));
@@ -228,7 +228,7 @@ TEST(Attention, DecodeAtDepthMatchesReference) {
           const auto in = make_inputs(c);
           for (KvType kv : kAllKv) {
             const Prepared p = prepare(c, kv, run_len, true, in);
-            for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+            for (CpuLevel level : all_cpu_levels()) {
               const AttentionKernels* k = attention_kernels_at(level);
               if (!k) continue;
               SCOPED_TRACE(cpu_level_name(level));
@@ -246,7 +246,7 @@ TEST(Attention, DecodeAtDepthMatchesReference) {
 // heads per KV head, values through scratch) equals the same token decoded
 // alone (3 rows), at depths inside one tile and across segments.
 TEST(Attention, DecodeRowEqualsTheSameRowInALargerBlock) {
-  for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+  for (CpuLevel level : all_cpu_levels()) {
     const AttentionKernels* k = attention_kernels_at(level);
     if (!k) continue;
     SCOPED_TRACE(cpu_level_name(level));

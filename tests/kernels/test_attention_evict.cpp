@@ -74,7 +74,7 @@ TEST(AttentionEvict, GapsMatchTheReferenceAtEveryLevel) {
         std::vector<float> ref, full_out;
         QueryBlock rb = block_of(s, ref);
         attention_reference(s.shape, {&rb, 1});
-        for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+        for (CpuLevel level : all_cpu_levels()) {
           const AttentionKernels* k = attention_kernels_at(level);
           if (!k) continue;
           for (int threads : {1, 3}) {

@@ -103,7 +103,7 @@ TEST(AttentionStreaming, MatchesReferenceAtEveryLevel) {
     for (const StreamCase& c : kCases) {
       const Stream s = make(c, kv, static_cast<unsigned>(c.pos0 + c.n_sink));
       const auto ref = reference(s);
-      for (CpuLevel level : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512}) {
+      for (CpuLevel level : all_cpu_levels()) {
         const AttentionKernels* k = attention_kernels_at(level);
         if (!k) continue;
         for (int threads : {1, 3}) {

@@ -79,7 +79,7 @@ std::vector<float> expected(const Case& c, bool with_scale) {
 
 std::vector<const MatmulKernels*> levels() {
   std::vector<const MatmulKernels*> out;
-  for (CpuLevel l : {CpuLevel::Scalar, CpuLevel::Avx2, CpuLevel::Avx512})
+  for (CpuLevel l : all_cpu_levels())
     if (const MatmulKernels* k = matmul_kernels_at(GgmlType::I8, l); k && k->level == l) out.push_back(k);
   return out;
 }

@@ -13,6 +13,11 @@
 #if defined(__F16C__)
 #include <immintrin.h>
 #endif
+// The AArch64 copy (attention_neon.cpp) defines TERN_KERNELS_NEON: conversions
+// in registers with Advanced SIMD, as the AVX levels do with theirs.
+#if defined(TERN_KERNELS_NEON)
+#include <arm_neon.h>
+#endif
 
 // No std:: templates or inline library functions are used below: a copy
 // instantiated in an AVX-compiled file could be picked by the linker for
@@ -87,6 +92,13 @@ inline void half_to_float_row(const void* src_v, float* dst, int n) {
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
   for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
 #else
+#if defined(TERN_KERNELS_NEON)
+  for (; i + 8 <= n; i += 8) {
+    const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(src + i));
+    vst1q_f32(dst + i, vcvt_f32_f16(vget_low_f16(h)));
+    vst1q_f32(dst + i + 4, vcvt_high_f32_f16(h));
+  }
+#endif
   for (; i < n; ++i) {
     const uint32_t h = src[i];
     const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
@@ -109,6 +121,13 @@ inline void half_to_float_row(const void* src_v, float* dst, int n) {
 __attribute__((always_inline)) inline f32x16 load16_half(const uint16_t* p) {
 #if defined(__AVX512F__)
   return (f32x16)_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#elif defined(TERN_KERNELS_NEON)
+  const float16x8_t a = vreinterpretq_f16_u16(vld1q_u16(p)), b = vreinterpretq_f16_u16(vld1q_u16(p + 8));
+  const float32x4_t q[4] = {vcvt_f32_f16(vget_low_f16(a)), vcvt_high_f32_f16(a), vcvt_f32_f16(vget_low_f16(b)),
+                            vcvt_high_f32_f16(b)};
+  f32x16 v;
+  __builtin_memcpy(&v, q, sizeof v);
+  return v;
 #else
   float t[16];
   half_to_float_row(p, t, 16);
@@ -142,6 +161,14 @@ __attribute__((always_inline)) inline f32x16 int8x16_to_float(const void* p) {
   __builtin_memcpy(&v, &lo, 32);
   __builtin_memcpy(reinterpret_cast<char*>(&v) + 32, &hi, 32);
   return v;
+#elif defined(TERN_KERNELS_NEON)
+  const int8x16_t b = vld1q_s8(static_cast<const int8_t*>(p));
+  const int16x8_t lo = vmovl_s8(vget_low_s8(b)), hi = vmovl_high_s8(b);
+  const float32x4_t q[4] = {vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), vcvtq_f32_s32(vmovl_high_s16(lo)),
+                            vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), vcvtq_f32_s32(vmovl_high_s16(hi))};
+  f32x16 v;
+  __builtin_memcpy(&v, q, sizeof v);
+  return v;
 #else
   f32x16 v;
   for (int i = 0; i < 16; ++i) v[i] = static_cast<float>(static_cast<const int8_t*>(p)[i]);
@@ -162,6 +189,18 @@ inline void unpack_q4_head(const void* head, int hd, int g, int8_t* out) {
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * k), _mm_sub_epi8(_mm_and_si128(b, low4), eight));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 32 * k + 16),
                        _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(b, 4), low4), eight));
+    }
+    return;
+  }
+#elif defined(TERN_KERNELS_NEON)
+  if (g == 32) {
+    const auto* packed = static_cast<const uint8_t*>(head) + 2 * (hd / g);
+    const uint8x16_t low4 = vdupq_n_u8(0x0f);
+    const int8x16_t eight = vdupq_n_s8(8);
+    for (int k = 0; k < hd / 32; ++k) {
+      const uint8x16_t b = vld1q_u8(packed + 16 * k);
+      vst1q_s8(out + 32 * k, vsubq_s8(vreinterpretq_s8_u8(vandq_u8(b, low4)), eight));
+      vst1q_s8(out + 32 * k + 16, vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(b, 4)), eight));
     }
     return;
   }

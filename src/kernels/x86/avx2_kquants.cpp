@@ -17,7 +17,7 @@
 #include <cstring>
 
 #include "kernels/x86/avx2_util.h"
-#include "kernels/x86/kquant_scales.h"
+#include "kernels/kquant_scales.h"
 #include "kernels/x86/tile_dispatch.h"
 #include "kernels/x86/x86_impl.h"
 #include "quant/k_blocks.h"

@@ -25,7 +25,7 @@
 #include <cstring>
 
 #include "kernels/x86/avx512_util.h"
-#include "kernels/x86/kquant_scales.h"
+#include "kernels/kquant_scales.h"
 #include "kernels/x86/tile_dispatch.h"
 #include "kernels/x86/x86_impl.h"
 #include "quant/blocks.h"

@@ -12,6 +12,8 @@
 //   avx512_panel_legacy.cpp                     32-row GEMM panels for Q4_0, Q8_0, IQ4_NL
 //   avx512_w8a8.cpp / avx2_w8a8.cpp             W8A8: per-token int8 activations x per-row int8 weights
 //   avx512_matmul.cpp / avx2_matmul.cpp         the level's table: asks each family in turn
+//   kv_quant_avx512.cpp                         the q8_0 KV cache's roundings
+//   peak_loops_x86.cpp                          the roofline's throughput loops (target attributes)
 //
 // ODR rule for every file compiled with -mavx*: include only <immintrin.h>,
 // <cstdint>, <cstddef>, <cstring> and headers that declare plain structs and
@@ -47,6 +49,11 @@ using PanelFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int n_row
 // packed: the kernel reading one packed panel (MatmulKernels::pack) instead of rows in place.
 PanelFn avx512_kquant_panel(gguf::GgmlType weight_type, bool packed);   // Q4_K Q5_K Q6_K
 PanelFn avx512_legacy_panel(gguf::GgmlType weight_type, bool packed);   // Q4_0 Q8_0 IQ4_NL
+
+// The q8_0 KV cache's roundings (kernels/kv_quant.cpp): max |x| over n, and
+// the codes of x * inv rounded as core/kv_format.cpp does.
+float avx512_abs_max(const float* x, int n);
+void avx512_round_codes(const float* x, int n, float inv, int8_t* q);
 
 // Each returns its family's row for the type, or nullptr.
 const MatmulKernels* avx512_legacy_kernels(gguf::GgmlType weight_type);

@@ -1,14 +1,14 @@
-// kernels/x86/kquant_scales.h — packed K-quant sub-block scales as plain bytes (internal).
+// kernels/kquant_scales.h — packed K-quant sub-block scales as plain bytes (internal).
 //
 // Word-at-a-time unpacking of the 12-byte scale fields (layouts in
 // quant/k_blocks.h). Plain C++ in an anonymous namespace, so every SIMD
-// translation unit gets its own copy (ODR rule in x86_impl.h).
+// translation unit gets its own copy (ODR rule in x86/x86_impl.h and arm/arm_impl.h).
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
-namespace tern::kernels::x86 {
+namespace tern::kernels {
 namespace {
 
 inline uint32_t scales_word(const uint8_t* p) {
@@ -41,4 +41,4 @@ inline void unpack_q3k_scales(const uint8_t* s, uint32_t w[4]) {
 }
 
 }  // namespace
-}  // namespace tern::kernels::x86
+}  // namespace tern::kernels
