@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -115,6 +116,39 @@ TEST(MatmulKernels, ResultsDoNotDependOnTileShape) {
             }
     }
   }
+}
+
+// Arm's three levels differ only in the instructions that form exact integer
+// block sums (kernels/arm/arm_impl.h): their outputs are bit-identical, for
+// every shape. (Skipped where the CPU has fewer than two of them.)
+TEST(MatmulKernels, ArmLevelsAgreeBitForBit) {
+  int compared = 0;
+  for (GgmlType t : kTypes) {
+    const MatmulKernels* base = matmul_kernels_at(t, CpuLevel::Neon);
+    if (!base) continue;
+    for (CpuLevel level : {CpuLevel::NeonDot, CpuLevel::NeonI8mm}) {
+      const MatmulKernels* k = matmul_kernels_at(t, level);
+      if (!k) continue;
+      ASSERT_EQ(k->act_type, base->act_type) << label(t, level);
+      for (int64_t n : lengths(t)) {
+        const Problem p = make_problem(t, n, k->max_rows, k->max_cols, static_cast<uint32_t>(n));
+        const size_t x_stride = act_row_bytes(*k, p.n);
+        const std::vector<uint8_t> xq = testing::quantize_activations(*k, p, x_stride);
+        for (int nr = 1; nr <= k->max_rows; ++nr)
+          for (int nc = 1; nc <= k->max_cols; ++nc) {
+            const size_t ldy = static_cast<size_t>(nr);
+            std::vector<float> a(ldy * nc), b(ldy * nc);
+            base->tile(p.n, p.w.data(), p.w_stride, nr, xq.data(), x_stride, nc, a.data(), ldy);
+            k->tile(p.n, p.w.data(), p.w_stride, nr, xq.data(), x_stride, nc, b.data(), ldy);
+            for (size_t i = 0; i < a.size(); ++i)
+              ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i]))
+                  << label(t, level) << " vs neon, n " << n << " tile " << nr << "x" << nc << " elem " << i;
+          }
+      }
+      ++compared;
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "fewer than two Arm kernel levels on this CPU";
 }
 
 // Large-magnitude and all-zero rows: the integer paths must not overflow or
