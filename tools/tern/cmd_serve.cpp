@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "args.h"
+#include "serve_config.h"
 #include "commands.h"
 #include "core/input_file.h"
 #include "engine_flags.h"
@@ -40,7 +41,10 @@ int cmd_serve(int argc, char** argv) {
   float shutdown_timeout_s = 30.0f;
   float header_timeout_s = 10.0f;
   ArgParser args("serve", "tern serve -m MODEL [--host 127.0.0.1] [--port 8080] [--api-key KEY | --api-key-file F] "
-                          "[--served-model-name NAME] [engine flags]");
+                          "[--served-model-name NAME] [--config FILE] [engine flags]");
+  std::string config_help;
+  args.add("--config", &config_help,
+           "a file of serve flags (as `tern tune -o` writes), read first: the command line's flags override it");
   args.add("-m,--model", &cfg.engine.model_path, "GGUF model file");
   args.add("--host", &cfg.http.host, "address to listen on (default 127.0.0.1)");
   args.add("--port", &cfg.http.port, "port (default 8080; 0 = any free port, printed at start)");
@@ -67,7 +71,19 @@ int cmd_serve(int argc, char** argv) {
   // Tells "--api-key ''" (a mistake that would turn authentication off) from no flag.
   const std::string kUnset = "\x01unset";
   cfg.api_key = kUnset;
-  if (auto s = args.parse(argc, argv); !s) return report(s);
+  // --config FILE: its flags are parsed first (so an error names the file),
+  // then again with the command line's after them.
+  auto config = split_config(argc, argv);
+  if (!config) return report(config.status().with_context("serve"));
+  if (!config->path.empty()) {
+    auto file_argv = argv_of(config->file_flags);
+    if (auto s = args.parse(static_cast<int>(config->file_flags.size()), file_argv.data()); !s)
+      return report(s.with_context("--config " + config->path));
+  }
+  std::vector<std::string> all = config->file_flags;
+  all.insert(all.end(), config->rest.begin(), config->rest.end());
+  auto all_argv = argv_of(all);
+  if (auto s = args.parse(static_cast<int>(all.size()), all_argv.data()); !s) return report(s);
   if (args.help_requested()) {
     std::fputs(args.help_text().c_str(), stdout);
     return 0;

@@ -21,6 +21,7 @@ int cmd_bench_spec(int argc, char** argv);
 // tern bench's -b: comma-separated batch sizes in [1, 4096].
 Result<std::vector<int>> parse_batch_list(const std::string& text);   // tern bench --draft: speculative decoding's speed-up  // tern bench sweep: the same over rates/concurrencies
 int cmd_serve(int argc, char** argv);
+int cmd_tune(int argc, char** argv);  // tern tune: successive halving over tern serve configurations
 int cmd_quantize(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);
 int cmd_synth(int argc, char** argv);

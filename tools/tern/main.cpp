@@ -31,6 +31,7 @@ constexpr Command kCommands[] = {
     {"calibrate", cmd_calibrate, "record a model's linear-layer input statistics on text (for quantize --calib)"},
     {"synth", cmd_synth, "write a random-weight model of given shapes (benchmarks)"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with a web playground and Prometheus metrics"},
+    {"tune", cmd_tune, "search serving settings for the best goodput under SLOs; writes a serve --config file"},
     {"bench", cmd_bench, "measure pp/tg/batched throughput against the machine's limits"},
     {"batch", cmd_batch, "run a JSONL file of requests through the serving engine"},
     {"eval", cmd_eval, "eval quant: quantize a model to several types, table of quality (PPL, KL) and speed"},
