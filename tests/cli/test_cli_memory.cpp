@@ -7,7 +7,9 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -61,29 +63,35 @@ TEST(CliMemory, MlockUnderASmallLimitIsRefusedWithTheLimit) {
   EXPECT_NE(o.err.find("the limit on locked memory is 4.0 KiB; raise it with `ulimit -l`"), std::string::npos) << o.err;
 }
 
+// KV-heavy and cheap to run: 16 layers of width 64 keep 8 KiB of f32 K/V per token; 1.4 MiB of weights.
+void make_kv_heavy_model(const std::string& path) {
+  auto synth = run_tern("synth --arch llama --dim 64 --layers 16 --heads 1 --kv-heads 1 --ffn 128 --type F16 --ctx 1024 "
+                        "--vocab-from " + quote(test::stories_gguf()) + " -o " + quote(path));
+  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+}
+
+// n prompts of ~770 distinct tokens, 60 more tokens each (~6.5 MiB of f32 K/V per request on that model).
+void write_prompts(const std::string& path, int n) {
+  std::ofstream f(path);
+  std::string body;
+  for (int i = 0; i < 40; ++i) body += "Once upon a time there was a little girl who liked to play. ";
+  for (int i = 0; i < n; ++i)
+    f << nlohmann::json{{"id", i}, {"prompt", "number " + std::to_string(i) + ". " + body}, {"max_tokens", 60},
+                        {"temperature", 0}, {"ignore_eos", true}}
+             .dump()
+      << "\n";
+}
+
 TEST(CliMemory, MaxRssKeepsABatchUnderTheBound) {
   TERN_REQUIRE_STORIES();
   // A sanitizer's own memory (shadow, quarantine) is in the resident set it would measure.
   if (test::kSanitized) GTEST_SKIP() << "resident memory under a sanitizer is the sanitizer's";
   test::ScratchDir dir;
-  // KV-heavy and cheap to run: 16 layers of width 64 keep 8 KiB of f32 K/V per token; 1.4 MiB of weights.
-  const std::string model = dir / "kv_heavy.gguf";
-  auto synth = run_tern("synth --arch llama --dim 64 --layers 16 --heads 1 --kv-heads 1 --ffn 128 --type F16 --ctx 1024 "
-                        "--vocab-from " + quote(test::stories_gguf()) + " -o " + quote(model));
-  ASSERT_EQ(synth.exit_code, 0) << synth.err;
+  const std::string model = dir / "kv_heavy.gguf", in = dir / "in.jsonl";
+  make_kv_heavy_model(model);
+  if (HasFatalFailure()) return;
   // 6 prompts of ~770 distinct tokens and 60 more each: ~39 MiB of K/V when all run at once.
-  const std::string in = dir / "in.jsonl";
-  {
-    std::ofstream f(in);
-    const char* first[] = {"zero", "one", "two", "three", "four", "five"};
-    std::string body;
-    for (int i = 0; i < 40; ++i) body += "Once upon a time there was a little girl who liked to play. ";
-    for (int i = 0; i < 6; ++i)
-      f << nlohmann::json{{"id", i}, {"prompt", std::string(first[i]) + ". " + body}, {"max_tokens", 60},
-                          {"temperature", 0}, {"ignore_eos", true}}
-               .dump()
-        << "\n";
-  }
+  write_prompts(in, 6);
   const auto batch = [&](const std::string& extra) {
     const std::string stats = dir / "stats.json";
     auto o = run_tern("batch -m " + quote(model) + " -f " + quote(in) + " -o " + quote(dir / "out.jsonl") +
@@ -110,6 +118,48 @@ TEST(CliMemory, MaxRssKeepsABatchUnderTheBound) {
   EXPECT_NE(tiny.err.find("less than one sequence's context of 1024 tokens (8.00 MiB)"), std::string::npos) << tiny.err;
   auto fraction = run_tern("run -m " + quote(model) + " -p x -n 3 --max-rss 0.5");
   EXPECT_NE(fraction.err.find("--max-rss '0.5': expected bytes (4G, 512M)"), std::string::npos) << fraction.err;
+}
+
+
+// In a memory cgroup the kernel enforces the bound (scripts/cgroup_run.sh;
+// skipped where no writable memory cgroup exists): a batch of 12 long
+// requests is killed at 40 MiB without --max-rss, and completes inside it
+// with --max-rss 40M (the KV pool sized to what is left; requests wait).
+TEST(CliMemory, MaxRssRunsInAMemoryCgroupWhereTheUnboundedBatchIsKilled) {
+  TERN_REQUIRE_STORIES();
+  if (test::kSanitized) GTEST_SKIP() << "a sanitizer's shadow memory would be charged to the cgroup";
+  test::ScratchDir dir;
+  const std::string model = dir / "kv_heavy.gguf", in = dir / "in.jsonl", out = dir / "out.jsonl";
+  make_kv_heavy_model(model);
+  if (HasFatalFailure()) return;
+  write_prompts(in, 12);  // ~78 MiB of K/V if all ran at once
+  const std::string script =
+      (std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "scripts" / "cgroup_run.sh").string();
+  constexpr int64_t kLimit = int64_t{40} << 20;
+  const std::string prefix = "bash " + quote(script) + " " + std::to_string(kLimit);
+  const std::string args = "batch -m " + quote(model) + " -f " + quote(in) + " -o " + quote(out) + " -t 2 --kv-type f32";
+  auto bounded = run_tern(args + " --max-rss 40M", prefix);
+  if (bounded.exit_code == 77) GTEST_SKIP() << bounded.err;
+  EXPECT_EQ(bounded.exit_code, 0) << bounded.err;
+  EXPECT_NE(bounded.err.find("oom_kills 0"), std::string::npos) << bounded.err;
+  std::ifstream f(out);
+  int finished = 0;
+  for (std::string line; std::getline(f, line);) {
+    const auto j = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << line;
+    finished += j.value("finish_reason", "") == "length" ? 1 : 0;
+  }
+  EXPECT_EQ(finished, 12);
+  // The cgroup's charged peak (anonymous memory and the page cache it brought in) within the limit.
+  const size_t at = bounded.err.rfind("cgroup_run: limit ");
+  ASSERT_NE(at, std::string::npos) << bounded.err;
+  long long limit = 0, peak = 0;
+  ASSERT_EQ(std::sscanf(bounded.err.c_str() + at, "cgroup_run: limit %lld peak %lld", &limit, &peak), 2) << bounded.err;
+  EXPECT_EQ(limit, kLimit);
+  EXPECT_LE(peak, kLimit);
+  auto unbounded = run_tern(args, prefix);
+  EXPECT_EQ(unbounded.exit_code, 137) << "without --max-rss the batch must outgrow the cgroup: " << unbounded.err;
+  EXPECT_NE(unbounded.err.find("oom_kills 1"), std::string::npos) << unbounded.err;
 }
 
 }  // namespace
