@@ -227,7 +227,7 @@ int cmd_tune(int argc, char** argv) {
   args.add("--max-concurrency", &f.max_concurrency, "most requests in flight at once (default: no cap)");
   args.add("--seed", &f.seed, "seed for the dataset and arrivals (default 0)");
   args.add("--warmup", &f.warmup, "requests sent to each new server first, left out of its figures (default 1: the first pays for paging the model in)");
-  args.add("--slo-ttft", &f.slo_ttft_ms, "goodput SLO on time to first token (p-any), ms");
+  args.add("--slo-ttft", &f.slo_ttft_ms, "goodput SLO on time to first token, ms");
   args.add("--slo-tpot", &f.slo_tpot_ms, "goodput SLO on time per output token, ms");
   args.add("--slo-e2e", &f.slo_e2e_ms, "goodput SLO on end-to-end latency, ms");
   args.add_flag("--chat", &f.chat, "use /v1/chat/completions (default /v1/completions)");
