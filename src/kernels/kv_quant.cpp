@@ -9,32 +9,23 @@
 #endif
 
 namespace tern::kernels {
-namespace {
 
-// The AVX-512 loops (x86/kv_quant_avx512.cpp); elsewhere the scalar codecs,
-// which the compiler vectorises for the baseline ISA.
 #if defined(__x86_64__)
+// The AVX-512 loops (x86/kv_quant_avx512.cpp) where the CPU has them.
+namespace {
 bool wide() {
   static const bool w = cpu_supports(CpuLevel::Avx512);
   return w;
 }
-float abs_max_wide(const float* x, int n) { return x86::avx512_abs_max(x, n); }
-void round_codes_wide(const float* x, int n, float inv, int8_t* q) { x86::avx512_round_codes(x, n, inv, q); }
-#else
-bool wide() { return false; }
-float abs_max_wide(const float*, int) { return 0.0f; }
-void round_codes_wide(const float*, int, float, int8_t*) {}
-#endif
-
 }  // namespace
 
 void quantize_query(const float* q, int head_dim, int8_t* codes, float* scales) {
   if (!wide()) return kv_quantize_query(q, head_dim, codes, scales);
   const int g = kv_group_elems(KvType::Q8_0, head_dim);
   for (int k = 0; k < head_dim / g; ++k) {
-    const float d = abs_max_wide(q + k * g, g) / 127.0f;
+    const float d = x86::avx512_abs_max(q + k * g, g) / 127.0f;
     scales[k] = d;
-    round_codes_wide(q + k * g, g, d > 0.0f ? 1.0f / d : 0.0f, codes + k * g);
+    x86::avx512_round_codes(q + k * g, g, d > 0.0f ? 1.0f / d : 0.0f, codes + k * g);
   }
 }
 
@@ -46,12 +37,23 @@ void encode_kv_row(KvType t, const float* x, int n_kv_head, int head_dim, void* 
     uint8_t* scales = out + kv_head_bytes(t, head_dim) * static_cast<size_t>(h);
     auto* codes = reinterpret_cast<int8_t*>(scales + 2 * n_groups);
     for (int k = 0; k < n_groups; ++k) {
-      const uint16_t dh = float_to_fp16(abs_max_wide(x + k * g, g) / 127.0f);
+      const uint16_t dh = float_to_fp16(x86::avx512_abs_max(x + k * g, g) / 127.0f);
       const float d = fp16_to_float(dh);
       std::memcpy(scales + 2 * k, &dh, 2);
-      round_codes_wide(x + k * g, g, d > 0.0f ? 1.0f / d : 0.0f, codes + k * g);
+      x86::avx512_round_codes(x + k * g, g, d > 0.0f ? 1.0f / d : 0.0f, codes + k * g);
     }
   }
 }
+
+#else
+// Elsewhere the scalar codecs, which the compiler vectorises for the baseline ISA.
+void quantize_query(const float* q, int head_dim, int8_t* codes, float* scales) {
+  kv_quantize_query(q, head_dim, codes, scales);
+}
+
+void encode_kv_row(KvType t, const float* x, int n_kv_head, int head_dim, void* dst) {
+  kv_encode_row(t, x, n_kv_head, head_dim, dst);
+}
+#endif
 
 }  // namespace tern::kernels

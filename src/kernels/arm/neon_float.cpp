@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/fp16.h"
 #include "core/fp8.h"
 #include "kernels/arm/arm_impl.h"
 #include "kernels/arm/tile_dispatch.h"
@@ -39,9 +40,9 @@ struct F16W {
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(p))));
   }
   static float load1(const uint8_t* p) {
-    __fp16 h;
+    uint16_t h;
     std::memcpy(&h, p, 2);
-    return static_cast<float>(h);
+    return fp16_to_float(h);
   }
 };
 
@@ -53,18 +54,9 @@ struct Bf16W {
   static float load1(const uint8_t* p) {
     uint16_t h;
     std::memcpy(&h, p, 2);
-    const uint32_t bits = static_cast<uint32_t>(h) << 16;
-    float v;
-    std::memcpy(&v, &bits, 4);
-    return v;
+    return bits_to_float(static_cast<uint32_t>(h) << 16);
   }
 };
-
-inline float half_bits_to_f32(uint16_t h) {
-  __fp16 v;
-  std::memcpy(&v, &h, 2);
-  return static_cast<float>(v);
-}
 
 // E5M2: each byte shifted into the high byte of a half.
 struct F8E5M2W {
@@ -75,7 +67,7 @@ struct F8E5M2W {
     const uint16x4_t h = vshl_n_u16(vget_low_u16(vmovl_u8(vcreate_u8(b))), 8);
     return vcvt_f32_f16(vreinterpret_f16_u16(h));
   }
-  static float load1(const uint8_t* p) { return half_bits_to_f32(static_cast<uint16_t>(p[0] << 8)); }
+  static float load1(const uint8_t* p) { return fp16_to_float(static_cast<uint16_t>(p[0] << 8)); }
 };
 
 // E4M3: four table lookups into a half vector.
@@ -85,7 +77,7 @@ struct F8E4M3W {
     const uint16_t h[4] = {kFp8E4M3Half[p[0]], kFp8E4M3Half[p[1]], kFp8E4M3Half[p[2]], kFp8E4M3Half[p[3]]};
     return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
   }
-  static float load1(const uint8_t* p) { return half_bits_to_f32(kFp8E4M3Half[p[0]]); }
+  static float load1(const uint8_t* p) { return fp16_to_float(kFp8E4M3Half[p[0]]); }
 };
 
 template <class WT>
