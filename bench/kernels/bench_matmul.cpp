@@ -174,7 +174,7 @@ int run(const Options& opt) {
   for (int n_threads : opt.threads) {
     ThreadPool pool(n_threads);
     const kernels::MachineLimits lim = kernels::measure_machine_limits(pool);
-    std::printf("## %d thread%s: read %.1f GB/s, int8 VNNI peak %.0f GOP/s, f32 FMA peak %.0f GFLOP/s, bf16 peak %.0f GFLOP/s\n\n",
+    std::printf("## %d thread%s: read %.1f GB/s, int8 peak %.0f GOP/s, f32 FMA peak %.0f GFLOP/s, bf16 peak %.0f GFLOP/s\n\n",
                 n_threads, n_threads > 1 ? "s" : "", lim.read_bw_gbs, lim.peak_gops_int8, lim.peak_gflops_f32, lim.peak_gflops_bf16);
     std::printf("| type | act | tile | GEMV 4096x4096 GB/s | GEMV 11008x4096 GB/s | GEMV 8192x2048 GB/s | %% of read BW |"
                 " GEMM 4096x4096x%lld GOP/s | GEMM %lldx%lldx%lld GOP/s | %% of peak |\n",

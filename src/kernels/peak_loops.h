@@ -23,9 +23,11 @@ Loop f32_fma();   // f32 fused multiply-add at the widest vector width
 Loop int8_dot();  // int8 dot products (AVX-512 VNNI, Arm SDOT)
 Loop bf16_dot();  // bf16 dot products (AVX-512 BF16)
 
-// A streaming read of n bytes (a multiple of 256) as the GEMV kernels read
-// weights, or nullptr where plain scalar loads are as good.
+// Streaming reads of n bytes (a multiple of 256) as the GEMV kernels read
+// weights, with and without software prefetch (it helps on some CPUs and
+// costs on others: a Zen 3 streams 43 GB/s without, 37 with): variant i, or
+// nullptr past the last. The roofline takes the best of them and plain loads.
 using ReadLoop = uint64_t (*)(const uint8_t* p, size_t n);
-ReadLoop read_loop();
+ReadLoop read_loop(int i);
 
 }  // namespace tern::kernels::peak

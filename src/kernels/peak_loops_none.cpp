@@ -6,6 +6,6 @@ namespace tern::kernels::peak {
 Loop f32_fma() { return {}; }
 Loop int8_dot() { return {}; }
 Loop bf16_dot() { return {}; }
-ReadLoop read_loop() { return nullptr; }
+ReadLoop read_loop(int) { return nullptr; }
 
 }  // namespace tern::kernels::peak

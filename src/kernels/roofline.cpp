@@ -54,22 +54,23 @@ double parallel_rate(ThreadPool& pool, long iters, double (*loop)(long)) {
 
 MachineLimits measure_machine_limits(ThreadPool& pool) {
   MachineLimits lim;
-  // Read bandwidth: every thread streams its share of 1 GiB; best of 3 passes.
+  // Read bandwidth: every thread streams its share of 1 GiB; the best of 3 passes of each read loop.
   const size_t n_bytes = kReadBytes, n_chunks = n_bytes / 256;
   std::vector<uint8_t> buf(n_bytes);
   pool.parallel_for(n_chunks, [&](size_t b, size_t e, int) { std::memset(&buf[b * 256], 1, (e - b) * 256); });
-  ReadLoop read = peak::read_loop();
-  if (!read) read = read_scalar;
+  std::vector<ReadLoop> loops = {read_scalar};
+  for (int i = 0; peak::read_loop(i); ++i) loops.push_back(peak::read_loop(i));
   std::vector<uint64_t> sink(static_cast<size_t>(pool.n_threads()) * 8);
-  for (int pass = 0; pass < 3; ++pass) {
-    const auto t0 = Clock::now();
-    pool.parallel_for(n_chunks, [&](size_t b, size_t e, int ti) {
-      const uint8_t* p = &buf[b * 256];
-      sink[ti * 8] += read(p, (e - b) * 256);
-    }, /*min_chunk=*/n_chunks / pool.n_threads());
-    const double gbs = n_bytes / seconds_since(t0) / 1e9;
-    if (gbs > lim.read_bw_gbs) lim.read_bw_gbs = gbs;
-  }
+  for (int pass = 0; pass < 3; ++pass)
+    for (ReadLoop read : loops) {
+      const auto t0 = Clock::now();
+      pool.parallel_for(n_chunks, [&](size_t b, size_t e, int ti) {
+        const uint8_t* p = &buf[b * 256];
+        sink[ti * 8] += read(p, (e - b) * 256);
+      }, /*min_chunk=*/n_chunks / pool.n_threads());
+      const double gbs = n_bytes / seconds_since(t0) / 1e9;
+      if (gbs > lim.read_bw_gbs) lim.read_bw_gbs = gbs;
+    }
 
   const long iters = kPeakIters;
   if (const peak::Loop l = peak::f32_fma(); l.fn) lim.peak_gflops_f32 = parallel_rate(pool, iters, l.fn) * l.ops_per_iter / 1e9;

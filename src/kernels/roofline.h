@@ -8,11 +8,11 @@
 namespace tern::kernels {
 
 struct MachineLimits {
-  double read_bw_gbs = 0;       // streaming read from DRAM (1 GiB buffer), all threads; 512-bit loads
-                                // with software prefetch where the CPU has AVX-512, as the GEMV kernels do
+  double read_bw_gbs = 0;       // streaming read from DRAM (1 GiB buffer), all threads; 512-bit (AVX-512)
+                                // or 256-bit (AVX2) loads with software prefetch, as the GEMV kernels do
   double peak_gflops_f32 = 0;   // f32 FMA throughput, all threads (2 flops per lane)
   double peak_gops_int8 = 0;    // int8 dot throughput x 2 ops per MAC: vpdpbusd zmm (AVX-512 VNNI),
-                                // SDOT (Arm dotprod); 0 without either
+                                // vpmaddubsw ymm + int16 add (AVX2), SDOT (Arm dotprod); 0 without any
   double peak_gflops_bf16 = 0;  // vdpbf16ps zmm throughput x 32 MACs x 2 flops (0 without AVX-512 BF16)
 };
 

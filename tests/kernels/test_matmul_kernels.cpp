@@ -12,6 +12,8 @@
 
 #include "kernels/matmul_kernels.h"
 #include "kernels/matmul_test_util.h"
+#include "kernels/pack.h"
+#include "kernels/ref/ops.h"
 #include "quant/quant.h"
 
 namespace tern::kernels {
@@ -115,6 +117,44 @@ TEST(MatmulKernels, ResultsDoNotDependOnTileShape) {
                       << " c " << c;
             }
     }
+  }
+}
+
+// Every level's packed panels (kernels/pack.h) against the same kernel on the
+// rows in place: bit-identical for every row count of a panel and column
+// count, at every level this CPU runs (the driver test covers the best level only).
+TEST(MatmulKernels, PackedPanelsEqualRowsInPlaceAtEveryLevel) {
+  int checked = 0;
+  for (GgmlType t : kTypes) {
+    for (CpuLevel level : available_levels()) {
+      const MatmulKernels* k = matmul_kernels_at(t, level);
+      if (!k || !k->packed_tile) continue;
+      const quant::TypeTraits* tr = quant::traits(t);
+      const int64_t n = tr->block_elems == 256 ? 512 : tr->block_elems == 1 ? 96 : 160;
+      const Problem p = make_problem(t, n, 32, 9, 11, 8);
+      const WeightView view{tr, p.w.data(), p.n_rows, p.n, p.w_stride};
+      const size_t bytes = packed_bytes(*k, view);
+      if (bytes == 0) continue;
+      ++checked;
+      std::vector<uint8_t> packed(bytes + 64);
+      uint8_t* aligned = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+      pack_weights(*k, view, aligned);
+      const size_t x_stride = act_row_bytes(*k, p.n);
+      const std::vector<uint8_t> xq = testing::quantize_activations(*k, p, x_stride);
+      for (int nr : {1, 7, 8, 9, 17, 31, 32})
+        for (int nc : {1, 2, 3, 4, 5, 9}) {
+          const size_t ldy = 32;
+          std::vector<float> a(ldy * nc, NAN), b(ldy * nc, NAN);
+          k->tile(p.n, p.w.data(), p.w_stride, nr, xq.data(), x_stride, nc, a.data(), ldy);
+          k->packed_tile(p.n, aligned, nr, xq.data(), x_stride, nc, b.data(), ldy);
+          for (size_t e = 0; e < a.size(); ++e)
+            ASSERT_EQ(std::bit_cast<uint32_t>(a[e]), std::bit_cast<uint32_t>(b[e]))
+                << label(t, level) << " rows " << nr << " cols " << nc << " elem " << e;
+        }
+    }
+  }
+  if (best_cpu_level() == CpuLevel::Avx512 || best_cpu_level() == CpuLevel::Avx2) {
+    EXPECT_GT(checked, 0);
   }
 }
 

@@ -47,6 +47,6 @@ __attribute__((target("arch=armv8.2-a+dotprod"))) double sdot_loop(long iters) {
 Loop f32_fma() { return {fma_loop_neon, kAcc * 4 * 2}; }
 Loop int8_dot() { return cpu_features().dotprod ? Loop{sdot_loop, kAcc * 16 * 2} : Loop{}; }
 Loop bf16_dot() { return {}; }
-ReadLoop read_loop() { return nullptr; }
+ReadLoop read_loop(int) { return nullptr; }
 
 }  // namespace tern::kernels::peak

@@ -202,9 +202,33 @@ constexpr MatmulKernels row() {
 
 constexpr MatmulKernels kQ2_K = row<Q2K, 2, 2>();
 constexpr MatmulKernels kQ3_K = row<Q3K, 2, 2>();
-constexpr MatmulKernels kQ4_K = row<Q45K<false>, 2, 2>();
+constexpr int kPanelRows = 32, kPanelCols = 32;  // avx2_panel_kquants.cpp
+
+// Q4_K and Q6_K run every tile through the row-per-lane panels of avx2_panel_kquants.cpp.
+template <GgmlType kType>
+void panel_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
+                float* y, size_t ldy) {
+  avx2_kquant_panel(kType, false)(n, static_cast<const uint8_t*>(w), w_stride, n_rows, static_cast<const uint8_t*>(xq),
+                                  x_stride, n_cols, y, ldy);
+}
+
+template <GgmlType kType>
+void packed_panel_tile(int64_t n, const void* panel, int n_rows, const void* xq, size_t x_stride, int n_cols, float* y,
+                       size_t ldy) {
+  avx2_kquant_panel(kType, true)(n, static_cast<const uint8_t*>(panel), 0, n_rows, static_cast<const uint8_t*>(xq),
+                                 x_stride, n_cols, y, ldy);
+}
+
+// Block layout of the packed panels (lead bytes, dwords, trailing bytes): as the AVX-512 level's.
+template <GgmlType kType>
+constexpr MatmulKernels panel_row(MatmulKernels::PackLayout layout) {
+  return {GgmlType::Q8_K, avx2_quantize_q8_k, panel_tile<kType>, kPanelRows, kPanelCols, CpuLevel::Avx2,
+          layout, packed_panel_tile<kType>};
+}
+
+constexpr MatmulKernels kQ4_K = panel_row<GgmlType::Q4_K>({0, 36, 0});
 constexpr MatmulKernels kQ5_K = row<Q45K<true>, 2, 2>();
-constexpr MatmulKernels kQ6_K = row<Q6K, 2, 2>();
+constexpr MatmulKernels kQ6_K = panel_row<GgmlType::Q6_K>({0, 52, 2});
 
 }  // namespace
 

@@ -1,4 +1,4 @@
-// AVX2 tiles for the 32-element block types: Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4.
+// AVX2 tiles for the 32-element block types (Q4_0 runs avx2_panel_legacy.cpp's panels): Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4.
 //
 // One block is one ymm of 32 weights against one ymm of 32 int8 activations.
 // vpmaddubsw multiplies unsigned by signed bytes into saturating int16 pairs,
@@ -211,7 +211,23 @@ constexpr MatmulKernels row() {
   return {WT::kAct, quantize, dispatch_tile<LegacyTile<WT>, R, C>, R, C, CpuLevel::Avx2};
 }
 
-constexpr MatmulKernels kQ4_0 = row<Q4_0, 2, 4>();
+constexpr int kPanelRows = 32, kPanelCols = 32;  // avx2_panel_legacy.cpp
+
+// Q4_0 runs every tile through the row-per-lane panels of avx2_panel_legacy.cpp.
+void q4_0_panel_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
+                     float* y, size_t ldy) {
+  avx2_legacy_panel(GgmlType::Q4_0, false)(n, static_cast<const uint8_t*>(w), w_stride, n_rows,
+                                           static_cast<const uint8_t*>(xq), x_stride, n_cols, y, ldy);
+}
+
+void q4_0_packed_tile(int64_t n, const void* panel, int n_rows, const void* xq, size_t x_stride, int n_cols, float* y,
+                      size_t ldy) {
+  avx2_legacy_panel(GgmlType::Q4_0, true)(n, static_cast<const uint8_t*>(panel), 0, n_rows,
+                                          static_cast<const uint8_t*>(xq), x_stride, n_cols, y, ldy);
+}
+
+constexpr MatmulKernels kQ4_0{GgmlType::Q8_0, avx2_quantize_q8_0, q4_0_panel_tile, kPanelRows, kPanelCols,
+                              CpuLevel::Avx2,  MatmulKernels::PackLayout{2, 4, 0}, q4_0_packed_tile};
 constexpr MatmulKernels kQ4_1 = row<Q4_1, 2, 4>();
 constexpr MatmulKernels kQ5_0 = row<Q5_0, 2, 4>();
 constexpr MatmulKernels kQ5_1 = row<Q5_1, 2, 4>();

@@ -61,6 +61,25 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) double vnni_loop_avx512(l
   return static_cast<double>(sum);
 }
 
+// AVX2's int8 products: vpmaddubsw (32 u8 x s8 products summed in pairs), each
+// added to an int16 accumulator, as the AVX2 quantized kernels use it.
+__attribute__((target("avx2"))) double maddubs_loop_avx2(long iters) {
+  __m256i a[kAcc];
+  for (int i = 0; i < kAcc; ++i) a[i] = _mm256_set1_epi16(static_cast<short>(i));
+  __m256i u = _mm256_set1_epi8(3), s = _mm256_set1_epi8(-5);
+  for (long it = 0; it < iters; ++it) {
+#pragma GCC unroll 16
+    for (int i = 0; i < kAcc; ++i) a[i] = _mm256_add_epi16(a[i], _mm256_maddubs_epi16(u, s));
+    __asm__ volatile("" : "+x"(u), "+x"(s));
+  }
+  for (int i = 1; i < kAcc; ++i) a[0] = _mm256_add_epi16(a[0], a[i]);
+  uint16_t lanes[16];  // wrapping is by design; summed as unsigned
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), a[0]);
+  uint32_t sum = 0;
+  for (uint16_t x : lanes) sum += x;
+  return static_cast<double>(sum);
+}
+
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) double bf16_loop_avx512(long iters) {
   __m512 a[kAcc];
   for (int i = 0; i < kAcc; ++i) a[i] = _mm512_set1_ps(0.001f * i);
@@ -95,6 +114,24 @@ __attribute__((target("avx512f"))) uint64_t read_avx512(const uint8_t* p, size_t
   return sum;
 }
 
+// The same with 256-bit loads, with or without the prefetches.
+template <bool kPrefetch>
+__attribute__((target("avx2"))) uint64_t read_avx2(const uint8_t* p, size_t n) {
+  __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
+  for (size_t i = 0; i < n; i += 256) {
+    if constexpr (kPrefetch)
+      for (int l = 0; l < 4; ++l) _mm_prefetch(reinterpret_cast<const char*>(p + i + 16384 + 64 * l), _MM_HINT_T0);
+    const auto* v = reinterpret_cast<const __m256i*>(p + i);
+    a = _mm256_add_epi64(a, _mm256_add_epi64(_mm256_loadu_si256(v), _mm256_loadu_si256(v + 1)));
+    b = _mm256_add_epi64(b, _mm256_add_epi64(_mm256_loadu_si256(v + 2), _mm256_loadu_si256(v + 3)));
+    c = _mm256_add_epi64(c, _mm256_add_epi64(_mm256_loadu_si256(v + 4), _mm256_loadu_si256(v + 5)));
+    d = _mm256_add_epi64(d, _mm256_add_epi64(_mm256_loadu_si256(v + 6), _mm256_loadu_si256(v + 7)));
+  }
+  uint64_t lanes[4];
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), _mm256_add_epi64(_mm256_add_epi64(a, b), _mm256_add_epi64(c, d)));
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+
 }  // namespace
 
 Loop f32_fma() {
@@ -107,6 +144,7 @@ Loop f32_fma() {
 Loop int8_dot() {
   const CpuFeatures& f = cpu_features();
   if (f.avx512f && f.avx512bw && f.avx512vnni) return {vnni_loop_avx512, kAcc * 64 * 2};
+  if (f.avx2) return {maddubs_loop_avx2, kAcc * 32 * 2};
   return {};
 }
 
@@ -116,6 +154,14 @@ Loop bf16_dot() {
   return {};
 }
 
-ReadLoop read_loop() { return cpu_supports(CpuLevel::Avx512) ? read_avx512 : nullptr; }
+ReadLoop read_loop(int i) {
+  if (cpu_supports(CpuLevel::Avx512)) {
+    constexpr ReadLoop kLoops[] = {read_avx512, read_avx2<false>};
+    return i >= 0 && i < 2 ? kLoops[i] : nullptr;
+  }
+  if (!cpu_supports(CpuLevel::Avx2)) return nullptr;
+  constexpr ReadLoop kLoops[] = {read_avx2<true>, read_avx2<false>};
+  return i >= 0 && i < 2 ? kLoops[i] : nullptr;
+}
 
 }  // namespace tern::kernels::peak

@@ -10,6 +10,8 @@
 //   avx512_f16.cpp                              F16: 32-row panels read by element, packed or in place
 //   avx512_panel_kquants.cpp                    32-row GEMM panels for Q4_K, Q5_K, Q6_K (row-per-lane layout)
 //   avx512_panel_legacy.cpp                     32-row GEMM panels for Q4_0, Q8_0, IQ4_NL
+//   avx2_panel_legacy.cpp                       32-row panels for Q4_0 (8-row groups)
+//   avx2_panel_kquants.cpp                      32-row panels for Q4_K, Q6_K (8-row groups)
 //   avx512_w8a8.cpp / avx2_w8a8.cpp             W8A8: per-token int8 activations x per-row int8 weights
 //   avx512_matmul.cpp / avx2_matmul.cpp         the level's table: asks each family in turn
 //   kv_quant_avx512.cpp                         the q8_0 KV cache's roundings
@@ -49,6 +51,8 @@ using PanelFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int n_row
 // packed: the kernel reading one packed panel (MatmulKernels::pack) instead of rows in place.
 PanelFn avx512_kquant_panel(gguf::GgmlType weight_type, bool packed);   // Q4_K Q5_K Q6_K
 PanelFn avx512_legacy_panel(gguf::GgmlType weight_type, bool packed);   // Q4_0 Q8_0 IQ4_NL
+PanelFn avx2_legacy_panel(gguf::GgmlType weight_type, bool packed);     // Q4_0
+PanelFn avx2_kquant_panel(gguf::GgmlType weight_type, bool packed);     // Q4_K Q6_K
 
 // The q8_0 KV cache's roundings (kernels/kv_quant.cpp): max |x| over n, and
 // the codes of x * inv rounded as core/kv_format.cpp does.
