@@ -1,5 +1,5 @@
-// AVX2 tiles for float weights: F32, F16 (vcvtph2ps), BF16 (16-bit shift) and FP8
-// (through half, as avx512_float.cpp explains), all
+// AVX2 tiles for float weights: F32 and FP8 (through half, as avx512_float.cpp
+// explains; F16 and BF16 run avx2_f16.cpp's by-element panels), all
 // against f32 activations (act F32): widening is exact, so the only error is
 // the f32 summation order. Row tails shorter than 8 go through a zero-padded
 // copy.
@@ -23,16 +23,6 @@ void copy_f32(const float* x, void* xq, int64_t n) { std::memcpy(xq, x, static_c
 struct F32W {
   static constexpr size_t kElemBytes = 4;
   static __m256 load(const uint8_t* p) { return _mm256_loadu_ps(reinterpret_cast<const float*>(p)); }
-};
-struct F16W {
-  static constexpr size_t kElemBytes = 2;
-  static __m256 load(const uint8_t* p) { return _mm256_cvtph_ps(load_128(p)); }
-};
-struct Bf16W {
-  static constexpr size_t kElemBytes = 2;
-  static __m256 load(const uint8_t* p) {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load_128(p)), 16));
-  }
 };
 
 struct F8E4M3W {
@@ -85,8 +75,6 @@ struct FmaTile {
 };
 
 constexpr MatmulKernels kF32 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<F32W>, 3, 4>, 3, 4, CpuLevel::Avx2};
-constexpr MatmulKernels kF16 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<F16W>, 3, 4>, 3, 4, CpuLevel::Avx2};
-constexpr MatmulKernels kBf16 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<Bf16W>, 3, 4>, 3, 4, CpuLevel::Avx2};
 constexpr MatmulKernels kF8E4M3 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<F8E4M3W>, 3, 4>, 3, 4, CpuLevel::Avx2};
 constexpr MatmulKernels kF8E5M2 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTile<F8E5M2W>, 3, 4>, 3, 4, CpuLevel::Avx2};
 
@@ -95,8 +83,6 @@ constexpr MatmulKernels kF8E5M2 = {GgmlType::F32, copy_f32, dispatch_tile<FmaTil
 const MatmulKernels* avx2_float_kernels(GgmlType t) {
   switch (t) {
     case GgmlType::F32: return &kF32;
-    case GgmlType::F16: return &kF16;
-    case GgmlType::BF16: return &kBf16;
     case GgmlType::F8_E4M3: return &kF8E4M3;
     case GgmlType::F8_E5M2: return &kF8E5M2;
     default: return nullptr;

@@ -1,4 +1,5 @@
-// AVX2 tiles for the K-quant super-blocks: Q2_K Q3_K Q4_K Q5_K Q6_K, with Q8_K activations.
+// AVX2 tiles for the K-quant super-blocks Q2_K and Q3_K, with Q8_K activations
+// (Q4_K, Q5_K and Q6_K run the panels of avx2_panel_kquants.cpp).
 //
 // The same plan as avx512_kquants.cpp on 32-element chunks (all in element
 // order): chunk j's weights as unsigned bytes u, then
@@ -37,9 +38,6 @@ struct KRow {
   __m256 d, dmin;
 };
 
-// int16 x8 in both lanes.
-inline __m256i both_lanes(__m128i v) { return _mm256_broadcastsi128_si256(v); }
-
 // Shuffle picking int16 lane a (of 8) for the low 128 bits and lane b for the high 128 bits.
 inline __m256i pick16(const __m256i& src, int a, int b) {
   const __m256i idx = _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>(0x0100 + 0x0202 * a)),
@@ -58,50 +56,6 @@ inline __m256i bits(const uint8_t* p, int shift, int mask) {
 }
 
 inline __m256 bcast_f16(const uint8_t* p) { return _mm256_set1_ps(f16_to_f32(p)); }
-
-template <bool kFifth>
-struct Q45K {
-  static constexpr size_t kBytes = kFifth ? sizeof(quant::BlockQ5_K) : sizeof(quant::BlockQ4_K);
-  static constexpr bool kMins = true;
-  static constexpr int kQs = kFifth ? 48 : 16;
-  static void prepare(const uint8_t* b, KRow& row) {
-    uint64_t sc, m;
-    unpack_q4k_scales(b + 4, &sc, &m);
-    row.b = b;
-    row.sc_lo = both_lanes(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
-    // bsums lane i (elements 16i..) belongs to sub-block i / 2: duplicate every min byte.
-    const __m128i m8 = _mm_cvtsi64_si128(static_cast<long long>(m));
-    row.corr = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-    row.d = bcast_f16(b);
-    row.dmin = bcast_f16(b + 2);
-  }
-  static __m256i quants(const KRow& row, int j) {
-    __m256i u = bits(row.b + kQs + 32 * (j / 2), 4 * (j % 2), 0x0f);
-    if constexpr (kFifth) u = _mm256_or_si256(u, _mm256_slli_epi16(bits(row.b + 16, j, 0x01), 4));
-    return u;
-  }
-  static __m256i scale16(const KRow& row, int j) { return pick16(row.sc_lo, j, j); }
-};
-
-struct Q6K {
-  static constexpr size_t kBytes = sizeof(quant::BlockQ6_K);
-  static constexpr bool kMins = false;
-  static void prepare(const uint8_t* b, KRow& row) {
-    row.b = b;
-    const __m256i sc = _mm256_cvtepi8_epi16(load_128(b + 192));
-    row.sc_lo = _mm256_permute2x128_si256(sc, sc, 0x00);
-    row.sc_hi = _mm256_permute2x128_si256(sc, sc, 0x11);
-    row.corr = _mm256_mullo_epi16(sc, _mm256_set1_epi16(-32));
-    row.d = bcast_f16(b + 208);
-  }
-  // Chunk j = 128h + 32p: ql[64h + 32(p&1) + r] nibble p>>1, qh[32h + r] bits 2p.
-  static __m256i quants(const KRow& row, int j) {
-    const int h = j / 4, p = j % 4;
-    const __m256i lo = bits(row.b + 64 * h + 32 * (p & 1), 4 * (p >> 1), 0x0f);
-    return _mm256_or_si256(lo, _mm256_slli_epi16(bits(row.b + 128 + 32 * h, 2 * p, 0x03), 4));
-  }
-  static __m256i scale16(const KRow& row, int j) { return scale16_pair(row, j); }
-};
 
 struct Q3K {
   static constexpr size_t kBytes = sizeof(quant::BlockQ3_K);
@@ -204,7 +158,7 @@ constexpr MatmulKernels kQ2_K = row<Q2K, 2, 2>();
 constexpr MatmulKernels kQ3_K = row<Q3K, 2, 2>();
 constexpr int kPanelRows = 32, kPanelCols = 32;  // avx2_panel_kquants.cpp
 
-// Q4_K and Q6_K run every tile through the row-per-lane panels of avx2_panel_kquants.cpp.
+// Q4_K, Q5_K and Q6_K run every tile through the row-per-lane panels of avx2_panel_kquants.cpp.
 template <GgmlType kType>
 void panel_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
                 float* y, size_t ldy) {
@@ -227,7 +181,7 @@ constexpr MatmulKernels panel_row(MatmulKernels::PackLayout layout) {
 }
 
 constexpr MatmulKernels kQ4_K = panel_row<GgmlType::Q4_K>({0, 36, 0});
-constexpr MatmulKernels kQ5_K = row<Q45K<true>, 2, 2>();
+constexpr MatmulKernels kQ5_K = panel_row<GgmlType::Q5_K>({0, 44, 0});
 constexpr MatmulKernels kQ6_K = panel_row<GgmlType::Q6_K>({0, 52, 2});
 
 }  // namespace

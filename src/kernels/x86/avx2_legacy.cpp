@@ -1,13 +1,14 @@
-// AVX2 tiles for the 32-element block types (Q4_0 runs avx2_panel_legacy.cpp's panels): Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL MXFP4.
+// AVX2 tiles for the 32-element block types Q4_1 Q5_0 Q5_1 IQ4_NL MXFP4 (Q4_0 and
+// Q8_0 run avx2_panel_legacy.cpp's panels).
 //
 // One block is one ymm of 32 weights against one ymm of 32 int8 activations.
 // vpmaddubsw multiplies unsigned by signed bytes into saturating int16 pairs,
 // so each type is arranged to keep the pair sums within int16:
-//   Q4_0, Q5_0  q unsigned (0..15 / 0..31), x signed; the offset o * sum(x)
-//               (o = 8 / 16) is a maddubs of x by o, once per column, shared
+//   Q5_0        q unsigned (0..31), x signed; the offset o * sum(x)
+//               (o = 16) is a maddubs of x by o, once per column, shared
 //               by every row; |pair| <= 31*127*2 < 2^15
 //   Q4_1, Q5_1  q unsigned, no offset; the minimum enters as m * s (Q8_1 s)
-//   Q8_0, IQ4_NL, MXFP4  signed weights: |w| against x with w's sign (vpsignb);
+//   IQ4_NL, MXFP4  signed weights: |w| against x with w's sign (vpsignb);
 //               |pair| <= 128*127*2 < 2^15
 // then vpmaddwd by ones gives int32 sums of 4, converted and scaled by
 // dw * dx in f32. Integer parts are exact; only the f32 order differs from
@@ -57,17 +58,6 @@ inline __m256i fifth_bits(const uint8_t* p) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit), bytes(0x10));
 }
 
-struct Q4_0 {
-  static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
-  static constexpr GgmlType kAct = GgmlType::Q8_0;
-  static constexpr int kOffset = 8;
-  static constexpr bool kSigned = false, kMin = false;
-  static void load(const uint8_t* p, WBlock& b) {
-    b.u = nibbles(p + 2);
-    b.d = f16_to_f32(p);
-  }
-};
-
 struct Q4_1 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_1);
   static constexpr GgmlType kAct = GgmlType::Q8_1;
@@ -100,18 +90,6 @@ struct Q5_1 {
     b.u = _mm256_or_si256(nibbles(p + 8), fifth_bits(p + 4));
     b.d = f16_to_f32(p);
     b.m = f16_to_f32(p + 2);
-  }
-};
-
-struct Q8_0 {
-  static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
-  static constexpr GgmlType kAct = GgmlType::Q8_0;
-  static constexpr int kOffset = 0;
-  static constexpr bool kSigned = true, kMin = false;
-  static void load(const uint8_t* p, WBlock& b) {
-    b.w = load_256(p + 2);
-    b.u = _mm256_abs_epi8(b.w);
-    b.d = f16_to_f32(p);
   }
 };
 
@@ -213,25 +191,33 @@ constexpr MatmulKernels row() {
 
 constexpr int kPanelRows = 32, kPanelCols = 32;  // avx2_panel_legacy.cpp
 
-// Q4_0 runs every tile through the row-per-lane panels of avx2_panel_legacy.cpp.
-void q4_0_panel_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
-                     float* y, size_t ldy) {
-  avx2_legacy_panel(GgmlType::Q4_0, false)(n, static_cast<const uint8_t*>(w), w_stride, n_rows,
-                                           static_cast<const uint8_t*>(xq), x_stride, n_cols, y, ldy);
+// Q4_0 and Q8_0 run every tile through the row-per-lane panels of avx2_panel_legacy.cpp.
+template <GgmlType kType>
+void panel_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
+                float* y, size_t ldy) {
+  avx2_legacy_panel(kType, false)(n, static_cast<const uint8_t*>(w), w_stride, n_rows, static_cast<const uint8_t*>(xq),
+                                  x_stride, n_cols, y, ldy);
 }
 
-void q4_0_packed_tile(int64_t n, const void* panel, int n_rows, const void* xq, size_t x_stride, int n_cols, float* y,
-                      size_t ldy) {
-  avx2_legacy_panel(GgmlType::Q4_0, true)(n, static_cast<const uint8_t*>(panel), 0, n_rows,
-                                          static_cast<const uint8_t*>(xq), x_stride, n_cols, y, ldy);
+template <GgmlType kType>
+void packed_tile(int64_t n, const void* panel, int n_rows, const void* xq, size_t x_stride, int n_cols, float* y,
+                 size_t ldy) {
+  avx2_legacy_panel(kType, true)(n, static_cast<const uint8_t*>(panel), 0, n_rows, static_cast<const uint8_t*>(xq),
+                                 x_stride, n_cols, y, ldy);
 }
 
-constexpr MatmulKernels kQ4_0{GgmlType::Q8_0, avx2_quantize_q8_0, q4_0_panel_tile, kPanelRows, kPanelCols,
-                              CpuLevel::Avx2,  MatmulKernels::PackLayout{2, 4, 0}, q4_0_packed_tile};
+// Packed blocks: the fp16 d, then n_dwords dwords of quants.
+template <GgmlType kType>
+constexpr MatmulKernels panel_row(int n_dwords) {
+  return {GgmlType::Q8_0, avx2_quantize_q8_0, panel_tile<kType>, kPanelRows, kPanelCols, CpuLevel::Avx2,
+          MatmulKernels::PackLayout{2, n_dwords, 0}, packed_tile<kType>};
+}
+
+constexpr MatmulKernels kQ4_0 = panel_row<GgmlType::Q4_0>(4);
 constexpr MatmulKernels kQ4_1 = row<Q4_1, 2, 4>();
 constexpr MatmulKernels kQ5_0 = row<Q5_0, 2, 4>();
 constexpr MatmulKernels kQ5_1 = row<Q5_1, 2, 4>();
-constexpr MatmulKernels kQ8_0 = row<Q8_0, 2, 4>();
+constexpr MatmulKernels kQ8_0 = panel_row<GgmlType::Q8_0>(8);
 constexpr MatmulKernels kIq4Nl = row<Iq4Nl, 2, 4>();
 constexpr MatmulKernels kMxfp4 = row<Mxfp4, 2, 4>();
 

@@ -7,6 +7,7 @@ const MatmulKernels* avx2_matmul_kernels(gguf::GgmlType weight_type) {
   if (const MatmulKernels* k = avx2_legacy_kernels(weight_type)) return k;
   if (const MatmulKernels* k = avx2_kquant_kernels(weight_type)) return k;
   if (const MatmulKernels* k = avx2_w8a8_kernels(weight_type)) return k;
+  if (const MatmulKernels* k = avx2_by_element_kernels(weight_type)) return k;
   return avx2_float_kernels(weight_type);
 }
 

@@ -1,4 +1,4 @@
-// AVX2 panel kernels for Q4_K and Q6_K against Q8_K activations: up to 32
+// AVX2 panel kernels for Q4_K, Q5_K and Q6_K against Q8_K activations: up to 32
 // rows x any number of columns. Every tile of these types at this level runs
 // here, prompt and decode alike, so a (row, token) result is the same whatever
 // the batch.
@@ -7,7 +7,7 @@
 // row 8g + r), as avx2_panel_legacy.cpp. Per super-block, group and column,
 // with u the unsigned weights and x_e the broadcast activation dword e:
 //
-//   Q4_K  isum = sum_s vpmaddwd(sum_{k<8} vpmaddubsw(u_8s+k, x_8s+k), (sc_s, sc_s))
+//   Q4_K  isum = sum_s vpmaddwd(sum_{k<8} vpmaddubsw(u_8s+k, x_8s+k), (sc_s, sc_s))   (Q5_K: k < 4, twice)
 //         msum = sum_s vpmaddwd((m_s, m_s), bsums dword s)
 //         out += (f32(isum) * d - f32(msum) * dmin) * dx
 //   Q6_K  isum = sum_j vpmaddwd(vpmaddubsw(u_2j, x_2j) + vpmaddubsw(u_2j+1, x_2j+1), (sc, sc))
@@ -15,7 +15,7 @@
 //         out += f32(isum) * d * dx
 //
 // The int16 sums stay exact: Q4_K adds 8 dwords of q <= 15 (8 * 2 * 15 * 128 <
-// 2^15), Q6_K 2 dwords of q <= 63 (2 * 2 * 63 * 128 < 2^15); the int32 sums of
+// 2^15), Q5_K 4 of q <= 31, Q6_K 2 dwords of q <= 63 (2 * 2 * 63 * 128 < 2^15); the int32 sums of
 // a super-block stay far inside int32. Decode (few columns) unpacks each
 // weight dword as it is used; prompts unpack a super-block's 32 rows once into
 // an L1 buffer shared by every column. Both give the same integers and the
@@ -109,11 +109,16 @@ inline __m256 half_ps(__m256i v, int h) {
 inline __m256i lo_nibbles(__m256i v) { return _mm256_and_si256(v, bytes(0x0f)); }
 inline __m256i hi_nibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), bytes(0x0f)); }
 
-// ---- Q4_K: d | dmin, scales[12] (dwords 1..3), qs[128] (dwords 4..35) ---------------------------
-// qs dword 4 + 8c + k: low nibbles are element dword 16c + k, high nibbles 16c + 8 + k.
-struct Q4K {
-  static constexpr int kDw = 36;
+// ---- Q4_K / Q5_K: d | dmin, scales[12] (dwords 1..3), [Q5_K: qh[32] (dwords 4..11)], qs[128] ----
+// qs dword kQs + 8c + k: low nibbles are element dword 16c + k, high nibbles 16c + 8 + k. Q5_K's
+// fifth bit of element dword E is bit E / 8 of each byte of qh dword 4 + E % 8. With q <= 31 an
+// int16 sum holds 4 dwords (4 * 2 * 31 * 128 < 2^15), so Q5_K scales each half sub-block.
+template <bool kFifth>
+struct Q45K {
+  static constexpr int kDw = kFifth ? 44 : 36;
   static constexpr int kTrail = 0;
+  static constexpr int kQs = kFifth ? 12 : 4;  // first qs dword
+  static constexpr int kChain = kFifth ? 4 : 8;  // dwords summed in int16 before scaling
   struct Group {
     __m256i sc[8], mn[8];  // (scale, scale) and (min, min) of sub-block s per lane
     __m256 d, dmin;
@@ -136,8 +141,15 @@ struct Q4K {
   }
   template <class G>
   static __m256i weights(const G& src, int e) {
-    const __m256i q = src.dword(4 + 8 * (e / 16) + e % 8);
-    return (e / 8) % 2 ? hi_nibbles(q) : lo_nibbles(q);
+    const __m256i q = src.dword(kQs + 8 * (e / 16) + e % 8);
+    __m256i u = (e / 8) % 2 ? hi_nibbles(q) : lo_nibbles(q);
+    if constexpr (kFifth) {
+      const __m256i qh = src.dword(4 + e % 8);
+      const int b = e / 8;  // the bit to move to bit 4
+      const __m256i moved = b <= 4 ? _mm256_slli_epi16(qh, 4 - b) : _mm256_srli_epi16(qh, b - 4);
+      u = _mm256_or_si256(u, _mm256_and_si256(moved, bytes(0x10)));
+    }
+    return u;
   }
   // out[c] += the group's dot with column c, for C columns sharing each unpacked weight dword.
   template <int C, class W>
@@ -146,18 +158,19 @@ struct Q4K {
     for (int c = 0; c < C; ++c) isum[c] = msum[c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int s = 0; s < 8; ++s) {
-      __m256i s16[C];
-      const __m256i w0 = w(8 * s);
-      for (int c = 0; c < C; ++c) s16[c] = _mm256_maddubs_epi16(w0, x[c].x(8 * s));
+#pragma GCC unroll 2
+      for (int k0 = 0; k0 < 8; k0 += kChain) {
+        __m256i s16[C];
+        const __m256i w0 = w(8 * s + k0);
+        for (int c = 0; c < C; ++c) s16[c] = _mm256_maddubs_epi16(w0, x[c].x(8 * s + k0));
 #pragma GCC unroll 8
-      for (int k = 1; k < 8; ++k) {
-        const __m256i wk = w(8 * s + k);
-        for (int c = 0; c < C; ++c) s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(wk, x[c].x(8 * s + k)));
+        for (int k = k0 + 1; k < k0 + kChain; ++k) {
+          const __m256i wk = w(8 * s + k);
+          for (int c = 0; c < C; ++c) s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(wk, x[c].x(8 * s + k)));
+        }
+        for (int c = 0; c < C; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], gr.sc[s]));
       }
-      for (int c = 0; c < C; ++c) {
-        isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], gr.sc[s]));
-        msum[c] = _mm256_add_epi32(msum[c], _mm256_madd_epi16(gr.mn[s], x[c].bsums(s)));
-      }
+      for (int c = 0; c < C; ++c) msum[c] = _mm256_add_epi32(msum[c], _mm256_madd_epi16(gr.mn[s], x[c].bsums(s)));
     }
     for (int c = 0; c < C; ++c) {
       const __m256 t =
@@ -305,7 +318,8 @@ void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
 
 PanelFn avx2_kquant_panel(gguf::GgmlType t, bool packed) {
   switch (t) {
-    case gguf::GgmlType::Q4_K: return packed ? panel<Q4K, true> : panel<Q4K, false>;
+    case gguf::GgmlType::Q4_K: return packed ? panel<Q45K<false>, true> : panel<Q45K<false>, false>;
+    case gguf::GgmlType::Q5_K: return packed ? panel<Q45K<true>, true> : panel<Q45K<true>, false>;
     case gguf::GgmlType::Q6_K: return packed ? panel<Q6K, true> : panel<Q6K, false>;
     default: return nullptr;
   }
