@@ -1,5 +1,5 @@
-// AVX2 tiles for the 32-element block types Q4_1 Q5_0 Q5_1 IQ4_NL MXFP4 (Q4_0 and
-// Q8_0 run avx2_panel_legacy.cpp's panels).
+// AVX2 tiles for the 32-element block types Q4_1 Q5_0 Q5_1 (Q4_0, Q8_0, IQ4_NL
+// and MXFP4 run avx2_panel_legacy.cpp's panels).
 //
 // One block is one ymm of 32 weights against one ymm of 32 int8 activations.
 // vpmaddubsw multiplies unsigned by signed bytes into saturating int16 pairs,
@@ -8,8 +8,6 @@
 //               (o = 16) is a maddubs of x by o, once per column, shared
 //               by every row; |pair| <= 31*127*2 < 2^15
 //   Q4_1, Q5_1  q unsigned, no offset; the minimum enters as m * s (Q8_1 s)
-//   IQ4_NL, MXFP4  signed weights: |w| against x with w's sign (vpsignb);
-//               |pair| <= 128*127*2 < 2^15
 // then vpmaddwd by ones gives int32 sums of 4, converted and scaled by
 // dw * dx in f32. Integer parts are exact; only the f32 order differs from
 // the scalar reference.
@@ -38,8 +36,7 @@ struct XBlock {
 
 // One row's weights for one block.
 struct WBlock {
-  __m256i u;     // unsigned weights, or |w| for the signed types
-  __m256i w;     // signed weights (signed types)
+  __m256i u;     // unsigned weights
   float d, m;
 };
 
@@ -62,7 +59,7 @@ struct Q4_1 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_1);
   static constexpr GgmlType kAct = GgmlType::Q8_1;
   static constexpr int kOffset = 0;
-  static constexpr bool kSigned = false, kMin = true;
+  static constexpr bool kMin = true;
   static void load(const uint8_t* p, WBlock& b) {
     b.u = nibbles(p + 4);
     b.d = f16_to_f32(p);
@@ -74,7 +71,7 @@ struct Q5_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ5_0);
   static constexpr GgmlType kAct = GgmlType::Q8_0;
   static constexpr int kOffset = 16;
-  static constexpr bool kSigned = false, kMin = false;
+  static constexpr bool kMin = false;
   static void load(const uint8_t* p, WBlock& b) {
     b.u = _mm256_or_si256(nibbles(p + 6), fifth_bits(p + 2));
     b.d = f16_to_f32(p);
@@ -85,45 +82,11 @@ struct Q5_1 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ5_1);
   static constexpr GgmlType kAct = GgmlType::Q8_1;
   static constexpr int kOffset = 0;
-  static constexpr bool kSigned = false, kMin = true;
+  static constexpr bool kMin = true;
   static void load(const uint8_t* p, WBlock& b) {
     b.u = _mm256_or_si256(nibbles(p + 8), fifth_bits(p + 4));
     b.d = f16_to_f32(p);
     b.m = f16_to_f32(p + 2);
-  }
-};
-
-// Signed weights from nibbles indexing a 16-entry code book (IQ4_NL, MXFP4), and their magnitudes.
-inline void table_nibbles(const uint8_t* qs, const int8_t* values, WBlock& b) {
-  const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)));
-  b.w = _mm256_shuffle_epi8(table, nibbles(qs));
-  b.u = _mm256_abs_epi8(b.w);
-}
-
-struct Iq4Nl {
-  static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
-  static constexpr GgmlType kAct = GgmlType::Q8_0;
-  static constexpr int kOffset = 0;
-  static constexpr bool kSigned = true, kMin = false;
-  static void load(const uint8_t* p, WBlock& b) {
-    table_nibbles(p + 2, quant::kIq4nlValues, b);
-    b.d = f16_to_f32(p);
-  }
-};
-
-// MXFP4: IQ4_NL's form with the FP4 table (|w| <= 12) and the E8M0 byte's
-// power of two, 2^(e - 128), built from its bits (quant::rows::mxfp4_scale).
-struct Mxfp4 {
-  static constexpr size_t kBytes = sizeof(quant::BlockMxfp4);
-  static constexpr GgmlType kAct = GgmlType::Q8_0;
-  static constexpr int kOffset = 0;
-  static constexpr bool kSigned = true, kMin = false;
-  static void load(const uint8_t* p, WBlock& b) {
-    table_nibbles(p + 1, quant::kMxfp4Values, b);
-    const uint32_t e = p[0];
-    const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : (e - 1) << 23;
-    std::memcpy(&b.d, &bits, sizeof b.d);
-    b.m = 0.0f;
   }
 };
 
@@ -140,13 +103,8 @@ inline XBlock load_x(const uint8_t* p) {
 
 template <class WT>
 inline __m256i block_dot(const WBlock& w, const XBlock& x) {
-  __m256i p16;
-  if constexpr (WT::kSigned) {
-    p16 = _mm256_maddubs_epi16(w.u, _mm256_sign_epi8(x.q, w.w));
-  } else {
-    p16 = _mm256_maddubs_epi16(w.u, x.q);
-    if constexpr (WT::kOffset != 0) p16 = _mm256_sub_epi16(p16, x.off);
-  }
+  __m256i p16 = _mm256_maddubs_epi16(w.u, x.q);
+  if constexpr (WT::kOffset != 0) p16 = _mm256_sub_epi16(p16, x.off);
   return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
 }
 
@@ -191,7 +149,7 @@ constexpr MatmulKernels row() {
 
 constexpr int kPanelRows = 32, kPanelCols = 32;  // avx2_panel_legacy.cpp
 
-// Q4_0 and Q8_0 run every tile through the row-per-lane panels of avx2_panel_legacy.cpp.
+// Q4_0, Q8_0, IQ4_NL and MXFP4 run every tile through the row-per-lane panels of avx2_panel_legacy.cpp.
 template <GgmlType kType>
 void panel_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
                 float* y, size_t ldy) {
@@ -206,20 +164,20 @@ void packed_tile(int64_t n, const void* panel, int n_rows, const void* xq, size_
                                  x_stride, n_cols, y, ldy);
 }
 
-// Packed blocks: the fp16 d, then n_dwords dwords of quants.
+// Packed blocks: lead bytes of scale (fp16 d, MXFP4's E8M0), then n_dwords dwords of quants.
 template <GgmlType kType>
-constexpr MatmulKernels panel_row(int n_dwords) {
+constexpr MatmulKernels panel_row(int lead, int n_dwords) {
   return {GgmlType::Q8_0, avx2_quantize_q8_0, panel_tile<kType>, kPanelRows, kPanelCols, CpuLevel::Avx2,
-          MatmulKernels::PackLayout{2, n_dwords, 0}, packed_tile<kType>};
+          MatmulKernels::PackLayout{lead, n_dwords, 0}, packed_tile<kType>};
 }
 
-constexpr MatmulKernels kQ4_0 = panel_row<GgmlType::Q4_0>(4);
+constexpr MatmulKernels kQ4_0 = panel_row<GgmlType::Q4_0>(2, 4);
 constexpr MatmulKernels kQ4_1 = row<Q4_1, 2, 4>();
 constexpr MatmulKernels kQ5_0 = row<Q5_0, 2, 4>();
 constexpr MatmulKernels kQ5_1 = row<Q5_1, 2, 4>();
-constexpr MatmulKernels kQ8_0 = panel_row<GgmlType::Q8_0>(8);
-constexpr MatmulKernels kIq4Nl = row<Iq4Nl, 2, 4>();
-constexpr MatmulKernels kMxfp4 = row<Mxfp4, 2, 4>();
+constexpr MatmulKernels kQ8_0 = panel_row<GgmlType::Q8_0>(2, 8);
+constexpr MatmulKernels kIq4Nl = panel_row<GgmlType::IQ4_NL>(2, 4);
+constexpr MatmulKernels kMxfp4 = panel_row<GgmlType::MXFP4>(1, 4);
 
 }  // namespace
 

@@ -1,4 +1,4 @@
-// AVX2 panel kernels for Q4_0 and Q8_0 against Q8_0 activations: up to 32
+// AVX2 panel kernels for Q4_0, Q8_0, IQ4_NL and MXFP4 against Q8_0 activations: up to 32
 // rows x any number of columns. Every tile of these types at this level runs
 // here, prompt and decode alike, so a (row, token) result is the same whatever
 // the batch.
@@ -11,11 +11,12 @@
 //   out += f32(t) * (dw * dx)
 //
 // s16 stays in int16: each lane's two pair sums gather 8 products of at most
-// 15 * 128 each (<= 30,720 < 2^15). Q8_0's signed weights go through the sign
+// 15 * 128 each (<= 30,720 < 2^15). Signed weights (Q8_0; IQ4_NL and MXFP4
+// after their code book's vpshufb) go through the sign
 // trick, vpmaddubsw(|w|, sign(x, w)), whose pairs (<= 2 * 128 * 127) leave no
 // room to add two in int16: each dword is widened by vpmaddwd at once,
 //
-//   t = sum_k vpmaddwd(vpmaddubsw(|w_k|, sign(x_k, w_k)), 1)         (Q8_0)
+//   t = sum_k vpmaddwd(vpmaddubsw(|w_k|, sign(x_k, w_k)), 1)         (signed types)
 //
 // The float steps are the AVX-512 panel's, on the same exact integer, so the
 // two levels agree bit for bit.
@@ -42,17 +43,49 @@ constexpr int kGemmCols = 4;      // from this many columns a block's weights ar
 constexpr int kMaxCols = 32;      // columns whose results are accumulated at once
 constexpr size_t kXBytes = sizeof(quant::BlockQ8_0);
 
-// The weight types: bytes per block, dwords of quants (after the fp16 d), signed or nibbles.
+// The weight types: bytes per block, lead bytes of scale (fp16 d, or MXFP4's
+// E8M0 byte), dwords of quants, signed weights or nibbles, and the code book
+// of nibble-indexed signed types (IQ4_NL, MXFP4).
 struct Q4_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
-  static constexpr int kDw = 4;
+  static constexpr int kLead = 2, kDw = 4;
   static constexpr bool kSigned = false;
+  static constexpr const int8_t* kTable = nullptr;
 };
 struct Q8_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
-  static constexpr int kDw = 8;
+  static constexpr int kLead = 2, kDw = 8;
   static constexpr bool kSigned = true;
+  static constexpr const int8_t* kTable = nullptr;
 };
+struct Iq4Nl {
+  static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
+  static constexpr int kLead = 2, kDw = 4;
+  static constexpr bool kSigned = true;
+  static constexpr const int8_t* kTable = quant::kIq4nlValues;
+};
+struct Mxfp4 {
+  static constexpr size_t kBytes = sizeof(quant::BlockMxfp4);
+  static constexpr int kLead = 1, kDw = 4;
+  static constexpr bool kSigned = true;
+  static constexpr const int8_t* kTable = quant::kMxfp4Values;
+};
+
+// 8 rows' scales as f32: fp16 d, or MXFP4's E8M0 e as 2^(e - 128) built from
+// its bits, (e - 1) << 23, or for e < 2 the subnormals 0x00200000 << e
+// (quant::rows::mxfp4_scale).
+template <class WT>
+inline __m256 scales(__m128i lead) {
+  if constexpr (WT::kLead == 2) {
+    return _mm256_cvtph_ps(lead);
+  } else {
+    const __m256i e = _mm256_cvtepu8_epi32(lead);
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, small));
+  }
+}
 
 // Where block ib of the panel's rows comes from; both give the same values in
 // the same lanes (and so the same results), the packed one without transposes.
@@ -65,27 +98,27 @@ struct RowBlock {
   __m256i q[kGroups][WT::kDw];
   RowBlock(const uint8_t* const* r, size_t o) : rows(r), off(o) {
     for (int g = 0; g < kGroups; ++g)
-      for (int j = 0; j < WT::kDw; j += 4) transpose_8x4(rows + 8 * g, off + 2 + 4 * j, q[g] + j);
+      for (int j = 0; j < WT::kDw; j += 4) transpose_8x4(rows + 8 * g, off + WT::kLead + 4 * j, q[g] + j);
   }
   __m256i dword(int g, int j) const { return q[g][j]; }
   __m256 d(int g) const {
     const uint8_t* const* r = rows + 8 * g;
-    const __m128i h = _mm_setr_epi16(static_cast<short>(load_u16(r[0] + off)), static_cast<short>(load_u16(r[1] + off)),
-                                     static_cast<short>(load_u16(r[2] + off)), static_cast<short>(load_u16(r[3] + off)),
-                                     static_cast<short>(load_u16(r[4] + off)), static_cast<short>(load_u16(r[5] + off)),
-                                     static_cast<short>(load_u16(r[6] + off)), static_cast<short>(load_u16(r[7] + off)));
-    return _mm256_cvtph_ps(h);
+    uint8_t lead[16] = {};
+    for (int i = 0; i < 8; ++i) std::memcpy(lead + WT::kLead * i, r[i] + off, WT::kLead);
+    return scales<WT>(load_128(lead));
   }
 };
 
-// A packed block (MatmulKernels::pack {2, kDw, 0}):
-//   [32 x fp16 d] [half h = 0, 1][dword j < kDw][16 rows x 4 bytes]
-// so group g's dword j is the 32 bytes at 64 + (kDw (g / 2) + j) * 64 + 32 (g % 2).
+// A packed block (MatmulKernels::pack {kLead, kDw, 0}):
+//   [32 x lead] [half h = 0, 1][dword j < kDw][16 rows x 4 bytes]
+// so group g's dword j is the 32 bytes at 32 kLead + (kDw (g / 2) + j) * 64 + 32 (g % 2).
 template <class WT>
 struct PackedSource {
   const uint8_t* blk;
-  __m256 d(int g) const { return _mm256_cvtph_ps(load_128(blk + 16 * g)); }
-  __m256i dword(int g, int j) const { return load_256(blk + 64 + (g / 2) * 64 * WT::kDw + (g % 2) * 32 + 64 * j); }
+  __m256 d(int g) const { return scales<WT>(load_128(blk + 8 * WT::kLead * g)); }
+  __m256i dword(int g, int j) const {
+    return load_256(blk + 32 * WT::kLead + (g / 2) * 64 * WT::kDw + (g % 2) * 32 + 64 * j);
+  }
 };
 
 // One column's block: its 8 activation dwords, dx, and (Q4_0) 8 * sum(x) in every lane.
@@ -126,6 +159,13 @@ inline __m256i signed_dot(__m256i abs_w, __m256i w, __m256i x) {
 inline __m256i lo_nibbles(__m256i v) { return _mm256_and_si256(v, bytes(0x0f)); }
 inline __m256i hi_nibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), bytes(0x0f)); }
 
+// The code book's signed values of 32 nibbles (IQ4_NL, MXFP4).
+template <class WT>
+inline __m256i lookup(__m256i nibbles) {
+  const __m256i table = _mm256_broadcastsi128_si256(load_128(reinterpret_cast<const uint8_t*>(WT::kTable)));
+  return _mm256_shuffle_epi8(table, nibbles);
+}
+
 // One block of all four groups against one column, unpacking each weight
 // dword as it is used: per dword j, the column's activation dwords against
 // the four groups' dword j, in four accumulators.
@@ -136,7 +176,11 @@ inline void block_stream(const Src& src, const XBlock<WT>& x, __m256 out[kGroups
     for (int g = 0; g < kGroups; ++g) {
       const __m256i w = src.dword(g, j);
       __m256i t;
-      if constexpr (WT::kSigned) {
+      if constexpr (WT::kTable != nullptr) {
+        const __m256i wl = lookup<WT>(lo_nibbles(w)), wh = lookup<WT>(hi_nibbles(w));
+        t = _mm256_add_epi32(signed_dot(_mm256_abs_epi8(wl), wl, x.q[j]), signed_dot(_mm256_abs_epi8(wh), wh, x.q[4 + j]));
+        s[g] = j == 0 ? t : _mm256_add_epi32(s[g], t);
+      } else if constexpr (WT::kSigned) {
         t = signed_dot(_mm256_abs_epi8(w), w, x.q[j]);
         s[g] = j == 0 ? t : _mm256_add_epi32(s[g], t);
       } else {
@@ -165,7 +209,12 @@ template <class WT, class Src>
 inline void unpack(const Src& src, int g, Unpacked& out) {
   for (int j = 0; j < WT::kDw; ++j) {
     const __m256i q = src.dword(g, j);
-    if constexpr (WT::kSigned) {
+    if constexpr (WT::kTable != nullptr) {
+      out.w[j] = lookup<WT>(lo_nibbles(q));
+      out.w[4 + j] = lookup<WT>(hi_nibbles(q));
+      out.u[j] = _mm256_abs_epi8(out.w[j]);
+      out.u[4 + j] = _mm256_abs_epi8(out.w[4 + j]);
+    } else if constexpr (WT::kSigned) {
       out.u[j] = _mm256_abs_epi8(q);
       out.w[j] = q;
     } else {
@@ -263,6 +312,8 @@ PanelFn avx2_legacy_panel(gguf::GgmlType t, bool packed) {
   switch (t) {
     case gguf::GgmlType::Q4_0: return packed ? panel<Q4_0, true> : panel<Q4_0, false>;
     case gguf::GgmlType::Q8_0: return packed ? panel<Q8_0, true> : panel<Q8_0, false>;
+    case gguf::GgmlType::IQ4_NL: return packed ? panel<Iq4Nl, true> : panel<Iq4Nl, false>;
+    case gguf::GgmlType::MXFP4: return packed ? panel<Mxfp4, true> : panel<Mxfp4, false>;
     default: return nullptr;
   }
 }
