@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "kernels/x86/avx2_util.h"
+#include "kernels/x86/by_element_glue.h"
 #include "kernels/x86/x86_impl.h"
 
 namespace tern::kernels::x86 {
@@ -132,39 +133,13 @@ void by_element_panel(int64_t n, const uint8_t* packed, const uint8_t* w, size_t
     for (int v = 0; v < 4; ++v) store_rows(y + c * ldy + 8 * v, p.acc[c][v], n_rows - 8 * v);
 }
 
-template <class E>
-void by_element_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride,
-                     int n_cols, float* y, size_t ldy) {
-  by_element_panel<E>(n, nullptr, static_cast<const uint8_t*>(w), w_stride, n_rows, static_cast<const float*>(xq),
-                      x_stride / sizeof(float), n_cols, y, ldy);
-}
-
-template <class E>
-void by_element_packed_tile(int64_t n, const void* panel, int n_rows, const void* xq, size_t x_stride, int n_cols,
-                            float* y, size_t ldy) {
-  by_element_panel<E>(n, static_cast<const uint8_t*>(panel), nullptr, 0, n_rows, static_cast<const float*>(xq),
-                      x_stride / sizeof(float), n_cols, y, ldy);
-}
-
-void copy_f32(const float* x, void* xq, int64_t n) { std::memcpy(xq, x, static_cast<size_t>(n) * sizeof(float)); }
-
-constexpr MatmulKernels::PackLayout by_element() {
-  MatmulKernels::PackLayout l;
-  l.by_element = true;
-  return l;
-}
 
 // Activations blocked at 1 MiB (the driver passes over each block of columns
 // once per weight row tile): on a Zen 3 (512 KiB L2) pp512 of bench-1b F16 ran
 // 7% faster than with AVX-512's 16 MiB single pass (59.1/57.3 -> 63.9/61.4
 // tok/s, interleaved); 256 KiB measured the same as 1 MiB.
-template <class E>
-constexpr MatmulKernels by_element_row() {
-  return {gguf::GgmlType::F32, copy_f32,     by_element_tile<E>,        kRows, kMaxCols, CpuLevel::Avx2,
-          by_element(),        by_element_packed_tile<E>, size_t{1} << 20};
-}
-constexpr MatmulKernels kF16 = by_element_row<F16E>();
-constexpr MatmulKernels kBf16 = by_element_row<Bf16E>();
+constexpr MatmulKernels kF16 = by_element_row<by_element_panel<F16E>>(kMaxCols, CpuLevel::Avx2, size_t{1} << 20);
+constexpr MatmulKernels kBf16 = by_element_row<by_element_panel<Bf16E>>(kMaxCols, CpuLevel::Avx2, size_t{1} << 20);
 
 }  // namespace
 

@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/x86/by_element_glue.h"
 #include "kernels/x86/x86_impl.h"
 
 namespace tern::kernels::x86 {
@@ -158,39 +159,13 @@ void by_element_panel(int64_t n, const uint8_t* packed, const uint8_t* w, size_t
   }
 }
 
-template <class E>
-void by_element_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride,
-                     int n_cols, float* y, size_t ldy) {
-  by_element_panel<E>(n, nullptr, static_cast<const uint8_t*>(w), w_stride, n_rows, static_cast<const float*>(xq),
-                      x_stride / sizeof(float), n_cols, y, ldy);
-}
-
-template <class E>
-void by_element_packed_tile(int64_t n, const void* panel, int n_rows, const void* xq, size_t x_stride, int n_cols,
-                            float* y, size_t ldy) {
-  by_element_panel<E>(n, static_cast<const uint8_t*>(panel), nullptr, 0, n_rows, static_cast<const float*>(xq),
-                      x_stride / sizeof(float), n_cols, y, ldy);
-}
-
-void copy_f32(const float* x, void* xq, int64_t n) { std::memcpy(xq, x, static_cast<size_t>(n) * sizeof(float)); }
-
-constexpr MatmulKernels::PackLayout by_element() {
-  MatmulKernels::PackLayout l;
-  l.by_element = true;
-  return l;
-}
 
 // A 512-token prompt is one pass over the weights up to rows of 8192 (16 MiB
 // of f32 activations, read from L3 by broadcasts): +5-7% pp512 on a 1B model
 // over the 512 KiB default, which streamed its 2 GB of weights 5 times.
-template <class E>
-constexpr MatmulKernels by_element_row() {
-  return {gguf::GgmlType::F32, copy_f32,     by_element_tile<E>,        kRows, kMaxCols, CpuLevel::Avx512,
-          by_element(),        by_element_packed_tile<E>, size_t{16} << 20};
-}
-const MatmulKernels kF16 = by_element_row<F16E>();
-const MatmulKernels kF8E4M3 = by_element_row<F8E4M3E>();
-const MatmulKernels kF8E5M2 = by_element_row<F8E5M2E>();
+const MatmulKernels kF16 = by_element_row<by_element_panel<F16E>>(kMaxCols, CpuLevel::Avx512, size_t{16} << 20);
+const MatmulKernels kF8E4M3 = by_element_row<by_element_panel<F8E4M3E>>(kMaxCols, CpuLevel::Avx512, size_t{16} << 20);
+const MatmulKernels kF8E5M2 = by_element_row<by_element_panel<F8E5M2E>>(kMaxCols, CpuLevel::Avx512, size_t{16} << 20);
 
 }  // namespace
 
