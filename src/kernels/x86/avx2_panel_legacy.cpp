@@ -44,31 +44,33 @@ constexpr int kMaxCols = 32;      // columns whose results are accumulated at on
 constexpr size_t kXBytes = sizeof(quant::BlockQ8_0);
 
 // The weight types: bytes per block, lead bytes of scale (fp16 d, or MXFP4's
-// E8M0 byte), dwords of quants, signed weights or nibbles, and the code book
-// of nibble-indexed signed types (IQ4_NL, MXFP4).
+// E8M0 byte), dwords of quants, signed weights or nibbles, and whether the
+// nibbles index a code book of signed values (IQ4_NL, MXFP4: book()).
 struct Q4_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ4_0);
   static constexpr int kLead = 2, kDw = 4;
   static constexpr bool kSigned = false;
-  static constexpr const int8_t* kTable = nullptr;
+  static constexpr bool kBook = false;
 };
 struct Q8_0 {
   static constexpr size_t kBytes = sizeof(quant::BlockQ8_0);
   static constexpr int kLead = 2, kDw = 8;
   static constexpr bool kSigned = true;
-  static constexpr const int8_t* kTable = nullptr;
+  static constexpr bool kBook = false;
 };
 struct Iq4Nl {
   static constexpr size_t kBytes = sizeof(quant::BlockIq4Nl);
   static constexpr int kLead = 2, kDw = 4;
   static constexpr bool kSigned = true;
-  static constexpr const int8_t* kTable = quant::kIq4nlValues;
+  static constexpr bool kBook = true;
+  static const int8_t* book() { return quant::kIq4nlValues; }
 };
 struct Mxfp4 {
   static constexpr size_t kBytes = sizeof(quant::BlockMxfp4);
   static constexpr int kLead = 1, kDw = 4;
   static constexpr bool kSigned = true;
-  static constexpr const int8_t* kTable = quant::kMxfp4Values;
+  static constexpr bool kBook = true;
+  static const int8_t* book() { return quant::kMxfp4Values; }
 };
 
 // 8 rows' scales as f32: fp16 d, or MXFP4's E8M0 e as 2^(e - 128) built from
@@ -162,7 +164,7 @@ inline __m256i hi_nibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16
 // The code book's signed values of 32 nibbles (IQ4_NL, MXFP4).
 template <class WT>
 inline __m256i lookup(__m256i nibbles) {
-  const __m256i table = _mm256_broadcastsi128_si256(load_128(reinterpret_cast<const uint8_t*>(WT::kTable)));
+  const __m256i table = _mm256_broadcastsi128_si256(load_128(reinterpret_cast<const uint8_t*>(WT::book())));
   return _mm256_shuffle_epi8(table, nibbles);
 }
 
@@ -176,7 +178,7 @@ inline void block_stream(const Src& src, const XBlock<WT>& x, __m256 out[kGroups
     for (int g = 0; g < kGroups; ++g) {
       const __m256i w = src.dword(g, j);
       __m256i t;
-      if constexpr (WT::kTable != nullptr) {
+      if constexpr (WT::kBook) {
         const __m256i wl = lookup<WT>(lo_nibbles(w)), wh = lookup<WT>(hi_nibbles(w));
         t = _mm256_add_epi32(signed_dot(_mm256_abs_epi8(wl), wl, x.q[j]), signed_dot(_mm256_abs_epi8(wh), wh, x.q[4 + j]));
         s[g] = j == 0 ? t : _mm256_add_epi32(s[g], t);
@@ -209,7 +211,7 @@ template <class WT, class Src>
 inline void unpack(const Src& src, int g, Unpacked& out) {
   for (int j = 0; j < WT::kDw; ++j) {
     const __m256i q = src.dword(g, j);
-    if constexpr (WT::kTable != nullptr) {
+    if constexpr (WT::kBook) {
       out.w[j] = lookup<WT>(lo_nibbles(q));
       out.w[4 + j] = lookup<WT>(hi_nibbles(q));
       out.u[j] = _mm256_abs_epi8(out.w[j]);
