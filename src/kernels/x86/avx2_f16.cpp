@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/x86/avx2_panel_util.h"
 #include "kernels/x86/avx2_util.h"
 #include "kernels/x86/by_element_glue.h"
 #include "kernels/x86/x86_impl.h"
@@ -87,13 +88,6 @@ inline void gather_chunk(const uint8_t* w, size_t w_stride, int n_rows, int64_t 
     const uint8_t* row = w + r * w_stride + 2 * k0;
     for (int k = 0; k < len; ++k) std::memcpy(out + kRows * k + r, row + 2 * k, 2);
   }
-}
-
-inline void store_rows(float* y, __m256 v, int n_valid) {
-  if (n_valid >= 8) return _mm256_storeu_ps(y, v);
-  if (n_valid <= 0) return;
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  _mm256_maskstore_ps(y, _mm256_cmpgt_epi32(_mm256_set1_epi32(n_valid), lane), v);
 }
 
 // One panel: weights either packed (by element, whole row) or rows in place.
