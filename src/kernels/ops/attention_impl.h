@@ -58,6 +58,31 @@ __attribute__((always_inline)) inline f32x16 load16(const float* p) {
 }
 __attribute__((always_inline)) inline void store16(float* p, f32x16 v) { __builtin_memcpy(p, &v, sizeof v); }
 
+// The hot loops' vector: one register of the level. At AVX2 an f32x16 is two
+// ymm that GCC moves through the stack in loops that keep several of them
+// (the scores' and P·V's accumulators spilled every step), so AVX2 runs those
+// loops on 8-lane vectors; every lane's sum is the same whatever the width, so
+// the bits do not change. The baseline and NEON keep 16 lanes.
+#if defined(__AVX2__) && defined(__F16C__) && !defined(__AVX512F__)
+#define TERN_ATTENTION_YMM 1
+constexpr int kVecW = 8;
+#else
+constexpr int kVecW = 16;
+#endif
+typedef float fvec __attribute__((vector_size(4 * kVecW)));
+typedef int32_t ivec __attribute__((vector_size(4 * kVecW)));
+#if defined(TERN_ATTENTION_YMM)
+constexpr ivec kIotaV = {0, 1, 2, 3, 4, 5, 6, 7};
+#else
+constexpr ivec kIotaV = kIota;
+#endif
+__attribute__((always_inline)) inline fvec loadv(const float* p) {
+  fvec v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+__attribute__((always_inline)) inline void storev(float* p, fvec v) { __builtin_memcpy(p, &v, sizeof v); }
+
 constexpr int kKvTile = kAttentionTile;  // positions per score tile (the code assumes 64)
 static_assert(kKvTile == 64);
 constexpr int kRowBlock = 4;  // query rows sharing each key/value load
@@ -78,6 +103,25 @@ inline float fast_exp(float x) {
   __builtin_memcpy(&scale, &bits, 4);
   return p * scale;
 }
+
+#if defined(TERN_ATTENTION_YMM)
+// fast_exp on 8 lanes, each lane's arithmetic as fast_exp's (the same bits):
+// the softmax weights of a tile were a scalar loop, a sixth of the decode
+// kernel's time at AVX2.
+__attribute__((always_inline)) inline fvec fast_exp8(fvec x) {
+  const fvec lo = -87.0f - fvec{};
+  x = x > lo ? x : lo;
+  const fvec y = x * kLog2e;  // rounded before the rounding to an integer, as fast_exp's
+  const fvec k = (fvec)_mm256_round_ps((__m256)y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const fvec r = x - k * kLn2Hi - k * kLn2Lo;
+  const fvec p = exp_poly(r);
+  typedef int32_t i32x8 __attribute__((vector_size(32)));
+  const i32x8 bits = (__builtin_convertvector(k, i32x8) + 127) << 23;
+  fvec scale;
+  __builtin_memcpy(&scale, &bits, sizeof scale);
+  return p * scale;
+}
+#endif
 
 // IEEE half -> f32, exact (the hardware conversion where the level has one).
 inline void half_to_float_row(const void* src_v, float* dst, int n) {
@@ -376,6 +420,16 @@ __attribute__((always_inline)) inline void transpose8_to_tile(const void* const*
 }
 #endif
 
+// kVecW elements of a head slice from element i (as load16_kv).
+template <int F>
+__attribute__((always_inline)) inline fvec loadv_kv(const void* p, int i) {
+#if defined(TERN_ATTENTION_YMM)
+  return (fvec)load8_kv<F>(p, i);
+#else
+  return load16_kv<F>(p, i);
+#endif
+}
+
 // The next tile's key and value rows (this head's slice), requested a few at a
 // time while the current tile is computed: issued all at once they fill the
 // core's miss queue and stall it, spread out they overlap the arithmetic.
@@ -399,24 +453,24 @@ __attribute__((always_inline)) inline void prefetch_row(const TilePrefetch* pf, 
   }
 }
 
-// o[r][i0 .. i0 + 16 NV) = o * corr[r] + sum over j of sc[r][j] * v_j, for the
+// o[r][i0 .. i0 + kVecW NV) = o * corr[r] + sum over j of sc[r][j] * v_j, for the
 // live rows of a block: each value vector loaded feeds the four rows, each
 // weight broadcast feeds NV vectors. Every lane sums over j in order, so the
-// result does not depend on NV. F: how value rows are stored, converted as
-// they load (the same values a converted copy would hold); g: q8_0's group.
-// kFold (q8_0): the values are codes and each lane's weight is its group's
-// folded weight (Q8Scales::w) instead of sc.
+// result does not depend on NV or the vector width. F: how value rows are
+// stored, converted as they load (the same values a converted copy would
+// hold); g: q8_0's group. kFold (q8_0): the values are codes and each lane's
+// weight is its group's folded weight (Q8Scales::w) instead of sc.
 template <int NV, int F, bool kFold, int R>
 __attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, const void* const* vp,
                                                     const float (*sc)[kKvTile], const bool* live, const float* corr,
                                                     float* o, int hd, int g, const Q8Scales* q8) {
-  f32x16 ov[R][NV] = {};
+  fvec ov[R][NV] = {};
   for (int j = 0; j < n_pos; ++j) {
-    f32x16 v[NV];
-    for (int c = 0; c < NV; ++c) v[c] = load16_kv<F>(vp[j], i0 + 16 * c);
+    fvec v[NV];
+    for (int c = 0; c < NV; ++c) v[c] = loadv_kv<F>(vp[j], i0 + kVecW * c);
     for (int r = 0; r < R; ++r) {
       if constexpr (kFold) {
-        for (int c = 0; c < NV; ++c) ov[r][c] += q8->w[r][(i0 + 16 * c) / g][j] * v[c];
+        for (int c = 0; c < NV; ++c) ov[r][c] += q8->w[r][(i0 + kVecW * c) / g][j] * v[c];
       } else {
         const float w = sc[r][j];
         for (int c = 0; c < NV; ++c) ov[r][c] += w * v[c];
@@ -426,12 +480,13 @@ __attribute__((always_inline)) inline void pv_lanes(int i0, int n_pos, const voi
   for (int r = 0; r < R; ++r) {
     if (!live[r]) continue;
     float* orow = o + static_cast<size_t>(r) * hd + i0;
-    for (int c = 0; c < NV; ++c) store16(orow + 16 * c, load16(orow + 16 * c) * corr[r] + ov[r][c]);
+    for (int c = 0; c < NV; ++c) storev(orow + kVecW * c, loadv(orow + kVecW * c) * corr[r] + ov[r][c]);
   }
 }
 
-// o = o * corr + P V for rows r < R, 64 lanes of head_dim at a time, then 16;
-// returns where the lanes stopped (head sizes not a multiple of 16 leave a tail).
+// o = o * corr + P V for rows r < R, 64 lanes of head_dim at a time, then
+// kVecW; returns where the lanes stopped (head sizes not a multiple of kVecW
+// leave a tail).
 template <int F, bool kFold, int R>
 __attribute__((always_inline)) inline int pv_rows(int hd, int n_pos, const void* const* vp,
                                                   const float (*sc)[kKvTile], const bool* live, const float* corr,
@@ -440,10 +495,11 @@ __attribute__((always_inline)) inline int pv_rows(int hd, int n_pos, const void*
 #if defined(__AVX512F__)
   for (; i0 + 64 <= hd; i0 += 64) pv_lanes<4, F, kFold, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
 #else  // R x 4 accumulators do not fit the registers (qk_rows): R x kAccGroups
-  constexpr int NV = kAccGroups<R>;
-  for (; i0 + 16 * NV <= hd; i0 += 16 * NV) pv_lanes<NV, F, kFold, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
+  constexpr int NV = kAccGroups<R> * 16 / kVecW;
+  for (; i0 + kVecW * NV <= hd; i0 += kVecW * NV)
+    pv_lanes<NV, F, kFold, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
 #endif
-  for (; i0 + 16 <= hd; i0 += 16) pv_lanes<1, F, kFold, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
+  for (; i0 + kVecW <= hd; i0 += kVecW) pv_lanes<1, F, kFold, R>(i0, n_pos, vp, sc, live, corr, o, hd, g, q8);
   return i0;
 }
 
@@ -517,7 +573,8 @@ __attribute__((always_inline)) inline void qk_dims(const float* k_t, const float
 // A q8_0 group's exact integer dot products (as f32) into the scores: times
 // the key scales times the query row's scale. The float and the int8 paths
 // both end here, so they give the same bits.
-__attribute__((always_inline)) inline void q8_group_scores(f32x16& acc, const f32x16& dots, const f32x16& dk, float dq) {
+template <class V>
+__attribute__((always_inline)) inline void q8_group_scores(V& acc, const V& dots, const V& dk, float dq) {
   acc += dots * (dk * dq);
 }
 
@@ -528,29 +585,52 @@ __attribute__((always_inline)) inline void qk_rows(const float* k_t, const float
                                                    float (*sc)[kKvTile], const TilePrefetch* pf, int g,
                                                    const Q8Scales* q8) {
 #if !defined(__AVX512F__)
-  // Below AVX-512 an f32x16 is two registers (AVX2) or four (SSE): R x 4 of
-  // them cannot stay in 16 registers, and GCC spilled them every step. So NC
-  // 16-position groups of the tile at a time, R x NC accumulators (8 ymm: enough
-  // independent chains to hide the FMA latency when R is 1, as in decode) —
-  // the same sum in the same order for every score.
+  // Below AVX-512 R x 4 16-lane accumulators cannot stay in 16 registers
+  // (GCC spilled them every step). So NC vectors of the tile's positions at a
+  // time, R x NC accumulators (8 ymm or 8 pairs of xmm: enough independent
+  // chains to hide the FMA latency when R is 1, as in decode); q8_0 keeps a
+  // group's partial sums beside them, so half as many. The same sum in the
+  // same order for every score.
+  constexpr int NC = kAccGroups<R> * 16 / kVecW;
+  constexpr int NQ = NC > 1 ? NC / 2 : 1;
   if (!q8) {
-    constexpr int NC = kAccGroups<R>;
-    for (int c0 = 0; c0 < 4; c0 += NC) {
-      f32x16 a[R][NC] = {};
+    for (int c0 = 0; c0 < kKvTile / kVecW; c0 += NC) {
+      fvec a[R][NC] = {};
       for (int i = 0; i < hd; ++i) {
         if (c0 == 0) prefetch_row(pf, i);
-        f32x16 k[NC];
-        for (int c = 0; c < NC; ++c) k[c] = load16(k_t + i * kKvTile + 16 * (c0 + c));
+        fvec k[NC];
+        for (int c = 0; c < NC; ++c) k[c] = loadv(k_t + i * kKvTile + kVecW * (c0 + c));
         for (int r = 0; r < R; ++r)
           for (int c = 0; c < NC; ++c) a[r][c] += q[r][i] * k[c];
       }
       for (int r = 0; r < R; ++r)
-        for (int c = 0; c < NC; ++c) store16(sc[r] + 16 * (c0 + c), a[r][c]);
+        for (int c = 0; c < NC; ++c) storev(sc[r] + kVecW * (c0 + c), a[r][c]);
     }
-    for (int j = hd; pf && j < pf->n; ++j) prefetch_row(pf, j);
-    return;
+  } else {
+    for (int c0 = 0; c0 < kKvTile / kVecW; c0 += NQ) {
+      fvec a[R][NQ] = {};
+      for (int i0 = 0; i0 < hd; i0 += g) {
+        fvec part[R][NQ] = {};
+        for (int i = i0; i < i0 + g; ++i) {
+          if (c0 == 0) prefetch_row(pf, i);
+          fvec k[NQ];
+          for (int c = 0; c < NQ; ++c) k[c] = loadv(k_t + i * kKvTile + kVecW * (c0 + c));
+          for (int r = 0; r < R; ++r)
+            for (int c = 0; c < NQ; ++c) part[r][c] += q[r][i] * k[c];
+        }
+        const float* d = q8->k[i0 / g];
+        for (int c = 0; c < NQ; ++c) {
+          const fvec dc = loadv(d + kVecW * (c0 + c));
+          for (int r = 0; r < R; ++r) q8_group_scores(a[r][c], part[r][c], dc, q8->dq[r][i0 / g]);
+        }
+      }
+      for (int r = 0; r < R; ++r)
+        for (int c = 0; c < NQ; ++c) storev(sc[r] + kVecW * (c0 + c), a[r][c]);
+    }
   }
-#endif
+  for (int j = hd; pf && j < pf->n; ++j) prefetch_row(pf, j);
+  return;
+#else
   f32x16 acc[R][4] = {};
   if (!q8) {
     qk_dims<R>(k_t, q, 0, hd, acc, pf);
@@ -568,6 +648,7 @@ __attribute__((always_inline)) inline void qk_rows(const float* k_t, const float
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < 4; ++c) store16(sc[r] + 16 * c, acc[r][c]);
   for (int j = hd; pf && j < pf->n; ++j) prefetch_row(pf, j);
+#endif
 }
 
 #if defined(__AVX512VNNI__)
@@ -831,21 +912,30 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
           // Scale, soft-cap (when on), mask (causal, window, past the tile's
           // end) and the tile max, 16 positions at a time (written with
           // vectors: the compiler leaves this loop scalar otherwise).
-          f32x16 vmax = kNegInf - f32x16{};
-          for (int c = 0; c < kKvTile / 16; ++c) {
-            const i32x16 j = kIota + 16 * c;
-            const i32x16 pos = j + p0;
-            const i32x16 valid = (j < n_pos) & (pos <= qpos[r]) & (pos >= lo[r]);
-            f32x16 v;
-            if constexpr (kSoftcap)
-              v = valid ? softcap16(load16(p + 16 * c) * s.scale, s.softcap, inv_cap) : kNegInf - f32x16{};
-            else
-              v = valid ? load16(p + 16 * c) * s.scale : kNegInf - f32x16{};
-            store16(p + 16 * c, v);
-            vmax = v > vmax ? v : vmax;
-          }
           float tile_max = kNegInf;
-          for (int i = 0; i < 16; ++i) tile_max = max_f(tile_max, vmax[i]);
+          if constexpr (kSoftcap) {  // exp_poly.h's tanh is 16 lanes wide
+            f32x16 vmax = kNegInf - f32x16{};
+            for (int c = 0; c < kKvTile / 16; ++c) {
+              const i32x16 j = kIota + 16 * c;
+              const i32x16 pos = j + p0;
+              const i32x16 valid = (j < n_pos) & (pos <= qpos[r]) & (pos >= lo[r]);
+              const f32x16 v = valid ? softcap16(load16(p + 16 * c) * s.scale, s.softcap, inv_cap) : kNegInf - f32x16{};
+              store16(p + 16 * c, v);
+              vmax = v > vmax ? v : vmax;
+            }
+            for (int i = 0; i < 16; ++i) tile_max = max_f(tile_max, vmax[i]);
+          } else {
+            fvec vmax = kNegInf - fvec{};
+            for (int c = 0; c < kKvTile / kVecW; ++c) {
+              const ivec j = kIotaV + kVecW * c;
+              const ivec pos = j + p0;
+              const ivec valid = (j < n_pos) & (pos <= qpos[r]) & (pos >= lo[r]);
+              const fvec v = valid ? loadv(p + kVecW * c) * s.scale : kNegInf - fvec{};
+              storev(p + kVecW * c, v);
+              vmax = v > vmax ? v : vmax;
+            }
+            for (int i = 0; i < kVecW; ++i) tile_max = max_f(tile_max, vmax[i]);
+          }
           if (tile_max == kNegInf) {  // fully masked tile: this row is unchanged
             for (int j = 0; j < kKvTile; ++j) p[j] = 0.0f;
             continue;
@@ -853,20 +943,29 @@ void attention_partial_t(const AttentionShape& s, const QueryBlockView& b, int k
           live[r] = true;
           const float m_new = max_f(m[row], tile_max);
           corr[r] = fast_exp(m[row] - m_new);  // 0 when m was -inf
+#if defined(TERN_ATTENTION_YMM)
+          for (int j = 0; j < kKvTile; j += kVecW) {
+            const fvec x = loadv(p + j);
+            storev(p + j, x == kNegInf ? fvec{} : fast_exp8(x - m_new));
+          }
+#else
           for (int j = 0; j < kKvTile; ++j) p[j] = p[j] == kNegInf ? 0.0f : fast_exp(p[j] - m_new);
+#endif
           // lanes[i] = p[i] + p[i + 16] + p[i + 32] + p[i + 48], in that order.
-          f32x16 lanes = load16(p);
-          for (int c = 1; c < kKvTile / kLanes; ++c) lanes += load16(p + kLanes * c);
           float lane_sums[kLanes];
-          store16(lane_sums, lanes);
+          for (int h = 0; h < kLanes; h += kVecW) {
+            fvec lanes = loadv(p + h);
+            for (int c = 1; c < kKvTile / kLanes; ++c) lanes += loadv(p + kLanes * c + h);
+            storev(lane_sums + h, lanes);
+          }
           l[row] = l[row] * corr[r] + reduce_lanes(lane_sums);
           m[row] = m_new;
         }
         if (q8)  // the value scales folded into the weights, per group
           for (int r = 0; r < nr; ++r)
             for (int gi = 0; gi < hd / g; ++gi)
-              for (int c = 0; c < kKvTile / 16; ++c)
-                store16(q8->w[r][gi] + 16 * c, load16(sc[r] + 16 * c) * load16(q8->v[gi] + 16 * c));
+              for (int c = 0; c < kKvTile / kVecW; ++c)
+                storev(q8->w[r][gi] + kVecW * c, loadv(sc[r] + kVecW * c) * loadv(q8->v[gi] + kVecW * c));
         // o = o * corr + P V.
         float* orows = o + static_cast<size_t>(row0) * hd;
         const int vf = v_direct ? fmt : kFmtF32;
