@@ -593,11 +593,17 @@ __attribute__((always_inline)) inline void qk_rows(const float* k_t, const float
   // same order for every score.
   constexpr int NC = kAccGroups<R> * 16 / kVecW;
   constexpr int NQ = NC > 1 ? NC / 2 : 1;
+  // The next tile's rows are requested over all passes, one every kPasses
+  // steps (rows [0, hd) here, the rest after): all in the first pass they came
+  // in a burst that filled the miss queue, and decode at depth ran no faster
+  // from DRAM than the loads and the arithmetic one after the other.
   if (!q8) {
+    constexpr int kPasses = kKvTile / kVecW / NC;
     for (int c0 = 0; c0 < kKvTile / kVecW; c0 += NC) {
       fvec a[R][NC] = {};
+      const int step0 = c0 / NC * hd;
       for (int i = 0; i < hd; ++i) {
-        if (c0 == 0) prefetch_row(pf, i);
+        if ((step0 + i) % kPasses == 0) prefetch_row(pf, (step0 + i) / kPasses);
         fvec k[NC];
         for (int c = 0; c < NC; ++c) k[c] = loadv(k_t + i * kKvTile + kVecW * (c0 + c));
         for (int r = 0; r < R; ++r)
@@ -607,12 +613,14 @@ __attribute__((always_inline)) inline void qk_rows(const float* k_t, const float
         for (int c = 0; c < NC; ++c) storev(sc[r] + kVecW * (c0 + c), a[r][c]);
     }
   } else {
+    constexpr int kPasses = kKvTile / kVecW / NQ;
     for (int c0 = 0; c0 < kKvTile / kVecW; c0 += NQ) {
       fvec a[R][NQ] = {};
+      const int step0 = c0 / NQ * hd;
       for (int i0 = 0; i0 < hd; i0 += g) {
         fvec part[R][NQ] = {};
         for (int i = i0; i < i0 + g; ++i) {
-          if (c0 == 0) prefetch_row(pf, i);
+          if ((step0 + i) % kPasses == 0) prefetch_row(pf, (step0 + i) / kPasses);
           fvec k[NQ];
           for (int c = 0; c < NQ; ++c) k[c] = loadv(k_t + i * kKvTile + kVecW * (c0 + c));
           for (int r = 0; r < R; ++r)
