@@ -102,6 +102,56 @@ TEST(Cli, BenchAtDepthsCountsKvBytes) {
   }
 }
 
+// tern bench --tune: pp under the defaults and each candidate activation
+// block, the record written where TERN_TUNING says (directories made), then
+// read by the next run; another CPU's or a malformed record is ignored with a
+// line on stderr, and the run goes on with the defaults.
+TEST(Cli, BenchTuneWritesTheRecordTheNextRunReads) {
+  TERN_REQUIRE_STORIES();
+  const std::string m = quote(test::stories_gguf());
+  const std::string dir = std::string(TERN_BINARY_DIR) + "/cli_tune." + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  const std::string rec = dir + "/sub/tuning";
+  const std::string env = "TERN_TUNING=" + test::shell_quote(rec);
+  auto t = run_tern("bench -m " + m + " --tune -p 16 -r 1 --tune-rounds 1 -t 2 --json", env);
+  ASSERT_EQ(t.exit_code, 0) << t.err;
+  const auto j = nlohmann::json::parse(t.out)["tune"];
+  EXPECT_EQ(j["path"], rec);
+  EXPECT_EQ(j["n_prompt"], 16);
+  ASSERT_GE(j["candidates"].size(), 2u);
+  EXPECT_EQ(j["candidates"][0]["act_block_bytes"], 0);  // the defaults, the yardstick
+  for (const auto& c : j["candidates"]) {
+    ASSERT_EQ(c["pp_tok_s"].size(), 1u);
+    EXPECT_GT(c["mean"].get<double>(), 0.0);
+  }
+  std::ifstream in(rec);
+  ASSERT_TRUE(in) << "no record at " << rec;
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("\ncpu "), std::string::npos) << text;
+  // A chosen block is recorded for the model's matrix type; the defaults leave no entry.
+  const size_t best = j["best_act_block_bytes"].get<size_t>();
+  EXPECT_EQ(text.find("act_block_bytes") != std::string::npos, best != 0) << text;
+  EXPECT_FALSE(std::filesystem::exists(rec + ".tmp"));
+
+  auto next = run_tern("bench -m " + m + " -p 8 -n 2 -r 1 --json", env);
+  ASSERT_EQ(next.exit_code, 0) << next.err;
+  EXPECT_EQ(nlohmann::json::parse(next.out)["tuning"], rec);
+  EXPECT_EQ(next.err.find("ignoring"), std::string::npos) << next.err;
+
+  for (const std::string& bad : {std::string("cpu Another CPU | AVX2\n"), std::string("cpu X\nprefetch 3\n")}) {
+    std::ofstream(rec) << bad;
+    auto o = run_tern("bench -m " + m + " -p 8 -n 2 -r 1 --json", env);
+    ASSERT_EQ(o.exit_code, 0) << o.err;
+    EXPECT_EQ(nlohmann::json::parse(o.out)["tuning"], "");
+    EXPECT_NE(o.err.find("ignoring the tuning record " + rec), std::string::npos) << o.err;
+  }
+  auto rounds = run_tern("bench -m " + m + " --tune --tune-rounds 0", env);
+  EXPECT_EQ(rounds.exit_code, 2) << rounds.err;
+  auto no_prompt = run_tern("bench -m " + m + " --tune -p 0", env);
+  EXPECT_EQ(no_prompt.exit_code, 2) << no_prompt.err;
+  std::filesystem::remove_all(dir);
+}
+
 TEST(Cli, GreedyIsDeterministicAndSeedReproducible) {
   TERN_REQUIRE_STORIES();
   const std::string m = quote(test::stories_gguf());

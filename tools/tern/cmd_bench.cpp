@@ -12,12 +12,14 @@
 
 #include "args.h"
 #include "backend_flag.h"
+#include "bench_tune.h"
 #include "commands.h"
 #include "core/build_info.h"
 #include "core/kv_format.h"
 #include "engine/bench.h"
 #include "kernels/cpu_features.h"
 #include "kernels/roofline.h"
+#include "kernels/tuning.h"
 
 namespace tern::cli {
 namespace {
@@ -99,6 +101,38 @@ Result<std::vector<int>> parse_int_list(const std::string& text, long lo, long h
   return out;
 }
 
+// --tune's findings: every candidate's pp per round, the choice, the record.
+void print_tune(const TuneResult& t, const BenchOptions& o, bool json) {
+  std::string types;
+  for (gguf::GgmlType ty : t.types) types += (types.empty() ? "" : " ") + std::string(gguf::type_name(ty));
+  if (json) {
+    std::printf("{\"tune\": {\"path\": \"%s\", \"level\": \"%s\", \"types\": \"%s\", \"n_prompt\": %d, "
+                "\"best_act_block_bytes\": %zu, \"candidates\": [",
+                t.path.c_str(), kernels::cpu_level_name(t.level), types.c_str(), o.n_prompt, t.best_bytes);
+    for (size_t i = 0; i < t.candidates.size(); ++i) {
+      const TuneCandidate& c = t.candidates[i];
+      std::printf("%s{\"act_block_bytes\": %zu, \"pp_tok_s\": [", i ? ", " : "", c.act_block_bytes);
+      for (size_t r = 0; r < c.pp_tok_s.size(); ++r) std::printf("%s%.3f", r ? ", " : "", c.pp_tok_s[r]);
+      std::printf("], \"mean\": %.3f}", c.mean);
+    }
+    std::printf("]}}\n");
+    return;
+  }
+  std::printf("tuning    kernels %s, weight types %s, pp%d per candidate, %zu rounds interleaved\n\n",
+              kernels::cpu_level_name(t.level), types.c_str(), o.n_prompt,
+              t.candidates.empty() ? size_t{0} : t.candidates[0].pp_tok_s.size());
+  std::printf("%-16s %12s   %s\n", "act block", "pp tok/s", "per round");
+  for (const TuneCandidate& c : t.candidates) {
+    std::string rounds;
+    for (double v : c.pp_tok_s) rounds += (rounds.empty() ? "" : " ") + std::to_string(static_cast<int>(v + 0.5));
+    const std::string name = c.act_block_bytes ? std::to_string(c.act_block_bytes >> 10) + " KiB" : "defaults";
+    std::printf("%-16s %12.2f   %s%s\n", name.c_str(), c.mean, rounds.c_str(),
+                c.act_block_bytes == t.best_bytes ? "   <- chosen" : "");
+  }
+  std::printf("\n%s; wrote %s\n",
+              t.best_bytes ? "recorded the best" : "nothing beat the defaults by 3%: they stay", t.path.c_str());
+}
+
 // -d 0,512,4096: cached positions before pp and tg (llama-bench's -d).
 Result<std::vector<int>> parse_depth_list(const std::string& text) { return parse_int_list(text, 0, 1 << 22, "-d", "depths"); }
 
@@ -117,7 +151,8 @@ int cmd_bench(int argc, char** argv) {
     if (std::string(argv[i]) == "--draft" || std::string(argv[i]).rfind("--draft=", 0) == 0) return cmd_bench_spec(argc, argv);
   std::string model_path, batches_text, depths_text, kv_type = "f16";
   int n_threads = 0;
-  bool json = false;
+  bool json = false, tune = false;
+  int tune_rounds = 2;
   float price_per_hour = 0.0f;
   BenchOptions o;
   ArgParser args("bench", "tern bench -m MODEL [-p 512] [-n 128] [-d DEPTHS] [-b BATCHES] [-t THREADS] [-r REPS] "
@@ -135,7 +170,13 @@ int cmd_bench(int argc, char** argv) {
   args.add("-r,--repetitions", &o.repetitions, "measured repetitions after one warm-up (default 5)");
   args.add_flag("--json", &json, "print one JSON object");
   args.add("--price-per-hour", &price_per_hour, "machine price per hour: adds the cost per million generated tokens");
+  args.add_flag("--tune", &tune,
+                "measure pp under each activation block size and write the best as this CPU's tuning record "
+                "($TERN_TUNING, else ~/.cache/tern/tuning), which the kernels read at start");
+  args.add("--tune-rounds", &tune_rounds, "interleaved rounds over the candidates for --tune (default 2)");
   if (auto s = args.parse(argc, argv); !s) return report(s);
+  if (tune_rounds < 1 || tune_rounds > 20)
+    return report(error(ErrorKind::InvalidArgument, "bench: --tune-rounds must be in [1, 20]"));
   if (!(price_per_hour >= 0.0f)) return report(error(ErrorKind::InvalidArgument, "bench: --price-per-hour must be >= 0"));
   if (args.help_requested()) {
     std::fputs(args.help_text().c_str(), stdout);
@@ -169,6 +210,15 @@ int cmd_bench(int argc, char** argv) {
     if (tty) std::fprintf(stderr, "\r\033[Kbench: %s ...", what.c_str());
   };
 
+  if (tune) {
+    if (backend_name != "cpu")
+      return report(error(ErrorKind::InvalidArgument, "bench --tune: tunes the cpu backend's kernels (--backend cpu)"));
+    auto t = run_bench_tune(m, o, tune_rounds, status_line);
+    if (tty) std::fprintf(stderr, "\r\033[K");
+    if (!t) return report(t.status());
+    print_tune(*t, o, json);
+    return 0;
+  }
   status_line("measuring machine limits");
   const kernels::MachineLimits lim = kernels::measure_machine_limits(pool);
   auto res = run_bench(m, o, status_line);
@@ -246,6 +296,7 @@ int cmd_bench(int argc, char** argv) {
                   d.tg_kv_bytes, tg_read_gb(d) * d.tg.tok_s, roofline_at(d));
     }
     std::printf("], ");
+    std::printf("\"tuning\": \"%s\", ", kernels::active_tuning().source.c_str());
     std::printf("\"cpu_flags\": \"%s\", \"git_sha\": \"%s\", \"compiler\": \"%s\"}\n",
                 kernels::cpu_features().describe().c_str(), build_git_sha(), build_compiler());
     return 0;
@@ -258,6 +309,8 @@ int cmd_bench(int argc, char** argv) {
   std::printf("limits    read %.1f GB/s | f32 FMA %.0f GFLOP/s | int8 dot %.0f GOP/s\n", lim.read_bw_gbs,
               lim.peak_gflops_f32, lim.peak_gops_int8);
   std::printf("build     %s, %s\n", build_git_sha(), build_compiler());
+  const std::string& tuning = kernels::active_tuning().source;
+  std::printf("tuning    %s\n", tuning.empty() ? "built-in defaults (no record for this CPU: tern bench --tune)" : tuning.c_str());
   if (r.rss_bytes > 0)
     std::printf("memory    RSS %.1f MiB = file %.1f + KV %.1f + %.1f MiB other (after pp/tg)\n", r.rss_bytes / mib,
                 file_bytes / mib, r.kv_bytes / mib, other_mib);

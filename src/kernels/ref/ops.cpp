@@ -9,6 +9,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/matmul_kernels.h"
 #include "kernels/pack.h"
+#include "kernels/tuning.h"
 
 namespace tern::kernels {
 
@@ -134,7 +135,7 @@ void matmul_experts(std::span<const ExpertMatmulJob> jobs, ThreadPool& pool) {
     min_chunk = std::max<size_t>(min_chunk, 64 / p.rows_per_tile);
     max_stride = std::max(max_stride, p.x_stride);
     max_cols = std::max<int64_t>(max_cols, p.k->max_cols);
-    act_block = std::min(act_block, p.k->act_block_bytes);
+    act_block = std::min(act_block, tuned_act_block_bytes(p.k->level, jobs[j].w->traits->type, p.k->act_block_bytes));
   }
   const int64_t col_block = std::max<int64_t>(max_cols, static_cast<int64_t>(act_block / max_stride));
   pool.parallel_for(static_cast<size_t>(n_tiles), [&](size_t tile_begin, size_t tile_end, int) {
