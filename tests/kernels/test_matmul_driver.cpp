@@ -87,7 +87,8 @@ TEST(MatmulDriver, GroupEqualsSeparateCallsBitForBit) {
 // type with a packed form, partial last panels, any token and thread count.
 TEST(MatmulDriver, PackedWeightsGiveBitIdenticalResults) {
   int n_packed_types = 0;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q4_K, GgmlType::Q5_K,
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
+                     GgmlType::Q4_K, GgmlType::Q5_K,
                      GgmlType::Q6_K, GgmlType::Q4_1, GgmlType::F16, GgmlType::F8_E4M3, GgmlType::F8_E5M2}) {
     const quant::TypeTraits* tr = quant::traits(t);
     const MatmulKernels* k = matmul_kernels(t);

@@ -1,4 +1,4 @@
-// AVX2 panel kernels for Q4_K, Q5_K and Q6_K against Q8_K activations: up to 32
+// AVX2 panel kernels for Q2_K, Q3_K, Q4_K, Q5_K and Q6_K against Q8_K activations: up to 32
 // rows x any number of columns. Every tile of these types at this level runs
 // here, prompt and decode alike, so a (row, token) result is the same whatever
 // the batch.
@@ -13,6 +13,8 @@
 //   Q6_K  isum = sum_j vpmaddwd(vpmaddubsw(u_2j, x_2j) + vpmaddubsw(u_2j+1, x_2j+1), (sc, sc))
 //              + sum_j vpmaddwd((-32 sc_2j, -32 sc_2j+1), bsums dword j)
 //         out += f32(isum) * d * dx
+//   Q2_K  as Q4_K on 16 sub-blocks of 4 dwords (u <= 3), mins dotted in pairs (m_2j, m_2j+1)
+//   Q3_K  as Q6_K on 16 sub-blocks of 4 dwords (u = q + 4 <= 7, corrections -4 sc)
 //
 // The int16 sums stay exact: Q4_K adds 8 dwords of q <= 15 (8 * 2 * 15 * 128 <
 // 2^15), Q5_K 4 of q <= 31, Q6_K 2 dwords of q <= 63 (2 * 2 * 63 * 128 < 2^15); the int32 sums of
@@ -65,12 +67,22 @@ struct PackedGroup {
 };
 
 // Rows in place: the group's n_dw dwords transposed into a buffer first.
+// When n_dw is not a multiple of 4 (Q2_K's 21, Q3_K's 27) the last dwords are
+// gathered one row at a time: a 16-byte load there could read past the last
+// row's end.
 template <int kDw>
 struct RowGroup {
+  static constexpr int kWhole = kDw / 4 * 4;
   __m256i q[kDw];
   __m256 tail;
   RowGroup(const uint8_t* const* rows, size_t off, int trail_off) {
-    for (int j = 0; j < kDw; j += 4) transpose_8x4(rows, off + 4 * j, q + j);
+    for (int j = 0; j < kWhole; j += 4) transpose_8x4(rows, off + 4 * j, q + j);
+    if constexpr (kDw > kWhole) {
+      alignas(32) uint32_t t[kDw - kWhole][8];
+      for (int j = 0; j < kDw - kWhole; ++j)
+        for (int r = 0; r < 8; ++r) t[j][r] = load_u32(rows[r] + off + 4 * (kWhole + j));
+      for (int j = 0; j < kDw - kWhole; ++j) q[kWhole + j] = load_256(reinterpret_cast<const uint8_t*>(t[j]));
+    }
     if (trail_off >= 0) {
       short h[8];
       for (int r = 0; r < 8; ++r) h[r] = static_cast<short>(load_u16(rows[r] + off + trail_off));
@@ -108,6 +120,12 @@ inline __m256 half_ps(__m256i v, int h) {
 
 inline __m256i lo_nibbles(__m256i v) { return _mm256_and_si256(v, bytes(0x0f)); }
 inline __m256i hi_nibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), bytes(0x0f)); }
+
+// out + (f32(isum) * d - f32(msum) * dmin) * dx: a super-block of a type with mins (Q2_K, Q4_K, Q5_K).
+inline __m256 with_mins(__m256i isum, __m256i msum, __m256 d, __m256 dmin, __m256 dx, __m256 out) {
+  const __m256 t = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), dmin, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), d));
+  return _mm256_fmadd_ps(t, dx, out);
+}
 
 // ---- Q4_K / Q5_K: d | dmin, scales[12] (dwords 1..3), [Q5_K: qh[32] (dwords 4..11)], qs[128] ----
 // qs dword kQs + 8c + k: low nibbles are element dword 16c + k, high nibbles 16c + 8 + k. Q5_K's
@@ -172,11 +190,7 @@ struct Q45K {
       }
       for (int c = 0; c < C; ++c) msum[c] = _mm256_add_epi32(msum[c], _mm256_madd_epi16(gr.mn[s], x[c].bsums(s)));
     }
-    for (int c = 0; c < C; ++c) {
-      const __m256 t =
-          _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[c]), gr.dmin, _mm256_mul_ps(_mm256_cvtepi32_ps(isum[c]), gr.d));
-      out[c] = _mm256_fmadd_ps(t, x[c].dx(), out[c]);
-    }
+    for (int c = 0; c < C; ++c) out[c] = with_mins(isum[c], msum[c], gr.d, gr.dmin, x[c].dx(), out[c]);
   }
 };
 
@@ -229,6 +243,111 @@ struct Q6K {
         isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16, gr.sc[j / 2]));
       }
     }
+    for (int c = 0; c < C; ++c) {
+      for (int j = 0; j < 8; ++j) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(gr.corr[j], x[c].bsums(j)));
+      out[c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[c]), gr.d), x[c].dx(), out[c]);
+    }
+  }
+};
+
+// ---- Q2_K: scales[16] (dwords 0..3: low nibble scale, high nibble min), qs[64] (4..19), d | dmin (20)
+// ---- Q3_K: hmask[32] (dwords 0..7), qs[64] (8..23), scales[12] (24..26), then d ------------------
+// Element dword E = 32h + 8p + t (p < 4, t < 8): bits 2p, 2p + 1 of each byte of qs dword 8h + t;
+// Q3_K's third bit is bit 4h + p of hmask dword t, set for q in 0..3 and clear for q - 4. With
+// u <= 7 an int16 sum holds a 16-element sub-block's 4 dwords (4 * 2 * 7 * 128 < 2^15).
+// isum[c] += sum over the 16 sub-blocks s of vpmaddwd(sum_{k<4} vpmaddubsw(u_4s+k, x_4s+k), sc[s])
+// (Q2_K, Q3_K: 16-element sub-blocks of weights u <= 7, exact in int16).
+template <int C, class W>
+inline void sub16_dots(const __m256i* sc, const W& w, const XSuper* x, __m256i* isum) {
+#pragma GCC unroll 16
+  for (int s = 0; s < 16; ++s) {
+    __m256i s16[C];
+    const __m256i w0 = w(4 * s);
+    for (int c = 0; c < C; ++c) s16[c] = _mm256_maddubs_epi16(w0, x[c].x(4 * s));
+    for (int k = 1; k < 4; ++k) {
+      const __m256i wk = w(4 * s + k);
+      for (int c = 0; c < C; ++c) s16[c] = _mm256_add_epi16(s16[c], _mm256_maddubs_epi16(wk, x[c].x(4 * s + k)));
+    }
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(s16[c], sc[s]));
+  }
+}
+
+struct Q2K {
+  static constexpr int kDw = 21;
+  static constexpr int kTrail = 0;
+  struct Group {
+    __m256i sc[16];  // (scale, scale) of sub-block s per lane
+    __m256i mn[8];   // (min_2j, min_2j+1), dotted with bsums dword j
+    __m256 d, dmin;
+  };
+  template <class G>
+  static void decode(const G& src, Group& gr) {
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = src.dword(k);
+      const __m256i sc = lo_nibbles(v), mn = hi_nibbles(v);
+      for (int b = 0; b < 4; ++b) gr.sc[4 * k + b] = pair_u8(sc, b);
+      gr.mn[2 * k] = pair_s8(mn, 0, 1);  // 0..15: the signed and unsigned readings agree
+      gr.mn[2 * k + 1] = pair_s8(mn, 2, 3);
+    }
+    const __m256i hdr = src.dword(20);
+    gr.d = half_ps(hdr, 0);
+    gr.dmin = half_ps(hdr, 1);
+  }
+  template <class G>
+  static __m256i weights(const G& src, int e) {
+    const int h = e / 32, p = (e / 8) % 4, t = e % 8;
+    return _mm256_and_si256(_mm256_srli_epi16(src.dword(4 + 8 * h + t), 2 * p), bytes(0x03));
+  }
+  template <int C, class W>
+  static void dot(const Group& gr, const W& w, const XSuper* x, __m256* out) {
+    __m256i isum[C], msum[C];
+    for (int c = 0; c < C; ++c) isum[c] = msum[c] = _mm256_setzero_si256();
+    sub16_dots<C>(gr.sc, w, x, isum);
+    for (int c = 0; c < C; ++c) {
+      for (int j = 0; j < 8; ++j) msum[c] = _mm256_add_epi32(msum[c], _mm256_madd_epi16(gr.mn[j], x[c].bsums(j)));
+      out[c] = with_mins(isum[c], msum[c], gr.d, gr.dmin, x[c].dx(), out[c]);
+    }
+  }
+};
+
+struct Q3K {
+  static constexpr int kDw = 27;
+  static constexpr int kTrail = 2;
+  struct Group {
+    __m256i sc[16];   // (sc, sc) of sub-block s per lane, sc = S - 32
+    __m256i corr[8];  // (-4 sc_2j, -4 sc_2j+1), dotted with bsums dword j: the q - 4 of u = q + 4
+    __m256 d;
+  };
+  template <class G>
+  static void decode(const G& src, Group& gr) {
+    // The 16 six-bit scales: low nibbles in dwords 24 (s < 4 low, 8..11 high nibble) and 25 (4..7,
+    // 12..15), their top two bits in the bit pairs of dword 26 (quant::unpack_scale_q3_k).
+    const __m256i a0 = src.dword(24), a1 = src.dword(25), a2 = src.dword(26);
+    const __m256i m2 = bytes(0x03), k32 = bytes(32), minus4 = _mm256_set1_epi16(-4);
+    auto top = [&](int shift) { return _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(a2, shift), m2), 4); };
+    const __m256i s6[4] = {_mm256_or_si256(lo_nibbles(a0), top(0)), _mm256_or_si256(lo_nibbles(a1), top(2)),
+                           _mm256_or_si256(hi_nibbles(a0), top(4)), _mm256_or_si256(hi_nibbles(a1), top(6))};
+    for (int k = 0; k < 4; ++k) {
+      const __m256i v = _mm256_sub_epi8(s6[k], k32);
+      for (int b = 0; b < 4; ++b) gr.sc[4 * k + b] = pair_s8(v, b, b);
+      gr.corr[2 * k] = _mm256_mullo_epi16(pair_s8(v, 0, 1), minus4);
+      gr.corr[2 * k + 1] = _mm256_mullo_epi16(pair_s8(v, 2, 3), minus4);
+    }
+    gr.d = src.tail_ps();
+  }
+  template <class G>
+  static __m256i weights(const G& src, int e) {
+    const int h = e / 32, p = (e / 8) % 4, t = e % 8, b = 4 * h + p;
+    const __m256i lo = _mm256_and_si256(_mm256_srli_epi16(src.dword(8 + 8 * h + t), 2 * p), bytes(0x03));
+    const __m256i hm = src.dword(t);
+    const __m256i hb = b >= 2 ? _mm256_srli_epi16(hm, b - 2) : _mm256_slli_epi16(hm, 2 - b);  // bit b -> bit 2
+    return _mm256_or_si256(lo, _mm256_and_si256(hb, bytes(0x04)));
+  }
+  template <int C, class W>
+  static void dot(const Group& gr, const W& w, const XSuper* x, __m256* out) {
+    __m256i isum[C];
+    for (int c = 0; c < C; ++c) isum[c] = _mm256_setzero_si256();
+    sub16_dots<C>(gr.sc, w, x, isum);
     for (int c = 0; c < C; ++c) {
       for (int j = 0; j < 8; ++j) isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(gr.corr[j], x[c].bsums(j)));
       out[c] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(isum[c]), gr.d), x[c].dx(), out[c]);
@@ -318,6 +437,8 @@ void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
 
 PanelFn avx2_kquant_panel(gguf::GgmlType t, bool packed) {
   switch (t) {
+    case gguf::GgmlType::Q2_K: return packed ? panel<Q2K, true> : panel<Q2K, false>;
+    case gguf::GgmlType::Q3_K: return packed ? panel<Q3K, true> : panel<Q3K, false>;
     case gguf::GgmlType::Q4_K: return packed ? panel<Q45K<false>, true> : panel<Q45K<false>, false>;
     case gguf::GgmlType::Q5_K: return packed ? panel<Q45K<true>, true> : panel<Q45K<true>, false>;
     case gguf::GgmlType::Q6_K: return packed ? panel<Q6K, true> : panel<Q6K, false>;

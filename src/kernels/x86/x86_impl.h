@@ -5,14 +5,14 @@
 //
 //   act_quant_avx512.cpp / act_quant_avx2.cpp   f32 activations -> Q8_0, Q8_1, Q8_K, BF16
 //   avx512_legacy.cpp / avx2_legacy.cpp         Q4_0 Q4_1 Q5_0 Q5_1 Q8_0 IQ4_NL (32-element blocks; avx2: Q4_1 Q5_0 Q5_1)
-//   avx512_kquants.cpp / avx2_kquants.cpp       Q2_K Q3_K Q4_K Q5_K Q6_K (256-element super-blocks; avx2: Q2_K Q3_K)
+//   avx512_kquants.cpp / avx2_kquants.cpp       Q2_K Q3_K Q4_K Q5_K Q6_K (256-element super-blocks; avx2: the table only)
 //   avx512_float.cpp / avx2_float.cpp           F32 BF16 (avx2: F32 FP8)
 //   avx2_f16.cpp                                F16 BF16: 32-row panels read by element (avx2)
 //   avx512_f16.cpp                              F16: 32-row panels read by element, packed or in place
 //   avx512_panel_kquants.cpp                    32-row GEMM panels for Q4_K, Q5_K, Q6_K (row-per-lane layout)
 //   avx512_panel_legacy.cpp                     32-row GEMM panels for Q4_0, Q8_0, IQ4_NL
 //   avx2_panel_legacy.cpp                       32-row panels for Q4_0, Q8_0, IQ4_NL, MXFP4 (8-row groups)
-//   avx2_panel_kquants.cpp                      32-row panels for Q4_K, Q5_K, Q6_K (8-row groups)
+//   avx2_panel_kquants.cpp                      32-row panels for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (8-row groups)
 //   avx512_w8a8.cpp / avx2_w8a8.cpp             W8A8: per-token int8 activations x per-row int8 weights
 //   avx512_matmul.cpp / avx2_matmul.cpp         the level's table: asks each family in turn
 //   kv_quant_avx512.cpp                         the q8_0 KV cache's roundings
@@ -53,7 +53,7 @@ using PanelFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int n_row
 PanelFn avx512_kquant_panel(gguf::GgmlType weight_type, bool packed);   // Q4_K Q5_K Q6_K
 PanelFn avx512_legacy_panel(gguf::GgmlType weight_type, bool packed);   // Q4_0 Q8_0 IQ4_NL
 PanelFn avx2_legacy_panel(gguf::GgmlType weight_type, bool packed);     // Q4_0 Q8_0 IQ4_NL MXFP4
-PanelFn avx2_kquant_panel(gguf::GgmlType weight_type, bool packed);     // Q4_K Q5_K Q6_K
+PanelFn avx2_kquant_panel(gguf::GgmlType weight_type, bool packed);     // Q2_K Q3_K Q4_K Q5_K Q6_K
 
 // The q8_0 KV cache's roundings (kernels/kv_quant.cpp): max |x| over n, and
 // the codes of x * inv rounded as core/kv_format.cpp does.
