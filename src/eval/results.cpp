@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/build_info.h"
+#include "core/cpu_name.h"
 
 namespace tern::eval {
 namespace {
@@ -158,13 +159,7 @@ ServeRecord serve_from_json(const json& j) {
 
 RunSetup collect_setup(int argc, char** argv, const std::string& program) {
   RunSetup s;
-  std::ifstream cpu("/proc/cpuinfo");
-  for (std::string line; std::getline(cpu, line);)
-    if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) s.cpu_model = line.substr(line.find_first_not_of(' ', colon + 1));
-      break;
-    }
+  s.cpu_model = cpu_model_name();
   s.n_cores = static_cast<int>(std::thread::hardware_concurrency());
   std::ifstream mem("/proc/meminfo");
   for (std::string key; mem >> key;) {

@@ -9,6 +9,8 @@
 #include <optional>
 #include <sstream>
 
+#include "core/cpu_name.h"
+
 namespace tern::kernels {
 namespace {
 
@@ -32,16 +34,6 @@ std::string trim(std::string s) {
   size_t i = 0;
   while (i < s.size() && (s[i] == ' ' || s[i] == '\t')) ++i;
   return s.substr(i);
-}
-
-// The CPU's model name as the kernel reports it ("model name" on x86, else
-// "Hardware"/"CPU part" lines are not names: "unknown" there).
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind("model name", 0) == 0)
-      if (const size_t colon = line.find(':'); colon != std::string::npos) return trim(line.substr(colon + 1));
-  return "unknown";
 }
 
 // The record in use. Swapped whole (tern bench --tune); a replaced one is
@@ -109,7 +101,8 @@ void TuningRecord::erase(CpuLevel level, gguf::GgmlType type) {
 
 std::string cpu_identity() {
   static const std::string id = [] {
-    std::string s = cpu_model_name() + " | " + trim(cpu_features().describe());
+    const std::string name = trim(cpu_model_name());
+    std::string s = (name.empty() ? "unknown" : name) + " | " + trim(cpu_features().describe());
     for (char& c : s)
       if (c == '#' || c == '\n') c = ' ';  // one line, nothing the parser would take for a comment
     return s;
