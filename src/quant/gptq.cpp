@@ -7,6 +7,7 @@
 #include "core/fp16.h"
 #include "quant/k_blocks.h"
 #include "quant/k_grid.h"
+#include "quant/obs_loop.h"
 #include "quant/quant.h"
 
 namespace tern::quant {
@@ -34,8 +35,6 @@ bool cholesky_lower(std::vector<double>& a, int64_t n) {
   return true;
 }
 
-// Rows (in order) per tile of the column loop: each row of U is read once per tile.
-constexpr int64_t kTileRows = 16;
 constexpr int kRefineSweeps = 3;
 
 // GPTQ is one greedy pass; what it leaves is refined on the same objective,
@@ -181,79 +180,18 @@ Result<std::vector<double>> gptq_inverse_factor(std::span<const double> h, int64
   return t;
 }
 
-namespace {
-
-// What both encoders need of H: the factor U and each column's importance (diag H) and deadness.
-struct Setup {
-  std::vector<double> u;
-  std::vector<float> importance;
-  std::vector<bool> dead;
-};
-
-Result<Setup> setup(std::span<const double> h, int64_t n_cols, double damp) {
-  auto u = gptq_inverse_factor(h, n_cols, damp);
-  if (!u) return u.status();
-  Setup s{std::move(*u), std::vector<float>(static_cast<size_t>(n_cols)), std::vector<bool>(static_cast<size_t>(n_cols))};
-  for (int64_t i = 0; i < n_cols; ++i) {
-    s.importance[i] = static_cast<float>(h[i * n_cols + i]);
-    s.dead[i] = h[i * n_cols + i] == 0.0;
-  }
-  return s;
-}
-
-// GPTQ's column loop over the tiles of rows, shared by the block and K-quant
-// encoders. Per tile: rows r0 .. r0 + nr - 1 of w into `rows` (dead columns 0),
-// then for each group of `group` columns fit(r0, r, g0, rows_r) once per row,
-// and each column i rounded by round(r, i, x) (the level chosen) with its error
-// spread over the later columns; done(r0, nr) after the tile's last column.
-// Tile is the per-thread state (constructed once per thread by make_tile).
-template <class MakeTile>
-void column_loop(const Setup& s, std::span<const float> w, int64_t n_rows, int64_t n_cols, int64_t group,
-                 ThreadPool& pool, MakeTile make_tile) {
-  const int64_t n_tiles = (n_rows + kTileRows - 1) / kTileRows;
-  pool.parallel_for(static_cast<size_t>(n_tiles), [&](size_t tile_begin, size_t tile_end, int) {
-    auto t = make_tile();
-    std::vector<double> rows(static_cast<size_t>(kTileRows * n_cols));
-    std::vector<double> err(static_cast<size_t>(kTileRows));
-    for (size_t tile = tile_begin; tile < tile_end; ++tile) {
-      const int64_t r0 = static_cast<int64_t>(tile) * kTileRows;
-      const int64_t nr = std::min(kTileRows, n_rows - r0);
-      for (int64_t r = 0; r < nr; ++r)
-        for (int64_t k = 0; k < n_cols; ++k) rows[r * n_cols + k] = s.dead[k] ? 0.0 : w[(r0 + r) * n_cols + k];
-      for (int64_t g0 = 0; g0 < n_cols; g0 += group) {
-        for (int64_t r = 0; r < nr; ++r) t.fit(r0, r, g0, &rows[r * n_cols]);
-        for (int64_t i = g0; i < g0 + group; ++i) {
-          const double* ui = &s.u[i * n_cols];
-          for (int64_t r = 0; r < nr; ++r) {
-            const double x = rows[r * n_cols + i];
-            err[r] = (x - t.round(r0, r, i, x)) / ui[i];
-          }
-          for (int64_t r = 0; r < nr; ++r) {
-            double* row = &rows[r * n_cols];
-            const double e = err[r];
-            for (int64_t k = i + 1; k < n_cols; ++k) row[k] -= e * ui[k];
-          }
-        }
-      }
-      t.done(r0, nr);
-    }
-  });
-}
-
-}  // namespace
-
 Status gptq_encode(const BlockCodec& c, std::span<const float> w, int64_t n_rows, int64_t n_cols,
                    std::span<const double> h, const GptqOptions& o, uint8_t* out, ThreadPool& pool) {
   if (n_rows < 0 || n_cols <= 0 || n_cols % c.block_elems != 0 || static_cast<int64_t>(w.size()) != n_rows * n_cols)
     return error(ErrorKind::InvalidArgument, "gptq: W is not [n_rows][n_cols] with whole blocks");
-  auto s = setup(h, n_cols, o.damp);
+  auto s = obs_setup(h, n_cols, o.damp);
   if (!s) return s.status();
   const size_t row_bytes = quant::row_bytes(*traits(c.type), n_cols);
   const int64_t be = c.block_elems, n_blocks = n_cols / be;
   // Per thread: the tile's block fits and indices, refined and stored when the tile is done.
   struct Tile {
     const BlockCodec& c;
-    const Setup& s;
+    const ObsSetup& s;
     std::span<const float> w;
     const GptqOptions& o;
     uint8_t* out;
@@ -283,10 +221,10 @@ Status gptq_encode(const BlockCodec& c, std::span<const float> w, int64_t n_rows
       }
     }
   };
-  column_loop(*s, w, n_rows, n_cols, be, pool, [&] {
+  obs_column_loop(*s, w, n_rows, n_cols, be, pool, [&] {
     return Tile{c, *s, w, o, out, row_bytes, n_cols, be, n_blocks,
-                std::vector<BlockFit>(static_cast<size_t>(kTileRows * n_blocks)),
-                std::vector<uint8_t>(static_cast<size_t>(kTileRows * n_cols)),
+                std::vector<BlockFit>(static_cast<size_t>(kObsTileRows * n_blocks)),
+                std::vector<uint8_t>(static_cast<size_t>(kObsTileRows * n_cols)),
                 std::vector<float>(static_cast<size_t>(be)), std::vector<float>(static_cast<size_t>(n_cols)),
                 Refiner(c, h, n_cols)};
   });
@@ -298,13 +236,13 @@ Status gptq_encode_k(gguf::GgmlType type, std::span<const float> w, int64_t n_ro
   if (!k_grid_supported(type)) return error(ErrorKind::InvalidArgument, "gptq: no K-quant grid for this type");
   if (n_rows < 0 || n_cols <= 0 || n_cols % kQK_K != 0 || static_cast<int64_t>(w.size()) != n_rows * n_cols)
     return error(ErrorKind::InvalidArgument, "gptq: W is not [n_rows][n_cols] with whole super-blocks of 256");
-  auto s = setup(h, n_cols, o.damp);
+  auto s = obs_setup(h, n_cols, o.damp);
   if (!s) return s.status();
   const size_t row_bytes = quant::row_bytes(*traits(type), n_cols), block_bytes = traits(type)->block_bytes;
   // Per thread: each row's grid of the current super-block; quants go straight into the output block.
   struct Tile {
     gguf::GgmlType type;
-    const Setup& s;
+    const ObsSetup& s;
     uint8_t* out;
     size_t row_bytes, block_bytes;
     std::vector<KGrid> grids;
@@ -321,8 +259,8 @@ Status gptq_encode_k(gguf::GgmlType type, std::span<const float> w, int64_t n_ro
     }
     void done(int64_t, int64_t) {}
   };
-  column_loop(*s, w, n_rows, n_cols, kQK_K, pool, [&] {
-    return Tile{type, *s, out, row_bytes, block_bytes, std::vector<KGrid>(static_cast<size_t>(kTileRows)),
+  obs_column_loop(*s, w, n_rows, n_cols, kQK_K, pool, [&] {
+    return Tile{type, *s, out, row_bytes, block_bytes, std::vector<KGrid>(static_cast<size_t>(kObsTileRows)),
                 std::vector<float>(kQK_K)};
   });
   return Status::ok();

@@ -24,6 +24,7 @@ int cmd_serve(int argc, char** argv);
 int cmd_tune(int argc, char** argv);  // tern tune: successive halving over tern serve configurations
 int cmd_quantize(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);
+int cmd_prune(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_batch(int argc, char** argv);
 int cmd_eval(int argc, char** argv);
