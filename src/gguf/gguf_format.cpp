@@ -56,6 +56,7 @@ std::optional<TypeSize> type_size(uint32_t ggml_type) {
     case GgmlType::MXFP4: return TypeSize{"MXFP4", 32, 17};
     case GgmlType::F8_E4M3: return TypeSize{"F8_E4M3", 1, 1};
     case GgmlType::F8_E5M2: return TypeSize{"F8_E5M2", 1, 1};
+    case GgmlType::Q8_0_S24: return TypeSize{"Q8_0_S24", 32, 22};
   }
   return std::nullopt;
 }

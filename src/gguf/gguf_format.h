@@ -45,6 +45,8 @@ enum class GgmlType : uint32_t {
   // in the tensor "<name>.scale" (docs/quantize.md). Other readers refuse the
   // type instead of misreading it.
   F8_E4M3 = 1000, F8_E5M2 = 1001,
+  // tern's own: Q8_0 values of a 2:4-sparse row, kept values and their positions (quant/blocks.h).
+  Q8_0_S24 = 1002,
 };
 
 // Storage facts of a type: a row of `n` elements takes n / block_elems * block_bytes bytes.

@@ -57,6 +57,7 @@ const CpuFeatures& cpu_features() {
     c.avx512dq = __builtin_cpu_supports("avx512dq");
     c.avx512vnni = __builtin_cpu_supports("avx512vnni");
     c.avx512bf16 = __builtin_cpu_supports("avx512bf16");
+    if (__get_cpuid_count(7, 0, &a, &b, &cx, &d)) c.avx512vbmi2 = (cx >> 6) & 1;
 #elif defined(__aarch64__)
     c.neon = true;  // Advanced SIMD is part of every AArch64 CPU
 #if defined(__linux__)
@@ -85,6 +86,7 @@ std::string CpuFeatures::describe() const {
   add(avx512dq, "AVX512DQ");
   add(avx512vnni, "AVX512VNNI");
   add(avx512bf16, "AVX512BF16");
+  add(avx512vbmi2, "AVX512VBMI2");
   add(avx_vnni, "AVXVNNI");
   add(neon, "NEON");
   add(dotprod, "DOTPROD");

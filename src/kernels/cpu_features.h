@@ -10,6 +10,7 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512vnni = false, avx512bf16 = false, avx_vnni = false;
+  bool avx512vbmi2 = false;  // vpexpandb: the Q8_0_S24 kernels (kernels/sparse24.h)
   // AArch64: Advanced SIMD (always there), SDOT/UDOT (Armv8.2 dotprod), SMMLA (Armv8.6 i8mm).
   bool neon = false, dotprod = false, i8mm = false;
   std::string describe() const;  // e.g. "AVX2 FMA F16C AVX512F ... "

@@ -51,6 +51,8 @@ struct MatmulKernels {
     int n_dwords = 0;
     int trail_bytes = 0;
     bool by_element = false;
+    // Q8_0_S24's own layout (kernels/sparse24.h); lead/dwords/trail unused.
+    bool sparse24 = false;
   };
   PackLayout pack{};
   // Like tile, over one packed panel of n_rows <= 32 real rows (nullptr: no packed form).

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/assert.h"
+#include "kernels/sparse24.h"
 #include "kernels/w8a8.h"
 
 namespace tern::kernels {
@@ -26,7 +27,9 @@ size_t packed_bytes(const MatmulKernels& k, const WeightView& w) {
     return static_cast<size_t>((w.n_rows + kPanelRows - 1) / kPanelRows) * packed_panel_bytes(w);
   }
   const size_t block = w.traits->block_bytes;
-  if (k.pack.by_element ? w.traits->block_elems != 1 || block > 2
+  if (k.pack.sparse24) {
+    if (w.traits->type != gguf::GgmlType::Q8_0_S24 || block * kPanelRows != kS24PackedBlock) return 0;
+  } else if (k.pack.by_element ? w.traits->block_elems != 1 || block > 2
                         : static_cast<size_t>(k.pack.lead_bytes + 4 * k.pack.n_dwords + k.pack.trail_bytes) != block)
     return 0;
   const int64_t n_panels = (w.n_rows + kPanelRows - 1) / kPanelRows;
@@ -67,6 +70,10 @@ void pack_panel(const MatmulKernels& k, const WeightView& w, int64_t p, uint8_t*
     rows[r] = static_cast<const uint8_t*>(w.row(r0 + r < w.n_rows ? r0 + r : w.n_rows - 1));
   if (k.pack.by_element)
     return block == 1 ? pack_by_element<1>(rows, n_blocks, dst) : pack_by_element<2>(rows, n_blocks, dst);
+  if (k.pack.sparse24) {
+    for (int64_t b = 0; b < n_blocks; ++b) pack_s24_block(rows, b, dst + b * kS24PackedBlock);
+    return;
+  }
   for (int64_t b = 0; b < n_blocks; ++b) {
     const size_t off = static_cast<size_t>(b) * block;
     for (int r = 0; r < kPanelRows; ++r, dst += lead) copy_small(dst, rows[r] + off, lead);

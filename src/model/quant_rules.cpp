@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "model/prune.h"
 #include "quant/quant.h"
 
 namespace tern {
@@ -47,6 +48,9 @@ constexpr QuantScheme kSchemes[] = {
     // MXFP4 alone is the block type, pure, with the same file type.
     {"MXFP4_MOE", GgmlType::MXFP4, 38, true},
     {"MXFP4", GgmlType::MXFP4, 38, false},
+    // Q8_0_S24 (docs/prune.md): the linear layers of a 2:4-pruned model in the
+    // sparse Q8_0 type, every other matrix Q8_0. tern's own file type.
+    {"Q8_0_S24", GgmlType::Q8_0_S24, 1027, true},
 };
 
 // The tensor roles the mix rules distinguish.
@@ -300,7 +304,9 @@ TypeChoice choose_tensor_type(const QuantScheme& scheme, const QuantModelInfo& m
   // Q8_0: SmoothQuant folds no expert), FP8 to dense and expert matrices.
   const bool head = name == "output.weight" || name == "token_embd.weight";
   GgmlType wanted = GgmlType::Q8_0;
-  if (scheme.base == GgmlType::MXFP4 && scheme.mix) {
+  if (scheme.base == GgmlType::Q8_0_S24) {
+    if (is_prunable(name, n_dims)) wanted = GgmlType::Q8_0_S24;
+  } else if (scheme.base == GgmlType::MXFP4 && scheme.mix) {
     if (n_dims == 3 && !head) wanted = GgmlType::MXFP4;
   } else if (quant::has_row_scale(scheme.base)) {
     if ((n_dims == 2 || (n_dims == 3 && quant::is_fp8(scheme.base))) && !head)

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -116,6 +117,35 @@ struct CalibratedJob {
     return Status::ok();
   }
 };
+
+// Q8_0_S24 keeps 2 of every 4 weights: a matrix with more than 2 nonzero in
+// a group would lose some silently, so it is refused with where and what to run.
+std::function<Status(std::vector<uint8_t>&, ThreadPool&)> sparse24_encoder(const std::string& name, int64_t n_rows,
+                                                                            int64_t n_cols, RowSource source) {
+  return [name, n_rows, n_cols, source](std::vector<uint8_t>& out, ThreadPool& pool) -> Status {
+    std::atomic<int64_t> bad_row{-1};
+    auto checked = [&](int64_t r, float* row) {
+      source(r, row);
+      for (int64_t g = 0; g < n_cols; g += 4) {
+        int nz = 0;
+        for (int64_t j = g; j < g + 4; ++j) nz += row[j] != 0.0f ? 1 : 0;
+        if (nz > 2) {  // keep the lowest such row: the message does not depend on the threads
+          int64_t cur = bad_row.load();
+          while ((cur < 0 || r < cur) && !bad_row.compare_exchange_weak(cur, r)) {
+          }
+          return;
+        }
+      }
+    };
+    TERN_RETURN_IF_ERROR(encode_rows(GgmlType::Q8_0_S24, n_rows, n_cols, checked, out, pool));
+    if (bad_row.load() >= 0)
+      return error(ErrorKind::InvalidArgument,
+                   "Q8_0_S24: row " + std::to_string(bad_row.load()) + " of '" + name +
+                       "' has more than 2 nonzero weights in a group of 4: prune the model 2:4 first "
+                       "(tern prune IN.gguf PRUNED.gguf --pattern 2:4 [--method sparsegpt --calib CALIB.gguf])");
+    return Status::ok();
+  };
+}
 
 }  // namespace
 
@@ -382,6 +412,8 @@ Result<QuantizeReport> quantize_gguf(const QuantizeOptions& o, ThreadPool& pool,
       job.source = [from, data, row_bytes, n_cols](int64_t i_row, float* row) {
         from->to_float(data + static_cast<size_t>(i_row) * row_bytes, row, n_cols);
       };
+      if (choice.type == GgmlType::Q8_0_S24)
+        job.encode = sparse24_encoder(t.name, static_cast<int64_t>(element_count(job.dims)) / n_cols, n_cols, job.source);
     }
     if (quant::has_row_scale(t.type) && (job.source || job.encode))
       return error(ErrorKind::InvalidArgument, o.in_path + ": tensor '" + t.name + "' is already " +

@@ -82,6 +82,20 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 34, "Q8_0 block must be 34 bytes");
 
+// Q8_0_S24 (tern's own type, docs/prune.md): a 2:4-sparse row of Q8_0 values.
+// Per 32 columns, the 16 kept weights (exactly 2 of every 4 consecutive
+// columns) in column order as int8, which columns they are as a 32-bit mask
+// (bit j set when column j is kept; 2 bits in every nibble), and one fp16
+// scale: 22 bytes where Q8_0 takes 34. A row pruned 2:4 decodes to exactly
+// what Q8_0 makes of it.
+inline constexpr int kQK8_0S24 = 32;
+struct BlockQ8_0S24 {
+  uint16_t d;          // fp16 scale
+  uint8_t mask[4];     // little-endian: bit j = column j kept
+  int8_t qs[kQK8_0S24 / 2];
+};
+static_assert(sizeof(BlockQ8_0S24) == 22, "Q8_0_S24 block must be 22 bytes");
+
 struct BlockQ8_1 {
   uint16_t d;                // fp16 scale
   uint16_t s;                // fp16 of d * sum(qs): lets dot products fold in a Q4_1/Q5_1 minimum

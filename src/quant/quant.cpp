@@ -225,6 +225,7 @@ const TypeTraits kTraits[] = {
     {GgmlType::Q5_1, "Q5_1", 32, 24, q5_1_to_float, q5_1_from_float, q5_1_vec_dot, GgmlType::Q8_1},
     {GgmlType::Q8_1, "Q8_1", 32, 36, q8_1_to_float, q8_1_from_float, q8_1_vec_dot, GgmlType::Q8_1},
     {GgmlType::IQ4_NL, "IQ4_NL", 32, 18, iq4_nl_to_float, iq4_nl_from_float, iq4_nl_vec_dot, GgmlType::Q8_0},
+    {GgmlType::Q8_0_S24, "Q8_0_S24", 32, 22, q8_0_s24_to_float, q8_0_s24_from_float, q8_0_s24_vec_dot, GgmlType::Q8_0},
     {GgmlType::MXFP4, "MXFP4", 32, 17, mxfp4_to_float, mxfp4_from_float, mxfp4_vec_dot, GgmlType::Q8_0},
     {GgmlType::Q2_K, "Q2_K", 256, 84, q2_k_to_float, q2_k_from_float, q2_k_vec_dot, GgmlType::Q8_K},
     {GgmlType::Q3_K, "Q3_K", 256, 110, q3_k_to_float, q3_k_from_float, q3_k_vec_dot, GgmlType::Q8_K},

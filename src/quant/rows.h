@@ -26,6 +26,12 @@ void iq4_nl_to_float(const void* src, float* dst, int64_t n);
 void iq4_nl_from_float(const float* src, void* dst, int64_t n);
 float iq4_nl_vec_dot(const void* row, const float* x, int64_t n);
 
+// sparse24.cpp — Q8_0_S24: Q8_0 values of a 2:4-sparse row (blocks.h).
+void q8_0_s24_to_float(const void* src, float* dst, int64_t n);
+// Keeps the 2 largest |x| of every 4 (ties to the lower column), then Q8_0's rounding of them.
+void q8_0_s24_from_float(const float* src, void* dst, int64_t n);
+float q8_0_s24_vec_dot(const void* row, const float* x, int64_t n);
+
 // mxfp4.cpp — MXFP4 (32-element blocks, E8M0 scale); mxfp4_scale(e) = 2^(e - 128).
 float mxfp4_scale(uint8_t e);
 // ggml's exponent for a block whose largest magnitude is amax: floor(log2 amax) - 2 + 127

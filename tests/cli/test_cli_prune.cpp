@@ -146,6 +146,41 @@ TEST(CliPrune, EachMethodWritesExactSparsityThatRunsAndCalibratedMethodsLoseLess
   EXPECT_LT(ppl["sparsegpt24"], ppl["magnitude24"]);
 }
 
+// A 2:4-pruned model in Q8_0_S24 (sparse values and positions) computes
+// exactly what its Q8_0 file computes, in a smaller file; an unpruned model is refused.
+TEST(CliPrune, TwoFourModelInQ8_0_S24RunsExactlyAsItsQ8_0File) {
+  TERN_REQUIRE_STORIES();
+  Texts texts;
+  ASSERT_TRUE(texts.ok);
+  const std::string m = quote(test::stories_gguf()), pruned = scratch("p24") + ".gguf", s24 = scratch("s24") + ".gguf",
+                    q8 = scratch("q8_24") + ".gguf";
+  ASSERT_EQ(tern("prune " + m + " " + quote(pruned) + " --pattern 2:4 -t 2").exit_code, 0);
+  auto a = tern("quantize " + quote(pruned) + " " + quote(s24) + " Q8_0_S24 -t 2");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  ASSERT_EQ(tern("quantize " + quote(pruned) + " " + quote(q8) + " Q8_0 -t 2").exit_code, 0);
+  auto f = gguf::GgufFile::open(s24);
+  ASSERT_TRUE(f);
+  int sparse = 0;
+  for (const auto& t : f->tensors()) sparse += t.type == gguf::GgmlType::Q8_0_S24 ? 1 : 0;
+  EXPECT_EQ(sparse, 30);  // q, k, v, output, gate, up of 5 layers (ffn_down's rows of 172 are F16 in both files)
+  EXPECT_LT(std::filesystem::file_size(s24), std::filesystem::file_size(q8));
+  for (const std::string& args : {std::string(" -f ") + quote(texts.eval) + " -c 64 --chunks 8 -t 2 --json"}) {
+    auto ps = tern("perplexity -m " + quote(s24) + args), pq = tern("perplexity -m " + quote(q8) + args);
+    ASSERT_EQ(ps.exit_code, 0) << ps.err;
+    EXPECT_EQ(ps.out, pq.out);
+  }
+  auto rs = tern("run -m " + quote(s24) + " -p 'Once upon a time' -n 48 --temp 0"),
+       rq = tern("run -m " + quote(q8) + " -p 'Once upon a time' -n 48 --temp 0");
+  ASSERT_EQ(rs.exit_code, 0) << rs.err;
+  EXPECT_FALSE(rs.out.empty());
+  EXPECT_EQ(rs.out, rq.out);
+  auto bad = tern("quantize " + m + " " + quote(scratch("never24") + ".gguf") + " Q8_0_S24 -t 2");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("more than 2 nonzero weights in a group of 4"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(scratch("never24") + ".gguf"));
+  for (const std::string& p : {pruned, s24, q8}) std::filesystem::remove(p);
+}
+
 TEST(CliPrune, ErrorsAreOneClearLineAndNonZero) {
   TERN_REQUIRE_STORIES();
   const std::string m = quote(test::stories_gguf()), out = scratch("never") + ".gguf", q8 = scratch("q8") + ".gguf";

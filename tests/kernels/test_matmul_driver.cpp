@@ -24,7 +24,7 @@ TEST(MatmulDriver, MatchesReferenceForEveryTypeThreadCountAndTokenCount) {
   const GgmlType types[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                             GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
                             GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::MXFP4,
-                            GgmlType::F8_E4M3, GgmlType::F8_E5M2};
+                            GgmlType::F8_E4M3, GgmlType::F8_E5M2, GgmlType::Q8_0_S24};
   for (GgmlType t : types) {
     const quant::TypeTraits* tr = quant::traits(t);
     const MatmulKernels* k = matmul_kernels(t);
@@ -89,7 +89,8 @@ TEST(MatmulDriver, PackedWeightsGiveBitIdenticalResults) {
   int n_packed_types = 0;
   for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
                      GgmlType::Q4_K, GgmlType::Q5_K,
-                     GgmlType::Q6_K, GgmlType::Q4_1, GgmlType::F16, GgmlType::F8_E4M3, GgmlType::F8_E5M2}) {
+                     GgmlType::Q6_K, GgmlType::Q4_1, GgmlType::F16, GgmlType::F8_E4M3, GgmlType::F8_E5M2,
+                     GgmlType::Q8_0_S24}) {
     const quant::TypeTraits* tr = quant::traits(t);
     const MatmulKernels* k = matmul_kernels(t);
     ASSERT_NE(k, nullptr);

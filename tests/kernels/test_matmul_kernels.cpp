@@ -27,7 +27,7 @@ using testing::Problem;
 constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::BF16, GgmlType::Q4_0, GgmlType::Q4_1,
                                GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0, GgmlType::Q2_K, GgmlType::Q3_K,
                                GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL, GgmlType::IQ4_XS,
-                               GgmlType::MXFP4, GgmlType::F8_E4M3, GgmlType::F8_E5M2};
+                               GgmlType::MXFP4, GgmlType::F8_E4M3, GgmlType::F8_E5M2, GgmlType::Q8_0_S24};
 
 // Row lengths to try: one block, every remainder of a 4-block group, and longer rows.
 std::vector<int64_t> lengths(GgmlType t) {

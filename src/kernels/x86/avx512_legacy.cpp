@@ -217,6 +217,29 @@ constexpr MatmulKernels panel_row() {
   return k;
 }
 
+void s24_tile(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
+              float* y, size_t ldy) {
+  avx512_sparse24_panel(false)(n, static_cast<const uint8_t*>(w), w_stride, n_rows, static_cast<const uint8_t*>(xq),
+                               x_stride, n_cols, y, ldy);
+}
+
+void s24_packed_tile(int64_t n, const void* panel, int n_rows, const void* xq, size_t x_stride, int n_cols, float* y,
+                     size_t ldy) {
+  avx512_sparse24_panel(true)(n, static_cast<const uint8_t*>(panel), 0, n_rows, static_cast<const uint8_t*>(xq),
+                              x_stride, n_cols, y, ldy);
+}
+
+// Q8_0_S24: Q8_0's panel on the sparse layout (avx512_sparse24.cpp; matmul_kernels.cpp checks VBMI2).
+constexpr MatmulKernels s24_row() {
+  MatmulKernels::PackLayout pack;
+  pack.sparse24 = true;
+  MatmulKernels k{GgmlType::Q8_0, avx512_quantize_q8_0_biased, s24_tile, kPanelRows, kPanelCols, CpuLevel::Avx512,
+                  pack, s24_packed_tile};
+  k.act_biased = true;
+  return k;
+}
+
+constexpr MatmulKernels kQ8_0S24 = s24_row();
 constexpr MatmulKernels kQ4_0 = panel_row<GgmlType::Q4_0>();
 constexpr MatmulKernels kQ4_1 = row<Q4_1>();
 constexpr MatmulKernels kQ5_0 = row<Q5_0>();
@@ -234,6 +257,7 @@ const MatmulKernels* avx512_legacy_kernels(GgmlType t) {
     case GgmlType::Q5_0: return &kQ5_0;
     case GgmlType::Q5_1: return &kQ5_1;
     case GgmlType::Q8_0: return &kQ8_0;
+    case GgmlType::Q8_0_S24: return &kQ8_0S24;
     case GgmlType::IQ4_NL: return &kIq4Nl;
     case GgmlType::MXFP4: return &kMxfp4;
     default: return nullptr;

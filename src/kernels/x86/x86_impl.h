@@ -11,6 +11,7 @@
 //   avx512_f16.cpp                              F16: 32-row panels read by element, packed or in place
 //   avx512_panel_kquants.cpp                    32-row GEMM panels for Q4_K, Q5_K, Q6_K (row-per-lane layout)
 //   avx512_panel_legacy.cpp                     32-row GEMM panels for Q4_0, Q8_0, IQ4_NL
+//   avx512_sparse24.cpp                         the Q8_0 panel reading 2:4-sparse Q8_0_S24 (+VBMI2)
 //   avx2_panel_legacy.cpp                       32-row panels for Q4_0, Q8_0, IQ4_NL, MXFP4 (8-row groups)
 //   avx2_panel_kquants.cpp                      32-row panels for Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (8-row groups)
 //   avx512_w8a8.cpp / avx2_w8a8.cpp             W8A8: per-token int8 activations x per-row int8 weights
@@ -52,6 +53,7 @@ using PanelFn = void (*)(int64_t n, const uint8_t* w, size_t w_stride, int n_row
 // packed: the kernel reading one packed panel (MatmulKernels::pack) instead of rows in place.
 PanelFn avx512_kquant_panel(gguf::GgmlType weight_type, bool packed);   // Q4_K Q5_K Q6_K
 PanelFn avx512_legacy_panel(gguf::GgmlType weight_type, bool packed);   // Q4_0 Q8_0 IQ4_NL
+PanelFn avx512_sparse24_panel(bool packed);                             // Q8_0_S24 (needs VBMI2)
 PanelFn avx2_legacy_panel(gguf::GgmlType weight_type, bool packed);     // Q4_0 Q8_0 IQ4_NL MXFP4
 PanelFn avx2_kquant_panel(gguf::GgmlType weight_type, bool packed);     // Q2_K Q3_K Q4_K Q5_K Q6_K
 
