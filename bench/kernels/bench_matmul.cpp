@@ -55,7 +55,7 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 const quant::TypeTraits* traits_by_name(const std::string& name) {
-  for (GgmlType t : {GgmlType::F8_E4M3, GgmlType::F8_E5M2})
+  for (GgmlType t : {GgmlType::F8_E4M3, GgmlType::F8_E5M2, GgmlType::Q8_0_S24})
     if (name == quant::traits(t)->name) return quant::traits(t);
   for (int t = 0; t < 64; ++t)
     if (const quant::TypeTraits* tr = quant::traits(static_cast<GgmlType>(t)); tr && name == tr->name) return tr;

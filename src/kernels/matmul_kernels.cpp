@@ -60,9 +60,11 @@ const MatmulKernels* scalar_kernels(GgmlType t) {
 }
 
 // Q8_0_S24 at a level without a kernel of its own (AVX-512 without VBMI2,
-// AVX2, Arm): each tile's rows expanded to Q8_0 rows (zeros where pruned),
-// then the level's Q8_0 tile -- the results of the Q8_0 encoding of the same
-// pruned rows, without the sparse format's saving in bytes read.
+// AVX2, Arm): the level's Q8_0 kernels on the rows expanded to Q8_0 (zeros
+// where pruned) -- the results of the Q8_0 encoding of the same pruned rows,
+// without the sparse format's saving. Where Q8_0 has packed panels, the rows
+// are expanded once, at load (PackLayout::s24_as_q8_0), and run at Q8_0's
+// speed; otherwise each tile's rows are expanded on every call (slow).
 template <CpuLevel L>
 void s24_via_q8_0(int64_t n, const void* w, size_t w_stride, int n_rows, const void* xq, size_t x_stride, int n_cols,
                   float* y, size_t ldy) {
@@ -82,6 +84,11 @@ const MatmulKernels* s24_via_q8_0_kernels() {
     MatmulKernels v{q8->act_type, q8->quantize_act, s24_via_q8_0<L>, q8->max_rows, q8->max_cols, L};
     v.act_block_bytes = q8->act_block_bytes;
     v.act_biased = q8->act_biased;
+    if (q8->packed_tile && !q8->pack.by_element) {  // packed: the rows expanded once, at load
+      v.pack = q8->pack;
+      v.pack.s24_as_q8_0 = true;
+      v.packed_tile = q8->packed_tile;
+    }
     return v;
   }();
   return &k;

@@ -53,6 +53,10 @@ struct MatmulKernels {
     bool by_element = false;
     // Q8_0_S24's own layout (kernels/sparse24.h); lead/dwords/trail unused.
     bool sparse24 = false;
+    // Q8_0_S24 rows expanded to Q8_0 blocks at load, then packed as Q8_0
+    // (lead/dwords/trail Q8_0's): levels without a sparse kernel run at Q8_0's
+    // speed with Q8_0's memory instead of expanding every tile.
+    bool s24_as_q8_0 = false;
   };
   PackLayout pack{};
   // Like tile, over one packed panel of n_rows <= 32 real rows (nullptr: no packed form).

@@ -2,9 +2,10 @@
 // kernels read (MatmulKernels::pack), once, at load time.
 //
 // Contract: pack_weights() writes exactly packed_bytes() bytes (the same size
-// as the matrix: packing only re-orders bytes) and the result, handed to
-// matmul through WeightView::packed, gives bit-identical outputs to the
-// matrix in place. Pure; thread-safe.
+// as the matrix, packing only re-ordering bytes -- except W8A8's layout and
+// Q8_0_S24 at a level without a sparse kernel, whose rows are packed expanded
+// to Q8_0) and the result, handed to matmul through WeightView::packed, gives
+// bit-identical outputs to the matrix in place. Pure; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -14,8 +15,8 @@
 
 namespace tern::kernels {
 
-// Bytes of one packed panel of w: 32 rows of its blocks (row padding dropped).
-size_t packed_panel_bytes(const WeightView& w);
+// Bytes of one packed panel of w under k: 32 rows of its blocks (row padding dropped).
+size_t packed_panel_bytes(const MatmulKernels& k, const WeightView& w);
 // Bytes of w's packed form under k; 0 when k has no packed form for w.
 size_t packed_bytes(const MatmulKernels& k, const WeightView& w);
 // out: packed_bytes(k, w) bytes, 64-byte aligned for the fastest loads.

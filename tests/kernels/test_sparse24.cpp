@@ -117,7 +117,8 @@ TEST(Sparse24, PackedBlockHoldsEachGroupsMaskAndValuesByRow) {
   }
 }
 
-// The whole driver at every level: S24 (packed and in place) == Q8_0 of the same rows, bit for bit.
+// Every level's tiles: S24 (packed -- the sparse layout, or the rows expanded to
+// Q8_0 where a level has no sparse kernel -- and in place) == Q8_0 of the same rows, bit for bit.
 TEST(Sparse24, EveryLevelEqualsQ8_0OnTheSameZeroFilledRows) {
   const int64_t n = 320;
   int levels = 0;
@@ -138,6 +139,7 @@ TEST(Sparse24, EveryLevelEqualsQ8_0OnTheSameZeroFilledRows) {
           const int64_t sr = n / 32 * 22, qr = n / 32 * 34;
           std::vector<float> ys(static_cast<size_t>(tokens * n_rows)), yq(ys.size()), yp(ys.size());
           // Each level's own tiles, through a driver at that level: compare the tables directly.
+          const WeightView view{quant::traits(GgmlType::Q8_0_S24), s.data(), n_rows, n, static_cast<size_t>(sr)};
           auto run = [&](const MatmulKernels& k, const uint8_t* wbytes, size_t stride, const void* packed, float* y) {
             const size_t xs = act_row_bytes(k, n);
             std::vector<uint8_t> xq(xs * tokens);
@@ -148,8 +150,8 @@ TEST(Sparse24, EveryLevelEqualsQ8_0OnTheSameZeroFilledRows) {
                 const int nc = static_cast<int>(std::min<int64_t>(k.max_cols, tokens - c0));
                 std::vector<float> tile(static_cast<size_t>(nr) * nc);
                 if (packed)
-                  k.packed_tile(n, static_cast<const uint8_t*>(packed) + (r0 / 32) * 32 * sr, nr, xq.data() + c0 * xs,
-                                xs, nc, tile.data(), nr);
+                  k.packed_tile(n, static_cast<const uint8_t*>(packed) + (r0 / 32) * packed_panel_bytes(k, view), nr,
+                                xq.data() + c0 * xs, xs, nc, tile.data(), nr);
                 else
                   k.tile(n, wbytes + r0 * stride, stride, nr, xq.data() + c0 * xs, xs, nc, tile.data(), nr);
                 for (int c = 0; c < nc; ++c)
@@ -161,7 +163,6 @@ TEST(Sparse24, EveryLevelEqualsQ8_0OnTheSameZeroFilledRows) {
           run(*kq, q.data(), qr, nullptr, yq.data());
           ASSERT_EQ(std::memcmp(ys.data(), yq.data(), ys.size() * sizeof(float)), 0)
               << cpu_level_name(level) << " rows " << n_rows << " tokens " << tokens;
-          const WeightView view{quant::traits(GgmlType::Q8_0_S24), s.data(), n_rows, n, static_cast<size_t>(sr)};
           if (ks->packed_tile && ks->max_rows == 32 && packed_bytes(*ks, view) > 0) {
             std::vector<uint8_t> buf(packed_bytes(*ks, view) + 64);
             uint8_t* aligned = buf.data() + (64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64;

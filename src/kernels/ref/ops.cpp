@@ -156,7 +156,7 @@ void matmul_experts(std::span<const ExpertMatmulJob> jobs, ThreadPool& pool) {
             const int n_cols = static_cast<int>(std::min<int64_t>(p.k->max_cols, c1 - c));
             float* y = jobs[j].y + c * w.n_rows + r0;
             if (w.packed && p.k->packed_tile) {  // panels of 32 rows, r0 is a multiple of 32
-              const auto* panel = static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(r0 / 32) * packed_panel_bytes(w);
+              const auto* panel = static_cast<const uint8_t*>(w.packed) + static_cast<size_t>(r0 / 32) * packed_panel_bytes(*p.k, w);
               p.k->packed_tile(n, panel, n_rows, p.xq + c * p.x_stride, p.x_stride, n_cols, y,
                                static_cast<size_t>(w.n_rows));
             } else {
