@@ -16,7 +16,9 @@ void pack_s24_block(const uint8_t* const* rows, int64_t ib, uint8_t* dst) {
       for (int r = 0; r < 16; ++r) {
         const auto* b = reinterpret_cast<const quant::BlockQ8_0S24*>(rows[16 * h + r] + ib * kBlock);
         mask |= static_cast<uint64_t>(b->mask[k / 2] >> (4 * (k % 2)) & 0xf) << (4 * r);
-        std::memcpy(g + 8 + 2 * r, b->qs + 2 * k, 2);  // the group's two kept values (2 in every group)
+        // The group's two kept values (2 in every group), stored + 128: the kernel's decode form.
+        g[8 + 2 * r] = static_cast<uint8_t>(b->qs[2 * k] ^ 0x80);
+        g[8 + 2 * r + 1] = static_cast<uint8_t>(b->qs[2 * k + 1] ^ 0x80);
       }
       std::memcpy(g, &mask, sizeof mask);
     }

@@ -9,11 +9,14 @@
 //   [fp16 d of rows 0..31]                                           64 bytes
 //   for half h = 0, 1 (rows 16h .. 16h + 15), group k = 0..7 (columns 4k .. 4k + 3):
 //     [u64: bits 4r .. 4r + 3 = row 16h + r's mask nibble of group k]  8 bytes
-//     [the two kept values of group k of rows 16h .. 16h + 15]        32 bytes
+//     [the two kept values of group k of rows 16h .. 16h + 15, + 128]  32 bytes
 //
 // vpexpandb of the 32 values under the 64-bit mask puts row r's group in
 // dword r, element by element as Q8_0's row-per-lane panels hold a dense
-// block (zeros where a weight was pruned). Rows past the matrix repeat its
+// block (zeros where a weight was pruned). The values are stored + 128 (as
+// unsigned bytes), the form decode's vpdpbusd takes, merged into 128s where
+// pruned: one instruction per group on the memory-bound path; prefill, which
+// reuses a block for many tokens, takes the 128 back off. Rows past the matrix repeat its
 // last row, as in every panel.
 #pragma once
 

@@ -111,8 +111,8 @@ TEST(Sparse24, PackedBlockHoldsEachGroupsMaskAndValuesByRow) {
       uint64_t m;
       std::memcpy(&m, g, 8);
       EXPECT_EQ((m >> (4 * lane)) & 0xf, (b->mask[k / 2] >> (4 * (k % 2))) & 0xfu) << r << " " << k;
-      EXPECT_EQ(static_cast<int8_t>(g[8 + 2 * lane]), b->qs[2 * k]);
-      EXPECT_EQ(static_cast<int8_t>(g[8 + 2 * lane + 1]), b->qs[2 * k + 1]);
+      EXPECT_EQ(static_cast<int8_t>(g[8 + 2 * lane] ^ 0x80), b->qs[2 * k]);  // stored + 128
+      EXPECT_EQ(static_cast<int8_t>(g[8 + 2 * lane + 1] ^ 0x80), b->qs[2 * k + 1]);
     }
   }
 }

@@ -36,10 +36,14 @@ struct Q8_0S24 {
       for (int k = 0; k < 8; ++k, g += 40) {
         uint64_t m;
         std::memcpy(&m, g, sizeof m);
-        const __m512i kept = _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 8)));
-        const __m512i v = _mm512_maskz_expand_epi8(static_cast<__mmask64>(m), kept);
-        // Unsigned form: w + 128 (a pruned weight becomes 128, i.e. 0).
-        dec.w[k][h] = kSigned ? v : _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+        // The kept values are stored + 128 (kernels/sparse24.h).
+        const __m256i kept = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 8));
+        if constexpr (kSigned)
+          dec.w[k][h] = _mm512_maskz_expand_epi8(static_cast<__mmask64>(m),
+                                                 _mm512_zextsi256_si512(_mm256_xor_si256(kept, _mm256_set1_epi8(static_cast<char>(0x80)))));
+        else  // unsigned form: w + 128, a pruned weight 128 (i.e. 0)
+          dec.w[k][h] = _mm512_mask_expand_epi8(_mm512_set1_epi8(static_cast<char>(0x80)), static_cast<__mmask64>(m),
+                                                _mm512_zextsi256_si512(kept));
       }
     }
   }
