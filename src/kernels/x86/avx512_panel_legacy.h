@@ -320,6 +320,14 @@ void tail_group(const Decoded& dec, const uint8_t* const* xc, __m512 (*out)[kHal
   group_block<C>(dec, xc, out);
 }
 
+// Packed blocks the GEMV prefetch runs ahead: 4, or a type's own (one with
+// smaller blocks keeps about the same distance in bytes).
+template <class WT>
+constexpr int64_t gemv_ahead() {
+  if constexpr (requires { WT::kGemvAhead; }) return WT::kGemvAhead;
+  return 4;
+}
+
 // Block ib of the panel, decoded in the signed or unsigned form.
 template <class WT, bool kSigned, bool kPacked>
 inline void decode_block(const uint8_t* w, const PanelRows& rows, int64_t ib, Decoded& dec) {
@@ -358,7 +366,7 @@ void panel(int64_t n, const uint8_t* w, size_t w_stride, int n_rows, const uint8
           }
         }
       } else if constexpr (kPacked) {
-        prefetch_span<kPackedBlock>(w + (ib + 4) * kPackedBlock);  // GEMV: one linear stream, 4 blocks ahead
+        prefetch_span<kPackedBlock>(w + (ib + gemv_ahead<WT>()) * kPackedBlock);  // GEMV: one linear stream
       } else {
         prefetch_next_panel(w, w_stride, ib, n_blocks);  // GEMV: the next panel from DRAM
       }
