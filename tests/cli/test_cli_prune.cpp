@@ -9,13 +9,12 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <string>
 
 #include "../model/model_fixture.h"
+#include "../model/split_text.h"
 #include "cli/run_tern.h"
-#include "core/input_file.h"
 #include "gguf/reader.h"
 #include "model/prune.h"
 #include "quant/quant.h"
@@ -30,25 +29,6 @@ Output tern(const std::string& args) { return test::run_tern(args); }
 std::string scratch(const std::string& name) {
   return std::string(TERN_BINARY_DIR) + "/cli_prune_" + name + "." + std::to_string(::getpid());
 }
-
-// The TinyStories text cut at the paragraph break nearest its middle: the first
-// half calibrates, the second evaluates (as tests/model/test_calibrated_quantize.cpp).
-struct Texts {
-  std::string calib = scratch("calib") + ".txt", eval = scratch("eval") + ".txt";
-  bool ok = false;
-  Texts() {
-    auto all = read_file(std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt");
-    if (!all) return;
-    const size_t cut = all->find("\n\n", all->size() / 2) + 2;
-    std::ofstream(calib, std::ios::binary) << all->substr(0, cut);
-    std::ofstream(eval, std::ios::binary) << all->substr(cut);
-    ok = true;
-  }
-  ~Texts() {
-    std::filesystem::remove(calib);
-    std::filesystem::remove(eval);
-  }
-};
 
 std::vector<float> floats(const gguf::TensorInfo& t) {
   uint64_t n = 1;
@@ -67,10 +47,10 @@ double perplexity(const std::string& model, const std::string& text) {
 
 TEST(CliPrune, EachMethodWritesExactSparsityThatRunsAndCalibratedMethodsLoseLess) {
   TERN_REQUIRE_STORIES();
-  Texts texts;
-  ASSERT_TRUE(texts.ok);
+  const test::SplitText texts("cli_prune");
+  ASSERT_TRUE(texts.ok());
   const std::string m = test::stories_gguf(), calib = scratch("calib") + ".gguf";
-  auto c = tern("calibrate -m " + quote(m) + " -f " + quote(texts.calib) + " -c 64 --chunks 16 -t 2 -o " + quote(calib));
+  auto c = tern("calibrate -m " + quote(m) + " -f " + quote(texts.calib_path) + " -c 64 --chunks 16 -t 2 -o " + quote(calib));
   ASSERT_EQ(c.exit_code, 0) << c.err;
   auto in = gguf::GgufFile::open(m);
   ASSERT_TRUE(in);
@@ -86,7 +66,7 @@ TEST(CliPrune, EachMethodWritesExactSparsityThatRunsAndCalibratedMethodsLoseLess
       {"sparsegpt24", "--method sparsegpt --pattern 2:4 --calib " + quote(calib), 4},
   };
   std::map<std::string, double> ppl;
-  const double base = perplexity(m, texts.eval);
+  const double base = perplexity(m, texts.eval_path);
   for (const Case& k : cases) {
     const std::string out = scratch(k.name) + ".gguf";
     auto o = tern("prune " + quote(m) + " " + quote(out) + " " + k.args + " -t 2");
@@ -134,7 +114,7 @@ TEST(CliPrune, EachMethodWritesExactSparsityThatRunsAndCalibratedMethodsLoseLess
     auto run = tern("run -m " + quote(out) + " -p 'Once upon a time' -n 16 --temp 0");
     EXPECT_EQ(run.exit_code, 0) << run.err;
     EXPECT_FALSE(run.out.empty()) << k.name;
-    ppl[k.name] = perplexity(out, texts.eval);
+    ppl[k.name] = perplexity(out, texts.eval_path);
     std::filesystem::remove(out);
   }
   std::filesystem::remove(calib);
@@ -150,8 +130,8 @@ TEST(CliPrune, EachMethodWritesExactSparsityThatRunsAndCalibratedMethodsLoseLess
 // exactly what its Q8_0 file computes, in a smaller file; an unpruned model is refused.
 TEST(CliPrune, TwoFourModelInQ8_0_S24RunsExactlyAsItsQ8_0File) {
   TERN_REQUIRE_STORIES();
-  Texts texts;
-  ASSERT_TRUE(texts.ok);
+  const test::SplitText texts("cli_prune_s24");
+  ASSERT_TRUE(texts.ok());
   const std::string m = quote(test::stories_gguf()), pruned = scratch("p24") + ".gguf", s24 = scratch("s24") + ".gguf",
                     q8 = scratch("q8_24") + ".gguf";
   ASSERT_EQ(tern("prune " + m + " " + quote(pruned) + " --pattern 2:4 -t 2").exit_code, 0);
@@ -164,7 +144,7 @@ TEST(CliPrune, TwoFourModelInQ8_0_S24RunsExactlyAsItsQ8_0File) {
   for (const auto& t : f->tensors()) sparse += t.type == gguf::GgmlType::Q8_0_S24 ? 1 : 0;
   EXPECT_EQ(sparse, 30);  // q, k, v, output, gate, up of 5 layers (ffn_down's rows of 172 are F16 in both files)
   EXPECT_LT(std::filesystem::file_size(s24), std::filesystem::file_size(q8));
-  for (const std::string& args : {std::string(" -f ") + quote(texts.eval) + " -c 64 --chunks 8 -t 2 --json"}) {
+  for (const std::string& args : {std::string(" -f ") + quote(texts.eval_path) + " -c 64 --chunks 8 -t 2 --json"}) {
     auto ps = tern("perplexity -m " + quote(s24) + args), pq = tern("perplexity -m " + quote(q8) + args);
     ASSERT_EQ(ps.exit_code, 0) << ps.err;
     EXPECT_EQ(ps.out, pq.out);

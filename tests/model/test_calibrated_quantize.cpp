@@ -21,6 +21,7 @@
 #include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 #include "model_fixture.h"
+#include "split_text.h"
 
 namespace tern {
 namespace {
@@ -31,29 +32,8 @@ std::string scratch_path(const std::string& name) {
   return dir + "/" + name + "." + std::to_string(::getpid());
 }
 
-// The TinyStories text cut at the paragraph break nearest its middle: the
-// first half calibrates, the second evaluates (the split docs/quantize.md uses).
-struct SplitText {
-  std::string calib_path, eval_path, calib, eval;
-  SplitText() {
-    auto all = read_file(std::string(TERN_SHARED_DIR) + "/data/text/tinystories_val.txt");
-    if (!all) return;
-    const size_t cut = all->find("\n\n", all->size() / 2) + 2;
-    calib = all->substr(0, cut);
-    eval = all->substr(cut);
-    calib_path = scratch_path("calib") + ".txt";
-    eval_path = scratch_path("eval") + ".txt";
-    std::ofstream(calib_path, std::ios::binary) << calib;
-    std::ofstream(eval_path, std::ios::binary) << eval;
-  }
-  ~SplitText() {
-    if (!calib_path.empty()) std::filesystem::remove(calib_path);
-    if (!eval_path.empty()) std::filesystem::remove(eval_path);
-  }
-};
-
-const SplitText& split() {
-  static const SplitText s;
+const test::SplitText& split() {
+  static const test::SplitText s("calibrated_quantize");
   return s;
 }
 
