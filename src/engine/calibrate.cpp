@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <thread>
+#include <tuple>
 
 #include "backend/forwarding_backend.h"
 #include "core/input_file.h"
@@ -34,6 +35,34 @@ class CaptureBackend final : public backend::ForwardingBackend {
       ranges_.push_back({t.data, t.data + t.n_bytes, t.name, n_expert, n_expert ? t.n_bytes / n_expert : 0});
     }
     std::sort(ranges_.begin(), ranges_.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  }
+
+  // Block influence: the residual stream entering layer l is the input of
+  // the norm `norms[l]` (Model::block_input_norms); the stream leaving the
+  // last layer is the one the output head gathers its rows from.
+  void bind_blocks(std::vector<const float*> norms, int64_t n_embd) {
+    norms_ = std::move(norms);
+    n_embd_ = n_embd;
+    block_cos_.assign(norms_.size(), 0.0);
+    block_rows_.assign(norms_.size(), 0);
+  }
+  // Per layer, mean cos(x_in, x_out) over the tokens measured, and their count.
+  std::pair<std::vector<double>, std::vector<int64_t>> take_blocks() {
+    for (size_t l = 0; l < block_cos_.size(); ++l)
+      if (block_rows_[l] > 0) block_cos_[l] /= static_cast<double>(block_rows_[l]);
+    return {std::move(block_cos_), std::move(block_rows_)};
+  }
+
+  void rms_norm(const float* x, const float* weight, float* y, int64_t n_rows, int64_t n, float eps) override {
+    if (n == n_embd_)
+      if (auto it = std::find(norms_.begin(), norms_.end(), weight); it != norms_.end())
+        enter_block(static_cast<int>(it - norms_.begin()), x, n_rows);
+    inner().rms_norm(x, weight, y, n_rows, n, eps);
+  }
+  void gather_rows(const float* x, std::span<const int32_t> rows, float* out, int64_t n) override {
+    if (!norms_.empty() && pending_ == static_cast<int>(norms_.size()) - 1 && x == pending_x_ && n == n_embd_)
+      enter_block(static_cast<int>(norms_.size()), x, pending_rows_);
+    inner().gather_rows(x, rows, out, n);
   }
 
   std::map<std::string, std::shared_ptr<InputStats>> take() {
@@ -141,6 +170,42 @@ class CaptureBackend final : public backend::ForwardingBackend {
     });
   }
 
+  // The stream `x` (n_rows tokens) enters layer il (il == n_layer: leaves the
+  // last layer). When layer il - 1's input of the same pass was kept, each
+  // token's cosine between the two is added to layer il - 1's sum.
+  void enter_block(int il, const float* x, int64_t n_rows) {
+    cur_.resize(static_cast<size_t>(n_rows * n_embd_));
+    inner().to_host(x, cur_.data(), n_rows * n_embd_);
+    if (il > 0 && pending_ == il - 1 && pending_rows_ == n_rows) {
+      for (int64_t t = 0; t < n_rows; ++t) {
+        const float* a = &prev_[static_cast<size_t>(t * n_embd_)];
+        const float* b = &cur_[static_cast<size_t>(t * n_embd_)];
+        double ab = 0, aa = 0, bb = 0;
+        for (int64_t i = 0; i < n_embd_; ++i) {
+          ab += static_cast<double>(a[i]) * b[i];
+          aa += static_cast<double>(a[i]) * a[i];
+          bb += static_cast<double>(b[i]) * b[i];
+        }
+        if (aa == 0.0 || bb == 0.0) continue;  // no direction to compare
+        block_cos_[static_cast<size_t>(il - 1)] += ab / std::sqrt(aa * bb);
+        ++block_rows_[static_cast<size_t>(il - 1)];
+      }
+    }
+    pending_ = il < static_cast<int>(norms_.size()) ? il : -1;
+    pending_x_ = x;
+    pending_rows_ = n_rows;
+    std::swap(prev_, cur_);
+  }
+
+  std::vector<const float*> norms_;
+  int64_t n_embd_ = 0;
+  std::vector<double> block_cos_;
+  std::vector<int64_t> block_rows_;
+  int pending_ = -1;  // the layer whose input prev_ holds
+  const float* pending_x_ = nullptr;
+  int64_t pending_rows_ = 0;
+  std::vector<float> prev_, cur_;
+
   std::set<std::string> hessians_;
   ThreadPool pool_;
   std::vector<Range> ranges_;
@@ -165,6 +230,7 @@ Result<CalibrationRun> calibrate(const CalibrationOptions& o, const CalibrationP
   auto model = Model::load(o.model_path, capture);
   if (!model) return model.status();
   capture->bind((*model)->file());
+  capture->bind_blocks((*model)->block_input_norms(), (*model)->hparams().n_embd);
   auto tok = Tokenizer::from_gguf((*model)->file());
   if (!tok) return tok.status().with_context(o.model_path);
   const std::vector<TokenId> tokens = (*tok)->encode(*text, true, false);
@@ -189,6 +255,7 @@ Result<CalibrationRun> calibrate(const CalibrationOptions& o, const CalibrationP
   Calibration& c = run.calibration;
   c.text = {o.text_path, text->size(), hash, o.n_ctx, ppl->n_windows, static_cast<int64_t>(ppl->n_windows) * o.n_ctx};
   c.inputs = capture->take();
+  std::tie(c.block_cos, c.block_rows) = capture->take_blocks();
   c.fingerprints = text_fingerprints(*text);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return run;

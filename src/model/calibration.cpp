@@ -19,6 +19,9 @@ constexpr const char* kKeyCtx = "tern.calibration.n_ctx";
 constexpr const char* kKeyChunks = "tern.calibration.n_chunks";
 constexpr const char* kKeyTokens = "tern.calibration.n_tokens";
 constexpr const char* kFingerprintTensor = "tern.calibration.fingerprints";
+// Per layer (F32 [n_layer] each): mean cos(x_in, x_out) and the tokens it averages.
+constexpr const char* kBlockCosTensor = "tern.calibration.block_cos";
+constexpr const char* kBlockRowsTensor = "tern.calibration.block_rows";
 // Per matrix: "<key>.in_sum_x2", ".in_sum_abs", ".in_max_abs" (F32 [n_cols]) and ".in_count" (F32 [1]).
 constexpr std::string_view kSuffixes[] = {".in_sum_x2", ".in_sum_abs", ".in_max_abs", ".in_count"};
 
@@ -102,6 +105,14 @@ Status write_calibration(const Calibration& c, const std::string& path) {
   std::vector<uint64_t> fp = c.fingerprints;
   if (fp.empty()) fp.push_back(0);  // a tensor needs at least one element; 0 matches no real window in practice
   TERN_RETURN_IF_ERROR(w.add_tensor(kFingerprintTensor, gguf::GgmlType::I64, {fp.size()}, as_bytes(fp)));
+  if (!c.block_cos.empty()) {
+    if (c.block_rows.size() != c.block_cos.size())
+      return error(ErrorKind::Internal, "calibration: block_cos and block_rows differ in length");
+    const std::vector<uint64_t> dims{c.block_cos.size()};
+    const std::vector<float> rows(c.block_rows.begin(), c.block_rows.end());
+    TERN_RETURN_IF_ERROR(w.add_tensor(kBlockCosTensor, gguf::GgmlType::F32, dims, as_bytes(to_f32(c.block_cos))));
+    TERN_RETURN_IF_ERROR(w.add_tensor(kBlockRowsTensor, gguf::GgmlType::F32, dims, as_bytes(rows)));
+  }
   return w.write(path);
 }
 
@@ -137,6 +148,19 @@ Result<Calibration> read_calibration(const std::string& path) {
       std::sort(c.fingerprints.begin(), c.fingerprints.end());
       continue;
     }
+    if (t.name == kBlockCosTensor || t.name == kBlockRowsTensor) {
+      auto v = f32s(t);
+      if (!v) return v.status();
+      if (t.name == kBlockCosTensor) {
+        c.block_cos.assign(v->begin(), v->end());
+      } else {
+        for (float r : *v) {
+          if (!(r >= 0)) return bad("bad token count in " + t.name);
+          c.block_rows.push_back(static_cast<int64_t>(r));
+        }
+      }
+      continue;
+    }
     std::string_view name = t.name;
     size_t which = 0;
     while (which < 4 && !(name.size() > kSuffixes[which].size() && name.ends_with(kSuffixes[which]))) ++which;
@@ -161,6 +185,7 @@ Result<Calibration> read_calibration(const std::string& path) {
     if (s->sum_x2.size() != static_cast<size_t>(s->n_cols) || s->sum_abs.size() != static_cast<size_t>(s->n_cols) ||
         s->max_abs.size() != static_cast<size_t>(s->n_cols))
       return bad("statistics of '" + key + "' incomplete");
+  if (c.block_cos.size() != c.block_rows.size()) return bad("block_cos and block_rows differ in length");
   return c;
 }
 

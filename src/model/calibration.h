@@ -6,6 +6,8 @@
 // accumulating on each matmul, for the matrix it applies:
 //   count, per input column sum x², sum |x|, max |x|   (always; small)
 //   H = sum x xᵀ over the rows                          (only for the tensors asked for)
+// and, per layer, how similar the residual stream leaving it is to the one
+// entering it (block_cos).
 // Matrices applied to the same input in one call (Q/K/V, gate/up) share one
 // record. The output matrix sees only the rows whose logits are computed (the
 // scored second half of each window). MoE experts are recorded one by one,
@@ -61,6 +63,13 @@ struct Calibration {
   std::map<std::string, std::shared_ptr<InputStats>> inputs;
   // Sorted fingerprints of the calibration text (fingerprints()).
   std::vector<uint64_t> fingerprints;
+  // Per layer: the mean over calibration tokens of cos(x_in, x_out), the
+  // residual stream entering and leaving the layer, and the tokens averaged
+  // (0: never measured). 1 - mean is ShortGPT's block influence: how much a
+  // layer changes its input, which `tern prune --structured layers=N` ranks
+  // layers by. Empty in files from before it was recorded.
+  std::vector<double> block_cos;
+  std::vector<int64_t> block_rows;
 
   const InputStats* find(const std::string& key) const;
 };

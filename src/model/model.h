@@ -87,6 +87,11 @@ class Model {
   // Bytes of the file's tensors read in place (not packed): with packed_bytes(),
   // the weights' share of resident memory once every page has been read.
   uint64_t in_place_bytes() const;
+  // Per layer, the norm weight (as the backend holds it) applied first to the
+  // residual stream entering the layer: attn_norm, or ffn_norm in an FFN-only
+  // layer. A backend watching rms_norm knows from it which layer's input it
+  // sees (engine/calibrate.cpp measures each layer's block influence so).
+  std::vector<const float*> block_input_norms() const;
 
   // logits: resized to [n_out][n_vocab], one row per in.logits_rows entry.
   // hidden (when given): resized to [n_hidden][n_embd], the final hidden state

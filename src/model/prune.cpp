@@ -136,20 +136,14 @@ Result<PruneReport> prune_gguf(const PruneModelOptions& o, ThreadPool& pool, con
   std::vector<std::shared_ptr<PrunedTensor>> pruned;
   std::vector<TensorJob> jobs;
   for (const gguf::TensorInfo& t : file->tensors()) {
-    TensorJob job;
-    job.name = t.name;
-    job.dims.assign(t.dims.begin(), t.dims.begin() + t.n_dims);
-    job.type = t.type;
-    job.n_bytes_in = t.n_bytes;
-    job.mapped_input = {t.data, t.n_bytes};
-    uint64_t n = 1;
-    for (uint64_t d : job.dims) n *= d;
+    TensorJob job = verbatim_job(t);
+    const uint64_t n = t.n_elements;
     report.n_weights_all += n;
     if (!is_prunable(t.name, t.n_dims)) {
-      job.bytes = {t.data, t.n_bytes};
       jobs.push_back(std::move(job));
       continue;
     }
+    job.bytes = {};
     const quant::TypeTraits* tr = quant::traits(t.type);
     if (!is_float_type(t.type) || !tr || !tr->to_float || !tr->from_float)
       return error(ErrorKind::Unsupported,

@@ -260,6 +260,17 @@ Status encode_rows(GgmlType type, int64_t n_rows, int64_t n_cols, const RowSourc
   return Status::ok();
 }
 
+TensorJob verbatim_job(const gguf::TensorInfo& t) {
+  TensorJob job;
+  job.name = t.name;
+  job.dims.assign(t.dims.begin(), t.dims.begin() + t.n_dims);
+  job.type = t.type;
+  job.bytes = {t.data, t.n_bytes};
+  job.n_bytes_in = t.n_bytes;
+  job.mapped_input = {t.data, t.n_bytes};
+  return job;
+}
+
 Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const std::string& path,
                                          const std::vector<TensorJob>& jobs, ThreadPool& pool,
                                          const QuantizeProgressFn& progress) {

@@ -90,6 +90,9 @@ struct QuantizeReport {
 // per row, an expert tensor's as [rows, experts].
 void add_row_scaled_jobs(TensorJob job, std::vector<TensorJob>& jobs);
 
+// A job that writes tensor `t` of an open file unchanged (its bytes, from the mapping).
+TensorJob verbatim_job(const gguf::TensorInfo& t);
+
 // Declares every job on `writer` (which already holds the metadata), opens
 // `path`, encodes and writes the jobs one by one, and commits.
 Result<QuantizeReport> write_tensor_jobs(gguf::GgufStreamWriter& writer, const std::string& path,

@@ -502,6 +502,12 @@ Result<uint64_t> Model::lock_memory() const {
   return locked;
 }
 
+std::vector<const float*> Model::block_input_norms() const {
+  std::vector<const float*> out;
+  for (const LayerWeights& l : layers_) out.push_back(l.attn_norm.dev ? l.attn_norm.dev : l.ffn_norm.dev);
+  return out;
+}
+
 uint64_t Model::in_place_bytes() const {
   uint64_t n = 0;
   for_each_in_place(file_, backend_->packed_sources(), [&](std::span<const uint8_t> b) { n += b.size(); });

@@ -161,6 +161,72 @@ TEST(CliPrune, TwoFourModelInQ8_0_S24RunsExactlyAsItsQ8_0File) {
   for (const std::string& p : {pruned, s24, q8}) std::filesystem::remove(p);
 }
 
+// Structured pruning end to end: a smaller dense model whose shape and
+// summary say what went, that runs (also after tern quantize), loses
+// perplexity, and loses less when activations choose what goes than when the
+// same amount goes from a model it hurts more (the full spec vs FFN alone);
+// and its errors.
+TEST(CliPrune, StructuredWritesASmallerDenseModelThatRuns) {
+  TERN_REQUIRE_STORIES();
+  const test::SplitText texts("cli_prune_structured");
+  ASSERT_TRUE(texts.ok());
+  const std::string m = test::stories_gguf(), calib = scratch("scalib") + ".gguf", out = scratch("structured") + ".gguf",
+                    ffn = scratch("structured_ffn") + ".gguf", q8 = scratch("structured_q8") + ".gguf",
+                    never = scratch("snever") + ".gguf";
+  auto c = tern("calibrate -m " + quote(m) + " -f " + quote(texts.calib_path) + " -c 64 --chunks 16 -t 2 -o " + quote(calib));
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  auto o = tern("prune " + quote(m) + " " + quote(out) + " --structured heads=0.25,ffn=0.25,layers=1 --calib " +
+                quote(calib) + " -t 2");
+  ASSERT_EQ(o.exit_code, 0) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_NE(o.err.find("4 of 5 layers, 6 of 8 query heads (3 of 4 K/V), 129 of 172 FFN channels"), std::string::npos) << o.err;
+  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 7) << o.out;  // header, rule, 5 layers
+  EXPECT_NE(o.out.find("| removed | - | 0 of 172 |"), std::string::npos) << o.out;
+  EXPECT_LT(std::filesystem::file_size(out), std::filesystem::file_size(m) * 3 / 4);
+  auto run = tern("run -m " + quote(out) + " -p 'Once upon a time' -n 16 --temp 0");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(run.out.empty());
+  auto f = tern("prune " + quote(m) + " " + quote(ffn) + " --structured ffn=0.25 --calib " + quote(calib) + " -t 2");
+  ASSERT_EQ(f.exit_code, 0) << f.err;
+  const double base = perplexity(m, texts.eval_path), p_all = perplexity(out, texts.eval_path),
+               p_ffn = perplexity(ffn, texts.eval_path);
+  EXPECT_GT(p_ffn, base);
+  EXPECT_GT(p_all, p_ffn);
+  EXPECT_LT(p_all, 200.0);  // damaged, not destroyed
+  // The pruned file quantizes (rows of 64 and 129 columns; the latter fall back) and runs.
+  auto q = tern("quantize " + quote(out) + " " + quote(q8) + " Q8_0 -t 2");
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_EQ(tern("run -m " + quote(q8) + " -p 'Once' -n 8 --temp 0").exit_code, 0);
+  // Column slicing refuses quantized matrices; removing layers copies them.
+  ASSERT_EQ(tern("quantize " + quote(m) + " " + quote(q8) + " Q8_0 -t 2").exit_code, 0);
+  auto bad = tern("prune " + quote(q8) + " " + quote(never) + " --structured heads=0.4 --calib " + quote(calib));
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("needs F32, F16 or BF16"), std::string::npos) << bad.err;
+  EXPECT_FALSE(std::filesystem::exists(never));
+  auto layers = tern("prune " + quote(q8) + " " + quote(never) + " --structured layers=2 --calib " + quote(calib));
+  EXPECT_EQ(layers.exit_code, 0) << layers.err;
+  EXPECT_EQ(tern("run -m " + quote(never) + " -p 'Once' -n 8 --temp 0").exit_code, 0);
+  std::filesystem::remove(never);
+  const struct {
+    std::string args, needle;
+  } cases[] = {
+      {"--structured ffn=0.25", "give --calib"},
+      {"--structured ffn=0.25 --method wanda --calib " + quote(calib), "two tern prune commands"},
+      {"--structured ffn=0.25 --sparsity 0.5 --calib " + quote(calib), "two tern prune commands"},
+      {"--structured ffn=2 --calib " + quote(calib), "fraction in (0, 1)"},
+      {"--structured layers=5 --calib " + quote(calib), "at least one must stay"},
+      {"--structured ffn=0.25 --calib " + quote(m), "not a tern calibration file"},
+  };
+  for (const auto& k : cases) {
+    auto e = tern("prune " + quote(m) + " " + quote(never) + " " + k.args);
+    EXPECT_NE(e.exit_code, 0) << k.args;
+    EXPECT_NE(e.err.find(k.needle), std::string::npos) << k.args << " -> " << e.err;
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << k.args << " -> " << e.err;
+    EXPECT_FALSE(std::filesystem::exists(never)) << k.args;
+  }
+  for (const std::string& p : {calib, out, ffn, q8}) std::filesystem::remove(p);
+}
+
 TEST(CliPrune, ErrorsAreOneClearLineAndNonZero) {
   TERN_REQUIRE_STORIES();
   const std::string m = quote(test::stories_gguf()), out = scratch("never") + ".gguf", q8 = scratch("q8") + ".gguf";

@@ -47,12 +47,14 @@ class ReferenceLlama2c {
   }
 
   // Logits [vocab] after feeding every token of `tokens` (positions 0..n-1); returns one row per token.
-  std::vector<std::vector<double>> forward_all(const std::vector<int>& tokens) const {
+  // block_cos (when given, [n_layers]): each layer adds, per token, cos(x entering it, x leaving it).
+  std::vector<std::vector<double>> forward_all(const std::vector<int>& tokens, std::vector<double>* block_cos = nullptr) const {
     std::vector<std::vector<double>> kcache(n_layers), vcache(n_layers), out;
     for (size_t pos = 0; pos < tokens.size(); ++pos) {
       std::vector<double> x(dim);
       for (int i = 0; i < dim; ++i) x[i] = w_[emb_ + size_t(tokens[pos]) * dim + i];
       for (int l = 0; l < n_layers; ++l) {
+        const std::vector<double> x_in = x;
         auto xb = rmsnorm(x, rms_att_ + size_t(l) * dim);
         auto q = matvec(wq_ + size_t(l) * dim * dim, xb, dim, dim);
         auto k = matvec(wk_ + size_t(l) * kv_dim * dim, xb, kv_dim, dim);
@@ -94,6 +96,11 @@ class ReferenceLlama2c {
         for (int i = 0; i < hidden; ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * u[i];
         auto d = matvec(w2_ + size_t(l) * dim * hidden, g, dim, hidden);
         for (int i = 0; i < dim; ++i) x[i] += d[i];
+        if (block_cos) {
+          double ab = 0, aa = 0, bb = 0;
+          for (int i = 0; i < dim; ++i) ab += x_in[i] * x[i], aa += x_in[i] * x_in[i], bb += x[i] * x[i];
+          (*block_cos)[size_t(l)] += ab / std::sqrt(aa * bb);
+        }
       }
       auto xf = rmsnorm(x, rms_final_);
       out.push_back(matvec(emb_, xf, vocab, dim));

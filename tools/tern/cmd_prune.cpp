@@ -1,7 +1,10 @@
 // tern prune IN.gguf OUT.gguf --method magnitude|wanda|sparsegpt (--sparsity S | --pattern N:M)
 //            [--calib CALIB.gguf [--calib-text T]] [--damp D] [--block-cols B] [-t THREADS]
+// tern prune IN.gguf OUT.gguf --structured heads=F,ffn=F,layers=N --calib CALIB.gguf [-t THREADS]
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -10,6 +13,7 @@
 #include "engine/calibrate.h"
 #include "gguf/reader.h"
 #include "model/prune.h"
+#include "model/prune_structured.h"
 #include "quant/prune.h"
 #include "quant_report.h"
 
@@ -25,16 +29,59 @@ void print_tensors(const PruneReport& r) {
                 t.n_weights ? static_cast<double>(t.n_zero_after) / t.n_weights : 0.0);
 }
 
+// stdout: one row per input layer, what it keeps.
+void print_plan(const StructuredPlan& p) {
+  std::printf("| layer | kept | K/V heads kept | FFN channels kept | influence |\n|---:|---|---|---:|---:|\n");
+  for (int il = 0; il < p.n_layer_in; ++il) {
+    const bool kept = std::binary_search(p.layers.begin(), p.layers.end(), il);
+    std::string heads;
+    for (int h : p.kv_heads[static_cast<size_t>(il)]) heads += (heads.empty() ? "" : " ") + std::to_string(h);
+    const double infl = p.layer_influence.empty() ? NAN : p.layer_influence[static_cast<size_t>(il)];
+    std::printf("| %d | %s | %s | %zu of %d | %s |\n", il, kept ? "yes" : "removed", kept ? heads.c_str() : "-",
+                kept ? p.ffn[static_cast<size_t>(il)].size() : size_t{0}, p.n_ff_in,
+                std::isnan(infl) ? "-" : std::to_string(infl).c_str());
+  }
+}
+
+int structured_prune(const std::string& in_path, const std::string& out_path, const std::string& spec_text,
+                     const std::string& calib_path, int n_threads) {
+  auto spec = parse_structured_spec(spec_text);
+  if (!spec) return report(spec.status().with_context("prune"));
+  if (calib_path.empty())
+    return report(error(ErrorKind::InvalidArgument, "prune --structured ranks heads, channels and layers by their "
+                                                    "activations: give --calib CALIB.gguf (write one with tern calibrate)"));
+  auto calib = read_calibration(calib_path);
+  if (!calib) return report(calib.status());
+  auto file = gguf::GgufFile::open(in_path);
+  if (!file) return report(file.status());
+  auto plan = plan_structured(*file, *calib, *spec);
+  if (!plan) return report(plan.status().with_context(in_path));
+  ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
+  QuantReportPrinter printer;
+  auto r = prune_structured_gguf(in_path, out_path, *spec, *plan, pool, [&](const QuantizeProgress& p) { printer.on_progress(p); });
+  if (!r) return report(r.status());
+  print_plan(*plan);
+  std::fprintf(stderr,
+               "tern: wrote %s (structured %s): %zu of %d layers, %d of %d query heads (%d of %d K/V), %d of %d FFN "
+               "channels; %llu of %llu weights (%.2f%%), %.1f s\n",
+               out_path.c_str(), spec->text().c_str(), plan->layers.size(), plan->n_layer_in, plan->n_head(),
+               plan->n_head_in, plan->n_head_kv(), plan->n_head_kv_in, plan->n_ff(), plan->n_ff_in,
+               static_cast<unsigned long long>(r->n_weights_out), static_cast<unsigned long long>(r->n_weights_in),
+               r->n_weights_in ? 100.0 * r->n_weights_out / r->n_weights_in : 0.0, r->written.seconds);
+  return 0;
+}
+
 }  // namespace
 
 int cmd_prune(int argc, char** argv) {
-  std::string in_path, out_path, method_name, pattern_text, calib_path, calib_text;
+  std::string in_path, out_path, method_name, pattern_text, calib_path, calib_text, structured;
   float sparsity = -1.0f, damp = 0.01f;
   int64_t block_cols = 128;
   uint64_t h_memory = 4ull << 30;
   int n_threads = 0;
   ArgParser args("prune", "tern prune IN.gguf OUT.gguf --method magnitude|wanda|sparsegpt (--sparsity S | --pattern N:M) "
-                          "[--calib CALIB.gguf] [-t THREADS]");
+                          "[--calib CALIB.gguf] [-t THREADS]\n"
+                          "       tern prune IN.gguf OUT.gguf --structured heads=F,ffn=F,layers=N --calib CALIB.gguf");
   args.add_positional("IN.gguf", &in_path, "model to read (its linear layers F32, F16 or BF16)");
   args.add_positional("OUT.gguf", &out_path, "model to write (atomically: OUT.gguf.tmp, then renamed)");
   args.add("--method", &method_name,
@@ -42,6 +89,9 @@ int cmd_prune(int argc, char** argv) {
            "absorb the error); default magnitude, or sparsegpt with --calib");
   args.add("--sparsity", &sparsity, "fraction of each linear layer's weights set to zero, in [0, 1)");
   args.add("--pattern", &pattern_text, "N:M: at most N nonzero weights in every M consecutive ones of a row (e.g. 2:4)");
+  args.add("--structured", &structured,
+           "heads=F,ffn=F,layers=N: remove that fraction of each layer's K/V head groups and FFN channels and N whole "
+           "layers, the least important on --calib's activations; writes a smaller dense model");
   args.add("--calib", &calib_path, "calibration file from tern calibrate (wanda, sparsegpt)");
   args.add("--calib-text", &calib_text, "sparsegpt: the calibration text, if it moved since tern calibrate (checked by size and hash)");
   args.add("--damp", &damp, "sparsegpt: damping, a fraction of H's mean diagonal (default 0.01)");
@@ -54,6 +104,13 @@ int cmd_prune(int argc, char** argv) {
     return 0;
   }
   if (n_threads < 0) return report(error(ErrorKind::InvalidArgument, "prune: -t must not be negative"));
+  if (!structured.empty()) {
+    if (!method_name.empty() || !pattern_text.empty() || sparsity >= 0.0f)
+      return report(error(ErrorKind::InvalidArgument,
+                          "prune: --structured removes whole heads, channels and layers; --method, --sparsity and "
+                          "--pattern zero single weights: run them as two tern prune commands"));
+    return structured_prune(in_path, out_path, structured, calib_path, n_threads);
+  }
   PruneModelOptions o;
   o.in_path = in_path;
   o.out_path = out_path;
