@@ -170,7 +170,8 @@ std::vector<int> StructuredPlan::q_heads(int il) const {
   return out;
 }
 
-Result<StructuredPlan> plan_structured(const gguf::GgufFile& file, const Calibration& calib, const StructuredSpec& spec) {
+Result<StructuredPlan> plan_structured(const gguf::GgufFile& file, const Calibration& calib, const StructuredSpec& spec,
+                                       const std::vector<std::vector<double>>* head_scores) {
   auto arch_name = file.get_string(std::string(kArchitecture));
   if (!arch_name) return arch_name.status();
   const ArchInfo* arch = find_arch(*arch_name);
@@ -256,7 +257,13 @@ Result<StructuredPlan> plan_structured(const gguf::GgufFile& file, const Calibra
     std::iota(kv.begin(), kv.end(), 0);
     ff.resize(static_cast<size_t>(hp.n_ff));
     std::iota(ff.begin(), ff.end(), 0);
-    if (spec.heads > 0) {
+    if (spec.heads > 0 && head_scores) {
+      if (head_scores->size() != static_cast<size_t>(hp.n_layer) ||
+          (*head_scores)[static_cast<size_t>(il)].size() != static_cast<size_t>(hp.n_head_kv))
+        return error(ErrorKind::InvalidArgument, "head scores are not [" + std::to_string(hp.n_layer) + "][" +
+                                                     std::to_string(hp.n_head_kv) + "]");
+      kv = top_k((*head_scores)[static_cast<size_t>(il)], kv_keep);
+    } else if (spec.heads > 0) {
       auto cols = column_scores(file, calib, layer_tensor(il, "attn_output"), hp.q_dim());
       if (!cols) return cols.status();
       std::vector<double> score(static_cast<size_t>(hp.n_head_kv), 0.0);

@@ -5,9 +5,11 @@
 // Importance comes from activations on calibration text (model/calibration.h):
 // - an FFN channel j of layer l: E[h_j²]·‖W_down[:, j]‖², the expected squared
 //   size of what the channel adds to the residual stream (h: ffn_down's input);
-// - a K/V head group (a K/V head and the query heads that read it): the same
-//   sum over the attention-output columns of its query heads (attn_output's
-//   input); whole groups go, so grouped-query attention keeps its shape;
+// - a K/V head group (a K/V head and the query heads that read it): the rise
+//   of the calibration loss when it alone is removed (head_scores, from
+//   engine/head_ablation.h), or else the FFN score summed over the
+//   attention-output columns of its query heads; whole groups go, so
+//   grouped-query attention keeps its shape;
 // - a layer: 1 - mean cos(x_in, x_out) over calibration tokens (ShortGPT's
 //   block influence): the layers that change the residual stream least go.
 // Every layer keeps the same number of heads and channels (GGUF and every
@@ -65,7 +67,12 @@ struct StructuredPlan {
 // spec the model cannot take (MoE, state-space and hybrid stacks, fused
 // Q/K/V or gate/up, per-layer head counts that differ, layer removal where
 // layers differ) or calibration statistics that do not fit the model.
-Result<StructuredPlan> plan_structured(const gguf::GgufFile& file, const Calibration& calib, const StructuredSpec& spec);
+// head_scores ([n_layer][n_head_kv], higher kept), when given, rank the head
+// groups instead of their activations: engine/head_ablation.h's loss rise,
+// which `tern prune` uses by default (on stories260K the activation score
+// chose worse than random draws; the loss rise chose better).
+Result<StructuredPlan> plan_structured(const gguf::GgufFile& file, const Calibration& calib, const StructuredSpec& spec,
+                                       const std::vector<std::vector<double>>* head_scores = nullptr);
 
 struct StructuredReport {
   QuantizeReport written;

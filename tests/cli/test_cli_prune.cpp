@@ -178,7 +178,8 @@ TEST(CliPrune, StructuredWritesASmallerDenseModelThatRuns) {
   auto o = tern("prune " + quote(m) + " " + quote(out) + " --structured heads=0.25,ffn=0.25,layers=1 --calib " +
                 quote(calib) + " -t 2");
   ASSERT_EQ(o.exit_code, 0) << o.err;
-  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 2) << o.err;  // the head ablation's line, the summary
+  EXPECT_NE(o.err.find("21 passes over 8 windows of 64 tokens"), std::string::npos) << o.err;
   EXPECT_NE(o.err.find("4 of 5 layers, 6 of 8 query heads (3 of 4 K/V), 129 of 172 FFN channels"), std::string::npos) << o.err;
   EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 7) << o.out;  // header, rule, 5 layers
   EXPECT_NE(o.out.find("| removed | - | 0 of 172 |"), std::string::npos) << o.out;
@@ -215,6 +216,10 @@ TEST(CliPrune, StructuredWritesASmallerDenseModelThatRuns) {
       {"--structured ffn=0.25 --sparsity 0.5 --calib " + quote(calib), "two tern prune commands"},
       {"--structured ffn=2 --calib " + quote(calib), "fraction in (0, 1)"},
       {"--structured layers=5 --calib " + quote(calib), "at least one must stay"},
+      {"--structured heads=0.5 --heads-by luck --calib " + quote(calib), "ablation or activation"},
+      {"--structured heads=0.5 --head-windows 0 --calib " + quote(calib), "at least 1"},
+      {"--structured heads=0.5 --calib-text " + quote(texts.eval_path) + " --calib " + quote(calib),
+       "is not the text the calibration file was made from"},
       {"--structured ffn=0.25 --calib " + quote(m), "not a tern calibration file"},
   };
   for (const auto& k : cases) {

@@ -11,6 +11,7 @@
 #include "args.h"
 #include "commands.h"
 #include "engine/calibrate.h"
+#include "engine/head_ablation.h"
 #include "gguf/reader.h"
 #include "model/prune.h"
 #include "model/prune_structured.h"
@@ -43,8 +44,14 @@ void print_plan(const StructuredPlan& p) {
   }
 }
 
-int structured_prune(const std::string& in_path, const std::string& out_path, const std::string& spec_text,
+struct StructuredArgs {
+  std::string spec, heads_by = "ablation", calib_text;
+  int head_windows = 8;
+};
+
+int structured_prune(const std::string& in_path, const std::string& out_path, const StructuredArgs& a,
                      const std::string& calib_path, int n_threads) {
+  const std::string& spec_text = a.spec;
   auto spec = parse_structured_spec(spec_text);
   if (!spec) return report(spec.status().with_context("prune"));
   if (calib_path.empty())
@@ -54,7 +61,25 @@ int structured_prune(const std::string& in_path, const std::string& out_path, co
   if (!calib) return report(calib.status());
   auto file = gguf::GgufFile::open(in_path);
   if (!file) return report(file.status());
-  auto plan = plan_structured(*file, *calib, *spec);
+  if (a.heads_by != "ablation" && a.heads_by != "activation")
+    return report(error(ErrorKind::InvalidArgument, "prune: --heads-by is ablation or activation, not '" + a.heads_by + "'"));
+  if (a.head_windows < 1) return report(error(ErrorKind::InvalidArgument, "prune: --head-windows must be at least 1"));
+  std::vector<std::vector<double>> head_scores;
+  if (spec->heads > 0 && a.heads_by == "ablation") {
+    HeadAblationOptions ho;
+    ho.model_path = in_path;
+    ho.text_path = a.calib_text.empty() ? calib->text.path : a.calib_text;
+    ho.expect_text = &calib->text;
+    ho.n_ctx = calib->text.n_ctx;
+    ho.n_windows = a.head_windows;
+    ho.n_threads = n_threads;
+    auto ab = ablate_head_groups(ho);
+    if (!ab) return report(ab.status().with_context("prune --structured heads (ranking head groups by ablation)"));
+    head_scores = ab->rise;
+    std::fprintf(stderr, "tern: head groups ranked by the loss rise without each: %zu passes over %d windows of %d tokens, %.1f s\n",
+                 1 + ab->rise.size() * (ab->rise.empty() ? 0 : ab->rise[0].size()), ab->n_windows, ho.n_ctx, ab->seconds);
+  }
+  auto plan = plan_structured(*file, *calib, *spec, head_scores.empty() ? nullptr : &head_scores);
   if (!plan) return report(plan.status().with_context(in_path));
   ThreadPool pool(n_threads > 0 ? n_threads : ThreadPool::default_threads());
   QuantReportPrinter printer;
@@ -74,7 +99,8 @@ int structured_prune(const std::string& in_path, const std::string& out_path, co
 }  // namespace
 
 int cmd_prune(int argc, char** argv) {
-  std::string in_path, out_path, method_name, pattern_text, calib_path, calib_text, structured;
+  std::string in_path, out_path, method_name, pattern_text, calib_path, calib_text;
+  StructuredArgs st;
   float sparsity = -1.0f, damp = 0.01f;
   int64_t block_cols = 128;
   uint64_t h_memory = 4ull << 30;
@@ -89,11 +115,16 @@ int cmd_prune(int argc, char** argv) {
            "absorb the error); default magnitude, or sparsegpt with --calib");
   args.add("--sparsity", &sparsity, "fraction of each linear layer's weights set to zero, in [0, 1)");
   args.add("--pattern", &pattern_text, "N:M: at most N nonzero weights in every M consecutive ones of a row (e.g. 2:4)");
-  args.add("--structured", &structured,
+  args.add("--structured", &st.spec,
            "heads=F,ffn=F,layers=N: remove that fraction of each layer's K/V head groups and FFN channels and N whole "
            "layers, the least important on --calib's activations; writes a smaller dense model");
   args.add("--calib", &calib_path, "calibration file from tern calibrate (wanda, sparsegpt)");
-  args.add("--calib-text", &calib_text, "sparsegpt: the calibration text, if it moved since tern calibrate (checked by size and hash)");
+  args.add("--heads-by", &st.heads_by,
+           "--structured heads: ablation (the calibration loss rise with each K/V head group removed alone; one pass "
+           "over --head-windows windows per group, the default) or activation (E[x²]·‖W_o col‖², no passes)");
+  args.add("--head-windows", &st.head_windows, "--structured heads by ablation: calibration windows per pass (default 8)");
+  args.add("--calib-text", &calib_text,
+           "sparsegpt, --structured heads: the calibration text, if it moved since tern calibrate (checked by size and hash)");
   args.add("--damp", &damp, "sparsegpt: damping, a fraction of H's mean diagonal (default 0.01)");
   args.add("--block-cols", &block_cols, "sparsegpt: columns whose mask is chosen together (default 128)");
   args.add("--h-memory", &h_memory, "sparsegpt: bytes of H held at once; more tensors need more passes (default 4 GiB)");
@@ -104,12 +135,13 @@ int cmd_prune(int argc, char** argv) {
     return 0;
   }
   if (n_threads < 0) return report(error(ErrorKind::InvalidArgument, "prune: -t must not be negative"));
-  if (!structured.empty()) {
+  if (!st.spec.empty()) {
     if (!method_name.empty() || !pattern_text.empty() || sparsity >= 0.0f)
       return report(error(ErrorKind::InvalidArgument,
                           "prune: --structured removes whole heads, channels and layers; --method, --sparsity and "
                           "--pattern zero single weights: run them as two tern prune commands"));
-    return structured_prune(in_path, out_path, structured, calib_path, n_threads);
+    st.calib_text = calib_text;
+    return structured_prune(in_path, out_path, st, calib_path, n_threads);
   }
   PruneModelOptions o;
   o.in_path = in_path;
