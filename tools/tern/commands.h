@@ -25,6 +25,7 @@ int cmd_tune(int argc, char** argv);  // tern tune: successive halving over tern
 int cmd_quantize(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);
 int cmd_prune(int argc, char** argv);
+int cmd_train(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_batch(int argc, char** argv);
 int cmd_eval(int argc, char** argv);

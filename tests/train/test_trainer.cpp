@@ -1,0 +1,180 @@
+// Training runs (train/trainer.h): a run interrupted and resumed from its
+// checkpoint ends bit-identical to the uninterrupted one; checkpoints refuse
+// other options and other models; the written model computes in the engine
+// what the trainer computed; the loss curve is a well-formed SVG.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include "../model/model_fixture.h"
+#include "gguf/reader.h"
+#include "model/batch_runner.h"
+#include "model/model.h"
+#include "train/trainer.h"
+
+namespace tern::train {
+namespace {
+
+std::string scratch(const std::string& name) {
+  return std::string(TERN_BINARY_DIR) + "/train_" + name + "." + std::to_string(::getpid()) + ".gguf";
+}
+
+LlamaLayout tiny_layout() {
+  LlamaShape s;
+  s.n_vocab = 19;
+  s.n_embd = 16;
+  s.n_layer = 2;
+  s.n_head = 4;
+  s.n_head_kv = 2;
+  s.head_dim = 4;
+  s.n_ff = 24;
+  s.tied = false;
+  return LlamaLayout::make(s);
+}
+
+TrainState random_state(const LlamaLayout& l) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.0f, 0.3f);
+  TrainState st;
+  st.params.resize(l.n_params);
+  for (const ParamTensor& t : l.tensors)
+    for (size_t i = 0; i < t.size; ++i) st.params[t.offset + i] = t.decay ? d(rng) : 1.0f;
+  return st;
+}
+
+// A stream a model can learn: each token follows from the one before, but for one in ten drawn at random.
+std::vector<int32_t> random_tokens(size_t n, int vocab) {
+  std::mt19937 rng(3);
+  std::vector<int32_t> t(n);
+  for (size_t i = 0; i < n; ++i)
+    t[i] = static_cast<int32_t>(i == 0 || rng() % 10 == 0 ? rng() % static_cast<uint32_t>(vocab) : (t[i - 1] * 5 + 1) % vocab);
+  return t;
+}
+
+TrainOptions options() {
+  TrainOptions o;
+  o.steps = 12;
+  o.ctx = 16;
+  o.batch = 3;
+  o.lr = {3e-3, 3e-4, 2, 12};
+  o.seed = 7;
+  return o;
+}
+
+TEST(Trainer, WindowsDependOnlyOnSeedStepAndIndex) {
+  std::set<int64_t> seen;
+  for (int64_t s = 0; s < 50; ++s)
+    for (int64_t k = 0; k < 4; ++k) {
+      const int64_t a = window_start(7, s, k, 1000, 64);
+      EXPECT_EQ(a, window_start(7, s, k, 1000, 64));
+      EXPECT_GE(a, 0);
+      EXPECT_LE(a + 64, 999);  // the last token of the window still has a target
+      seen.insert(a);
+    }
+  EXPECT_GT(seen.size(), 150u);  // spread over the text
+  EXPECT_NE(window_start(7, 3, 0, 1000, 64), window_start(8, 3, 0, 1000, 64));
+}
+
+TEST(Trainer, ResumedRunEndsBitIdenticalToTheUninterruptedOne) {
+  const LlamaLayout layout = tiny_layout();
+  const std::vector<int32_t> tokens = random_tokens(400, 19);
+  const TrainOptions o = options();
+  ThreadPool pool(2);
+  TrainState whole = random_state(layout);
+  ASSERT_TRUE(train_steps(layout, tokens, o, whole, pool).is_ok());
+  ASSERT_EQ(whole.step, 12);
+  EXPECT_LT(whole.losses.back(), whole.losses.front() * 0.9) << whole.losses.front() << " -> " << whole.losses.back();
+
+  TrainState part = random_state(layout);
+  ASSERT_TRUE(train_steps(layout, tokens, o, part, pool, [](const StepReport& r) { return r.step < 5; }).is_ok());
+  ASSERT_EQ(part.step, 5);
+  const std::string ck = scratch("ck");
+  ASSERT_TRUE(write_checkpoint(ck, layout, o, part).is_ok());
+  auto resumed = read_checkpoint(ck, layout, o);
+  ASSERT_TRUE(resumed) << resumed.status().message();
+  EXPECT_EQ(resumed->step, 5);
+  ThreadPool other(1);  // and on another thread count
+  ASSERT_TRUE(train_steps(layout, tokens, o, *resumed, other).is_ok());
+  EXPECT_EQ(resumed->params, whole.params);
+  EXPECT_EQ(resumed->m, whole.m);
+  EXPECT_EQ(resumed->v, whole.v);
+  EXPECT_EQ(resumed->losses, whole.losses);
+
+  TrainOptions changed = o;
+  changed.seed = 8;
+  auto r = read_checkpoint(ck, layout, changed);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.status().message().find("resume with the same options"), std::string::npos) << r.status().message();
+  LlamaShape bigger = layout.shape;
+  bigger.n_ff = 32;
+  auto r2 = read_checkpoint(ck, LlamaLayout::make(bigger), o);
+  ASSERT_FALSE(r2);
+  EXPECT_NE(r2.status().message().find("a checkpoint of another model"), std::string::npos) << r2.status().message();
+  std::filesystem::remove(ck);
+}
+
+TEST(Trainer, RefusesATextShorterThanOneSequence) {
+  const LlamaLayout layout = tiny_layout();
+  TrainState st = random_state(layout);
+  ThreadPool pool(1);
+  auto s = train_steps(layout, random_tokens(16, 19), options(), st, pool);
+  ASSERT_FALSE(s.is_ok());
+  EXPECT_NE(s.message().find("fewer than one sequence"), std::string::npos) << s.message();
+}
+
+// stories260K trained 3 steps: the file written loads in the engine and gives
+// the logits the trainer's own forward gives for its parameters.
+TEST(Trainer, WrittenModelComputesWhatTheTrainerComputed) {
+  TERN_REQUIRE_STORIES();
+  auto file = gguf::GgufFile::open(test::stories_gguf());
+  ASSERT_TRUE(file);
+  const LlamaLayout layout = LlamaLayout::make(*llama_shape(*file));
+  TrainState st;
+  st.params = *load_params(*file, layout);
+  const std::vector<int> golden = test::golden_ids();
+  const std::vector<int32_t> tokens(golden.begin(), golden.end());
+  TrainOptions o = options();
+  o.steps = 3;
+  o.ctx = 32;
+  ThreadPool pool(2);
+  ASSERT_TRUE(train_steps(layout, tokens, o, st, pool).is_ok());
+  const std::string out = scratch("trained");
+  ASSERT_TRUE(write_trained_model(*file, layout, st.params, out, o, st.losses).is_ok());
+  auto written = gguf::GgufFile::open(out);
+  ASSERT_TRUE(written);
+  EXPECT_EQ(*written->get_i64("tern.train.steps"), 3);
+  EXPECT_EQ(written->find_tensor("blk.1.ffn_up.weight")->type, gguf::GgmlType::F32);
+  EXPECT_TRUE(written->get_string("tokenizer.ggml.model"));  // the tokenizer travels with it
+  LlamaPass<float> pass(layout);
+  const std::vector<int32_t> seq(tokens.begin(), tokens.begin() + 40), next(tokens.begin() + 1, tokens.begin() + 41);
+  pass.forward(st.params.data(), seq.data(), next.data(), 40, pool);
+  auto model = Model::load(out);
+  ASSERT_TRUE(model);
+  auto runner = BatchRunner::create(**model, 1, 40);
+  ASSERT_TRUE(runner);
+  Batch b;
+  for (int i = 0; i < 40; ++i) b.add(seq[i], i, SeqId(0), true);
+  std::vector<float> logits;
+  ASSERT_TRUE((*runner)->forward(b, logits).is_ok());
+  ASSERT_EQ(logits.size(), pass.logits().size());
+  for (size_t i = 0; i < logits.size(); ++i) ASSERT_NEAR(logits[i], pass.logits()[i], 2e-3) << i;
+  std::filesystem::remove(out);
+}
+
+TEST(Trainer, LossCurveIsAnSvgWithOnePointPerStep) {
+  const std::string svg = loss_curve_svg({3.0, 2.5, 2.25, 2.0}, "a <b> & c");
+  EXPECT_EQ(svg.rfind("<svg ", 0), 0u);
+  EXPECT_NE(svg.find("</svg>"), std::string::npos);
+  EXPECT_NE(svg.find("a &lt;b&gt; &amp; c"), std::string::npos);
+  const size_t at = svg.find("points=\"");
+  ASSERT_NE(at, std::string::npos);
+  const std::string pts = svg.substr(at + 8, svg.find('"', at + 8) - at - 8);
+  EXPECT_EQ(std::count(pts.begin(), pts.end(), ','), 4);
+  EXPECT_NE(pts.find("56.0,32.0"), std::string::npos);   // the first (highest) loss at the top left
+  EXPECT_NE(pts.find("624.0,320.0"), std::string::npos);  // the last (lowest) at the bottom right
+}
+
+}  // namespace
+}  // namespace tern::train
