@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "gguf/writer.h"
+#include "train/ops.h"
 
 namespace tern::train {
 namespace {
@@ -45,7 +46,7 @@ Status train_steps(const LlamaLayout& layout, const std::vector<int32_t>& tokens
   if (st.params.size() != layout.n_params) return error(ErrorKind::Internal, "train: parameters do not fit the layout");
   st.m.resize(layout.n_params, 0.0f);
   st.v.resize(layout.n_params, 0.0f);
-  std::vector<float> grads(layout.n_params);
+  std::vector<float> grads(layout.n_params), teacher_logits, dlogits, part;
   LlamaPass<float> pass(layout);
   std::vector<std::span<float>> grad_spans;
   for (const ParamTensor& t : layout.tensors) grad_spans.emplace_back(grads.data() + t.offset, t.size);
@@ -56,8 +57,30 @@ Status train_steps(const LlamaLayout& layout, const std::vector<int32_t>& tokens
     for (int64_t k = 0; k < o.batch; ++k) {
       const int64_t at = window_start(o.seed, st.step, k, n, o.ctx);
       const int32_t* seq = tokens.data() + at;
-      loss += pass.forward(st.params.data(), seq, seq + 1, o.ctx, pool);
-      pass.backward(st.params.data(), grads.data(), pool);
+      const double ce = pass.forward(st.params.data(), seq, seq + 1, o.ctx, pool);
+      if (!o.teacher) {
+        loss += ce;
+        pass.backward(st.params.data(), grads.data(), pool);
+        continue;
+      }
+      TERN_RETURN_IF_ERROR(o.teacher(seq, o.ctx, teacher_logits).with_context("teacher"));
+      if (teacher_logits.size() != pass.logits().size())
+        return error(ErrorKind::Internal, "teacher logits do not match the student's");
+      // d(loss)/d(logits) = α · dKL + (1 − α) · dCE
+      const size_t nl = pass.logits().size();
+      std::fill(dlogits.begin(), dlogits.end(), 0.0f);
+      dlogits.resize(nl, 0.0f);
+      part.assign(nl, 0.0f);
+      const double kl = kl_distill<float>(pass.logits().data(), teacher_logits.data(), o.ctx, layout.shape.n_vocab,
+                                          static_cast<float>(o.temperature), part.data());
+      for (size_t i = 0; i < nl; ++i) dlogits[i] = static_cast<float>(o.kd_alpha) * part[i];
+      if (o.kd_alpha < 1.0) {
+        part.assign(nl, 0.0f);
+        cross_entropy<float>(pass.logits().data(), seq + 1, o.ctx, layout.shape.n_vocab, part.data());
+        for (size_t i = 0; i < nl; ++i) dlogits[i] += static_cast<float>(1.0 - o.kd_alpha) * part[i];
+      }
+      loss += o.kd_alpha * kl + (1.0 - o.kd_alpha) * ce;
+      pass.backward(st.params.data(), grads.data(), pool, dlogits.data());
     }
     loss /= static_cast<double>(o.batch);
     const float inv = 1.0f / static_cast<float>(o.batch);
@@ -148,6 +171,10 @@ Status write_trained_model(const gguf::GgufFile& init, const LlamaLayout& layout
   w.set("tern.train.ctx", gguf::Value::of_i64(o.ctx));
   w.set("tern.train.batch", gguf::Value::of_i64(o.batch));
   if (!losses.empty()) w.set("tern.train.final_loss", gguf::Value::of_f32(static_cast<float>(losses.back())));
+  if (o.teacher) {
+    w.set("tern.distill.temperature", gguf::Value::of_f32(static_cast<float>(o.temperature)));
+    w.set("tern.distill.alpha", gguf::Value::of_f32(static_cast<float>(o.kd_alpha)));
+  }
   for (const gguf::TensorInfo& t : init.tensors()) {
     auto it = std::find_if(layout.tensors.begin(), layout.tensors.end(), [&](const ParamTensor& p) { return p.name == t.name; });
     std::vector<uint64_t> dims(t.dims.begin(), t.dims.begin() + t.n_dims);

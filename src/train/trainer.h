@@ -25,6 +25,13 @@ struct TrainOptions {
   AdamWConfig adamw;
   double clip = 1.0;    // joint gradient L2 norm bound; 0: no clipping
   uint64_t seed = 1;    // which windows of the text each step reads
+  // Distillation (tern distill): when set, a sequence's loss is
+  // kd_alpha · τ²·KL(p_teacher ‖ p_student) + (1 − kd_alpha) · cross-entropy
+  // (p = softmax(logits / τ), τ = temperature), the teacher's logits
+  // [T][n_vocab] from this function (train/distill.h).
+  std::function<Status(const int32_t* tokens, int64_t T, std::vector<float>& logits)> teacher;
+  double temperature = 2.0;
+  double kd_alpha = 1.0;
 };
 
 struct TrainState {

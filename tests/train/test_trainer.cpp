@@ -12,6 +12,7 @@
 #include "gguf/reader.h"
 #include "model/batch_runner.h"
 #include "model/model.h"
+#include "train/distill.h"
 #include "train/trainer.h"
 
 namespace tern::train {
@@ -161,6 +162,43 @@ TEST(Trainer, WrittenModelComputesWhatTheTrainerComputed) {
   ASSERT_EQ(logits.size(), pass.logits().size());
   for (size_t i = 0; i < logits.size(); ++i) ASSERT_NEAR(logits[i], pass.logits()[i], 2e-3) << i;
   std::filesystem::remove(out);
+}
+
+// Distillation from the engine running stories260K: into stories260K itself
+// the KL starts at float noise; into its structured-pruned copy it starts
+// high and falls.
+TEST(Trainer, DistillationMatchesATeacherItEqualsAndPullsAPrunedStudentToward) {
+  TERN_REQUIRE_STORIES();
+  auto file = gguf::GgufFile::open(test::stories_gguf());
+  ASSERT_TRUE(file);
+  const LlamaLayout layout = LlamaLayout::make(*llama_shape(*file));
+  auto teacher = EngineTeacher::open(test::stories_gguf(), layout.shape.n_vocab, 32);
+  ASSERT_TRUE(teacher) << teacher.status().message();
+  const std::vector<int> golden = test::golden_ids();
+  const std::vector<int32_t> tokens(golden.begin(), golden.end());
+  TrainOptions o = options();
+  o.ctx = 32;
+  o.steps = 1;
+  o.teacher = [&](const int32_t* seq, int64_t n, std::vector<float>& logits) { return (*teacher)->logits(seq, n, logits); };
+  ThreadPool pool(2);
+  TrainState same;
+  same.params = *load_params(*file, layout);
+  ASSERT_TRUE(train_steps(layout, tokens, o, same, pool).is_ok());
+  EXPECT_LT(same.losses[0], 1e-5);  // τ²·KL of two computations of one model
+
+  // A student with its FFN weights halved learns them back from the teacher.
+  TrainState student;
+  student.params = *load_params(*file, layout);
+  for (const LlamaLayout::Layer& l : layout.layers)
+    for (int64_t i = 0; i < layout.shape.n_ff * layout.shape.n_embd; ++i) student.params[l.w_down + static_cast<size_t>(i)] *= 0.5f;
+  o.steps = 25;
+  o.lr = {3e-3, 3e-4, 2, 25};
+  ASSERT_TRUE(train_steps(layout, tokens, o, student, pool).is_ok());
+  EXPECT_GT(student.losses.front(), 0.01);
+  EXPECT_LT(student.losses.back(), student.losses.front() * 0.5) << student.losses.front() << " -> " << student.losses.back();
+  auto other = EngineTeacher::open(test::stories_gguf(), 600, 32);
+  ASSERT_FALSE(other);
+  EXPECT_NE(other.status().message().find("the same tokens"), std::string::npos);
 }
 
 TEST(Trainer, LossCurveIsAnSvgWithOnePointPerStep) {

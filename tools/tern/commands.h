@@ -26,6 +26,7 @@ int cmd_quantize(int argc, char** argv);
 int cmd_calibrate(int argc, char** argv);
 int cmd_prune(int argc, char** argv);
 int cmd_train(int argc, char** argv);
+int cmd_distill(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
 int cmd_batch(int argc, char** argv);
 int cmd_eval(int argc, char** argv);

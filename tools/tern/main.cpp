@@ -30,6 +30,7 @@ constexpr Command kCommands[] = {
     {"quantize", cmd_quantize, "re-encode a GGUF model's tensors (Q4_K_M, Q8_0, F16, ...)"},
     {"calibrate", cmd_calibrate, "record a model's linear-layer input statistics on text (for quantize --calib)"},
     {"train", cmd_train, "train a Llama-family model on a text (AdamW, checkpoints, a loss curve)"},
+    {"distill", cmd_distill, "train a student to match a teacher's output distributions (KL with temperature)"},
     {"prune", cmd_prune, "zero a fraction of the linear layers' weights (magnitude, wanda, sparsegpt; N:M patterns)"},
     {"synth", cmd_synth, "write a random-weight model of given shapes (benchmarks)"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server with a web playground and Prometheus metrics"},
