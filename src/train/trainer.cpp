@@ -50,6 +50,12 @@ Status train_steps(const LlamaLayout& layout, const std::vector<int32_t>& tokens
   LlamaPass<float> pass(layout);
   std::vector<std::span<float>> grad_spans;
   for (const ParamTensor& t : layout.tensors) grad_spans.emplace_back(grads.data() + t.offset, t.size);
+  std::vector<size_t> zeros;  // keep_zeros: the matrices' zero weights, re-zeroed after every step
+  if (o.keep_zeros)
+    for (const ParamTensor& t : layout.tensors)
+      if (t.decay)
+        for (size_t i = t.offset; i < t.offset + t.size; ++i)
+          if (st.params[i] == 0.0f) zeros.push_back(i);
   while (st.step < o.steps) {
     const auto t0 = std::chrono::steady_clock::now();
     std::fill(grads.begin(), grads.end(), 0.0f);
@@ -91,6 +97,7 @@ Status train_steps(const LlamaLayout& layout, const std::vector<int32_t>& tokens
     for (const ParamTensor& t : layout.tensors)
       adamw_step(o.adamw, {st.params.data() + t.offset, t.size}, {grads.data() + t.offset, t.size},
                  {st.m.data() + t.offset, t.size}, {st.v.data() + t.offset, t.size}, st.step + 1, r.lr, t.decay);
+    for (size_t i : zeros) st.params[i] = 0.0f;
     ++st.step;
     st.losses.push_back(loss);
     r.step = st.step;

@@ -32,6 +32,9 @@ struct TrainOptions {
   std::function<Status(const int32_t* tokens, int64_t T, std::vector<float>& logits)> teacher;
   double temperature = 2.0;
   double kd_alpha = 1.0;
+  // Weights of the matrices that are exactly zero when the run starts stay
+  // zero (recovery after unstructured or N:M pruning keeps the sparsity).
+  bool keep_zeros = false;
 };
 
 struct TrainState {

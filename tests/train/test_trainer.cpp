@@ -116,6 +116,28 @@ TEST(Trainer, ResumedRunEndsBitIdenticalToTheUninterruptedOne) {
   std::filesystem::remove(ck);
 }
 
+TEST(Trainer, KeepZerosLeavesPrunedWeightsAtZero) {
+  const LlamaLayout layout = tiny_layout();
+  const std::vector<int32_t> tokens = random_tokens(400, 19);
+  TrainOptions o = options();
+  ThreadPool pool(2);
+  for (bool keep : {true, false}) {
+    TrainState st = random_state(layout);
+    const size_t wq = layout.layers[1].wq;
+    for (size_t i = 0; i < 64; i += 2) st.params[wq + i] = 0.0f;  // half of the first 64 weights
+    const std::vector<float> before = st.params;
+    o.keep_zeros = keep;
+    ASSERT_TRUE(train_steps(layout, tokens, o, st, pool).is_ok());
+    int zero = 0, moved = 0;
+    for (size_t i = 0; i < 64; ++i) {
+      zero += st.params[wq + i] == 0.0f ? 1 : 0;
+      moved += st.params[wq + i] != before[wq + i] ? 1 : 0;
+    }
+    EXPECT_EQ(zero, keep ? 32 : 0) << keep;
+    EXPECT_EQ(moved, keep ? 32 : 64) << keep;
+  }
+}
+
 TEST(Trainer, RefusesATextShorterThanOneSequence) {
   const LlamaLayout layout = tiny_layout();
   TrainState st = random_state(layout);

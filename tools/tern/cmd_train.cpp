@@ -60,6 +60,9 @@ int train_or_distill(int argc, char** argv, bool distill) {
   args.add("--checkpoint", &checkpoint, "checkpoint file, rewritten every --checkpoint-every steps and at the end");
   args.add("--checkpoint-every", &checkpoint_every, "steps between checkpoints (default: steps / 10)");
   args.add("--resume", &resume, "continue from this checkpoint (same --seed, --ctx, --batch, --steps)");
+  bool keep_zeros = false;
+  args.add_flag("--keep-zeros", &keep_zeros,
+                "matrix weights that are zero at the start stay zero (on by itself for a model tern prune zeroed)");
   args.add("--loss-svg", &svg_path, "write the loss curve (SVG)");
   args.add("-t,--threads", &n_threads, "threads (default: all cores)");
   if (auto s = args.parse(argc, argv); !s) return report(s);
@@ -89,6 +92,7 @@ int train_or_distill(int argc, char** argv, bool distill) {
 
   auto file = gguf::GgufFile::open(init_path);
   if (!file) return report(file.status());
+  o.keep_zeros = keep_zeros || file->find("tern.prune.method") != nullptr;
   auto shape = train::llama_shape(*file);
   if (!shape) return report(shape.status().with_context(init_path));
   const train::LlamaLayout layout = train::LlamaLayout::make(*shape);
@@ -122,10 +126,11 @@ int train_or_distill(int argc, char** argv, bool distill) {
   const bool tty = isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t first = st.step;
-  std::fprintf(stderr, "tern: %s %s (%zu parameters) on %zu tokens of %s%s: steps %lld-%lld, %lld x %lld tokens a step\n",
+  std::fprintf(stderr, "tern: %s %s (%zu parameters) on %zu tokens of %s%s: steps %lld-%lld, %lld x %lld tokens a step%s\n",
                distill ? "distilling into" : "training", init_path.c_str(), layout.n_params, tokens.size(), text_path.c_str(),
                distill ? (" from " + teacher_path).c_str() : "", static_cast<long long>(first + 1),
-               static_cast<long long>(o.steps), static_cast<long long>(o.batch), static_cast<long long>(o.ctx));
+               static_cast<long long>(o.steps), static_cast<long long>(o.batch), static_cast<long long>(o.ctx),
+               o.keep_zeros ? "; zero weights stay zero" : "");
   Status saved = Status::ok();
   auto s = train::train_steps(layout, tokens, o, st, pool, [&](const train::StepReport& r) {
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
