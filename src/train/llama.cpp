@@ -152,7 +152,8 @@ double LlamaPass<F>::forward(const F* P, const int32_t* tokens, const int32_t* t
   rmsnorm_forward(x.data(), P + layout_.output_norm, T, C, eps, nf_.data(), rstdf_.data());
   logits_.resize(static_cast<size_t>(T * V));
   linear_forward(nf_.data(), P + layout_.output, T, C, V, logits_.data(), pool);
-  return cross_entropy<F>(logits_.data(), targets, T, V, nullptr);
+  ce_grad_.assign(static_cast<size_t>(T * V), F(0));
+  return cross_entropy<F>(logits_.data(), targets, T, V, ce_grad_.data());
 }
 
 template <typename F>
@@ -163,15 +164,9 @@ void LlamaPass<F>::backward(const F* P, F* G, ThreadPool& pool, const F* dlogits
   const F scale = static_cast<F>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   auto zeros = [](int64_t n) { return std::vector<F>(static_cast<size_t>(n), F(0)); };
 
-  std::vector<F> dlog;
-  if (dlogits) {
-    dlog.assign(dlogits, dlogits + T * V);
-  } else {
-    dlog = zeros(T * V);
-    cross_entropy<F>(logits_.data(), targets_.data(), T, V, dlog.data());
-  }
+  const F* dlog = dlogits ? dlogits : ce_grad_.data();
   std::vector<F> dnf = zeros(T * C), dx = zeros(T * C);
-  linear_backward(dlog.data(), nf_.data(), P + layout_.output, T, C, V, dnf.data(), G + layout_.output, pool);
+  linear_backward(dlog, nf_.data(), P + layout_.output, T, C, V, dnf.data(), G + layout_.output, pool);
   rmsnorm_backward(dnf.data(), x_out_.data(), P + layout_.output_norm, rstdf_.data(), T, C, dx.data(),
                    G + layout_.output_norm);
   for (int64_t il = s.n_layer - 1; il >= 0; --il) {

@@ -67,12 +67,14 @@ template <typename F>
 class LlamaPass {
  public:
   explicit LlamaPass(const LlamaLayout& layout) : layout_(layout) {}
-  // Mean cross-entropy over the scored positions; logits() holds [T][n_vocab].
+  // Mean cross-entropy over the scored positions; logits() holds [T][n_vocab]
+  // and ce_grad() its gradient d(cross-entropy)/d(logits), computed with it.
   double forward(const F* params, const int32_t* tokens, const int32_t* targets, int64_t T, ThreadPool& pool);
   // Adds d(loss)/d(params) into grads; dlogits (when given, [T][n_vocab])
   // replaces the cross-entropy gradient (distillation's own loss).
   void backward(const F* params, F* grads, ThreadPool& pool, const F* dlogits = nullptr);
   const std::vector<F>& logits() const { return logits_; }
+  const std::vector<F>& ce_grad() const { return ce_grad_; }
 
  private:
   struct LayerActs {
@@ -82,7 +84,7 @@ class LlamaPass {
   int64_t T_ = 0;
   std::vector<int32_t> tokens_, targets_;
   std::vector<LayerActs> acts_;
-  std::vector<F> x_out_, nf_, rstdf_, logits_;
+  std::vector<F> x_out_, nf_, rstdf_, logits_, ce_grad_;
 };
 
 }  // namespace tern::train

@@ -46,7 +46,7 @@ Status train_steps(const LlamaLayout& layout, const std::vector<int32_t>& tokens
   if (st.params.size() != layout.n_params) return error(ErrorKind::Internal, "train: parameters do not fit the layout");
   st.m.resize(layout.n_params, 0.0f);
   st.v.resize(layout.n_params, 0.0f);
-  std::vector<float> grads(layout.n_params), teacher_logits, dlogits, part;
+  std::vector<float> grads(layout.n_params), teacher_logits, dlogits;
   LlamaPass<float> pass(layout);
   std::vector<std::span<float>> grad_spans;
   for (const ParamTensor& t : layout.tensors) grad_spans.emplace_back(grads.data() + t.offset, t.size);
@@ -74,17 +74,11 @@ Status train_steps(const LlamaLayout& layout, const std::vector<int32_t>& tokens
         return error(ErrorKind::Internal, "teacher logits do not match the student's");
       // d(loss)/d(logits) = α · dKL + (1 − α) · dCE
       const size_t nl = pass.logits().size();
-      std::fill(dlogits.begin(), dlogits.end(), 0.0f);
-      dlogits.resize(nl, 0.0f);
-      part.assign(nl, 0.0f);
+      dlogits.assign(nl, 0.0f);
       const double kl = kl_distill<float>(pass.logits().data(), teacher_logits.data(), o.ctx, layout.shape.n_vocab,
-                                          static_cast<float>(o.temperature), part.data());
-      for (size_t i = 0; i < nl; ++i) dlogits[i] = static_cast<float>(o.kd_alpha) * part[i];
-      if (o.kd_alpha < 1.0) {
-        part.assign(nl, 0.0f);
-        cross_entropy<float>(pass.logits().data(), seq + 1, o.ctx, layout.shape.n_vocab, part.data());
-        for (size_t i = 0; i < nl; ++i) dlogits[i] += static_cast<float>(1.0 - o.kd_alpha) * part[i];
-      }
+                                          static_cast<float>(o.temperature), dlogits.data());
+      const float a = static_cast<float>(o.kd_alpha), b = static_cast<float>(1.0 - o.kd_alpha);
+      for (size_t i = 0; i < nl; ++i) dlogits[i] = a * dlogits[i] + b * pass.ce_grad()[i];
       loss += o.kd_alpha * kl + (1.0 - o.kd_alpha) * ce;
       pass.backward(st.params.data(), grads.data(), pool, dlogits.data());
     }

@@ -5,7 +5,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -44,6 +48,15 @@ inline TernOutput run_tern(const std::string& args, const std::string& shell_pre
   o.err.assign(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
   std::remove(err_path.c_str());
   return o;
+}
+
+// `tern perplexity --json` of a model on a text with the given extra flags
+// (window, chunks, threads); NAN (and a failure) when it does not run.
+inline double tern_perplexity(const std::string& model, const std::string& text, const std::string& flags) {
+  auto o = run_tern("perplexity -m " + shell_quote(model) + " -f " + shell_quote(text) + " " + flags + " --json");
+  EXPECT_EQ(o.exit_code, 0) << o.err;
+  const size_t at = o.out.find("\"perplexity\":");
+  return at == std::string::npos ? NAN : std::strtod(o.out.c_str() + at + 13, nullptr);
 }
 
 }  // namespace tern::test

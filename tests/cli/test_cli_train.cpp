@@ -28,10 +28,7 @@ std::string scratch(const std::string& name) {
 }
 
 double perplexity(const std::string& model, const std::string& text) {
-  auto o = tern("perplexity -m " + quote(model) + " -f " + quote(text) + " -c 128 --chunks 40 -t 2 --json");
-  EXPECT_EQ(o.exit_code, 0) << o.err;
-  const size_t at = o.out.find("\"perplexity\":");
-  return at == std::string::npos ? NAN : std::strtod(o.out.c_str() + at + 13, nullptr);
+  return test::tern_perplexity(model, text, "-c 128 --chunks 40 -t 2");
 }
 
 struct ErrorCase {
